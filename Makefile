@@ -1,0 +1,106 @@
+# Top-level Makefile of the auto-tuner.
+#
+#   make            build the release tree (build/rel): libraries and commands
+#   make deps       install the Debian packages that are missing (idempotent)
+#   make demo       deps + build + run a real job on the embedded default
+#   make test       deps + sanitizer build (build/san) + the whole test suite
+#   make test-long  slow stress cases (not part of 'make test')
+#   make bench      deps + release build + benchmarks (lines "bench NAME VALUE UNIT")
+#   make clean
+#
+# Each module is a folder; every .c in it goes into the module's archive, except
+# main.c, which is the module's command.  Tests are tests/<module>/test_*.c, one
+# executable each.  Dependencies come from the compiler (-MMD -MP).
+
+SHELL       := /bin/bash
+CC          ?= gcc
+LLVM_CONFIG ?= llvm-config-16
+CUDA_HOME   ?= /usr/local/cuda
+V           ?= 0
+Q           := $(if $(filter 1,$(V)),,@)
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wundef -Wwrite-strings
+LLVM_INC := $(shell $(LLVM_CONFIG) --includedir 2>/dev/null)
+BASE_CFLAGS := -std=c11 $(WARN) -D_GNU_SOURCE -I. -fPIC -MMD -MP \
+               $(if $(LLVM_INC),-isystem $(LLVM_INC))
+REL_CFLAGS := -O2 -g $(if $(filter 1,$(DEBUG)),,-DNDEBUG)
+SAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+              -fno-omit-frame-pointer
+
+LLVM_LIBS := $(shell $(LLVM_CONFIG) --ldflags 2>/dev/null) $(shell $(LLVM_CONFIG) --libs 2>/dev/null)
+LDLIBS    := -Wl,--as-needed $(LLVM_LIBS) -lsqlite3 -lxgboost -lnng -luv -lmsgpackc -lseccomp \
+             -lm -lpthread -ldl
+TEST_LIBS := -lcmocka -lopenblas -ldnnl
+
+# Modules in link order (users before what they use).
+MODULES := tuner cost_model records tracker rpc_agent kernels kernels/rt schedule_space common
+lib_of   = $(subst /,_,$(1))
+mod_srcs = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
+
+# ---- per-flavour rules: $(1) = flavour name (rel/san), $(2) = extra CFLAGS ----
+define FLAVOUR
+B_$(1)      := build/$(1)
+LIBS_$(1)   := $$(foreach m,$$(MODULES),$$(if $$(call mod_srcs,$$(m)),build/$(1)/lib/lib$$(call lib_of,$$(m)).a))
+
+build/$(1)/obj/%.o: %.c
+	@mkdir -p $$(@D)
+	$$(Q)echo "  CC[$(1)] $$<"; $$(CC) $$(BASE_CFLAGS) $(2) -c $$< -o $$@
+
+$$(foreach m,$$(MODULES),$$(eval build/$(1)/lib/lib$$(call lib_of,$$(m)).a: $$(patsubst %.c,build/$(1)/obj/%.o,$$(call mod_srcs,$$(m)))))
+
+build/$(1)/lib/%.a:
+	@mkdir -p $$(@D)
+	$$(Q)rm -f $$@; ar rcs $$@ $$^
+
+build/$(1)/bin/%: build/$(1)/obj/%/main.o $$(LIBS_$(1))
+	@mkdir -p $$(@D)
+	$$(Q)echo "  LD[$(1)] $$@"; $$(CC) $(2) -o $$@ $$< $$(LIBS_$(1)) $$(LDLIBS)
+
+build/$(1)/tests/%: build/$(1)/obj/tests/%.o $$(LIBS_$(1))
+	@mkdir -p $$(@D)
+	$$(Q)echo "  LD[$(1)] $$@"; $$(CC) $(2) -o $$@ $$< $$(LIBS_$(1)) $$(TEST_LIBS) $$(LDLIBS)
+endef
+
+$(eval $(call FLAVOUR,rel,$(REL_CFLAGS)))
+$(eval $(call FLAVOUR,san,$(SAN_CFLAGS)))
+
+COMMANDS   := $(foreach m,tuner tracker rpc_agent,$(if $(wildcard $(m)/main.c),$(m)))
+TEST_SRCS  := $(wildcard tests/*/test_*.c)
+TEST_NAMES := $(patsubst tests/%.c,%,$(TEST_SRCS))
+BENCH_SRCS := $(wildcard tests/bench/bench_*.c)
+TOOL_SRCS  := $(wildcard tests/tools/*.c)
+
+.PHONY: all deps demo test test-long bench clean tests-san tests-rel
+.SECONDARY:
+
+all: $(LIBS_rel) $(addprefix build/rel/bin/,$(COMMANDS)) \
+     $(patsubst tests/%.c,build/rel/tests/%,$(TOOL_SRCS))
+
+deps:
+	$(Q)scripts/deps.sh
+
+tests-san: $(LIBS_san) $(addprefix build/san/tests/,$(TEST_NAMES)) \
+           $(patsubst tests/%.c,build/san/tests/%,$(TOOL_SRCS))
+tests-rel: all $(addprefix build/rel/tests/,$(TEST_NAMES))
+
+test: deps
+	$(Q)$(MAKE) --no-print-directory -j$$(nproc) tests-san
+	$(Q)scripts/run_tests.sh build/san
+
+test-long: deps
+	$(Q)$(MAKE) --no-print-directory -j$$(nproc) tests-san
+	$(Q)AT_TEST_LONG=1 scripts/run_tests.sh build/san
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory -j$$(nproc) all
+	$(Q)scripts/demo.sh
+
+bench: deps
+	$(Q)$(MAKE) --no-print-directory -j$$(nproc) all $(patsubst tests/%.c,build/rel/tests/%,$(BENCH_SRCS))
+	$(Q)scripts/bench.sh
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

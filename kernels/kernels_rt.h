@@ -1,0 +1,150 @@
+/* kernels/kernels_rt.h -- the kernel runtime (prefix kn_rt_): what a device needs to run
+** a compiled kernel.  It links no LLVM, no compiler and no SQLite: the agent on a phone
+** links this archive (build/.../libkernels_rt.a) and common/ only.
+**
+**   kn_rt_module_load(obj, n, NULL, &m, err, sizeof err);     load a relocatable ELF object
+**   fn = (kn_rt_kernel_fn)kn_rt_module_sym(m, "kernel_main");
+**   kn_rt_pool_new(2, &pool);                                  threads, made before any sandbox
+**   fn(bufs, workspace, kn_rt_pool_par(pool));                 run it
+**   kn_rt_time(fn, bufs, ws, par, &opts, costs, &rc);          time it
+**   kn_rt_module_free(m); kn_rt_pool_free(pool);
+**
+** THE KERNEL ABI (what the code generator emits and the runtime calls):
+**
+**   int32_t kernel(void *const *bufs, void *workspace, const kn_rt_par *par);
+**
+**   bufs       one pointer per tensor argument, in the artifact's order: the DAG's
+**              placeholders in declaration order, then its outputs in declaration order.
+**              Every buffer is dense row-major, 64-byte aligned, never aliased.
+**   workspace  scratch memory of at least ws_fixed + ws_per_thread * par->n_threads bytes,
+**              64-byte aligned (may be NULL when both sizes are 0).  The kernel keeps its
+**              temporaries (cache stages, rfactor partials) there or on its stack; it
+**              allocates nothing and makes no system call.
+**   par        the parallel runtime: a parallel loop becomes one call of par->launch with a
+**              task function that runs a block of the loop's iterations.
+**   return     0 on success, non-zero if a parallel launch failed.
+**
+**   The kernel may call only: memcpy, memset, memmove and the libm functions listed by
+**   kn_rt_symbols() (expf, logf, sqrtf, tanhf, erff, ... and their double forms); the
+**   loader resolves nothing else.
+**
+** Layout of kn_rt_par is part of the ABI (generated code loads its fields by offset):
+**   offset 0: launch   (pointer)
+**   offset 8: n_threads (int32)
+*/
+#ifndef KN_KERNELS_RT_H
+#define KN_KERNELS_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+/* ---- the ABI ------------------------------------------------------------------------ */
+
+typedef struct kn_rt_par kn_rt_par;
+
+/* A task runs iterations of one parallel loop.  'task_id' is in [0, n_tasks); the
+** kernel divides the iterations between tasks itself (block partition). */
+typedef int32_t (*kn_rt_task_fn)(void *closure, int32_t task_id, int32_t n_tasks);
+
+struct kn_rt_par {
+    /* Run fn(closure, t, n_threads) for every t in [0, n_threads) and return when all have
+    ** finished: 0 if every task returned 0, else the first non-zero value.  Task 0 runs
+    ** on the calling thread.  A launch from inside a task runs the tasks serially on the
+    ** calling thread (n_tasks 1). */
+    int32_t (*launch)(const kn_rt_par *par, kn_rt_task_fn fn, void *closure);
+    int32_t n_threads; /* >= 1 */
+    int32_t reserved;
+    void *impl; /* runtime-private */
+};
+
+typedef int32_t (*kn_rt_kernel_fn)(void *const *bufs, void *workspace, const kn_rt_par *par);
+
+/* ---- loading objects ---------------------------------------------------------------- */
+
+typedef struct kn_rt_module kn_rt_module;
+
+/* One symbol the loader may resolve for a kernel. */
+typedef struct kn_rt_symbol {
+    const char *name;
+    void *addr;
+} kn_rt_symbol;
+
+/* The built-in table (libm functions and mem*), terminated by {NULL, NULL}. */
+const kn_rt_symbol *kn_rt_symbols(void);
+
+/* Load a relocatable ELF object (ET_REL) built for this machine (x86-64 or AArch64):
+** map its allocatable sections, apply the relocations, resolve undefined symbols from
+** 'extra' (may be NULL; {NULL, NULL}-terminated, searched first) and kn_rt_symbols(),
+** and make code executable.  On AT_OK the caller owns *out (kn_rt_module_free).  On
+** failure *out is NULL, the return is AT_ELOAD (bad or foreign object, unknown
+** relocation, unresolved symbol; 'errmsg' says which) or AT_ENOMEM.  The object bytes
+** are not referenced after the call.  Thread-safe; uses mmap/mprotect (call it before
+** entering a sandbox that forbids them). */
+at_err kn_rt_module_load(const void *obj, size_t n_bytes, const kn_rt_symbol *extra,
+                         kn_rt_module **out, char *errmsg, size_t errmsg_size);
+
+/* Address of the defined global symbol 'name', or NULL. */
+void *kn_rt_module_sym(const kn_rt_module *m, const char *name);
+
+void kn_rt_module_free(kn_rt_module *m); /* NULL is fine */
+
+/* ---- thread pool -------------------------------------------------------------------- */
+
+typedef struct kn_rt_pool kn_rt_pool;
+
+/* A pool of n_threads - 1 worker threads plus the caller (n_threads >= 1; 0 means the
+** number of online CPUs).  Workers spin briefly, then sleep on a futex.  On AT_OK the
+** caller owns *out (kn_rt_pool_free, which joins the workers). */
+at_err kn_rt_pool_new(int n_threads, kn_rt_pool **out);
+void kn_rt_pool_free(kn_rt_pool *p);
+/* The kernel argument for this pool; valid until kn_rt_pool_free.  Launches must come
+** from one thread at a time. */
+const kn_rt_par *kn_rt_pool_par(kn_rt_pool *p);
+/* A serial runtime (n_threads 1, no threads), for references and tests. */
+const kn_rt_par *kn_rt_serial_par(void);
+
+/* ---- timing ------------------------------------------------------------------------- */
+
+typedef struct kn_rt_time_opts {
+    int number;          /* calls per timed repeat (>= 1); grown to reach min_repeat_ms */
+    int repeat;          /* timed repeats (>= 1); one cost each */
+    double min_repeat_ms; /* grow 'number' until one repeat takes at least this long */
+    int flush_cache;     /* evict every input buffer from the caches before each repeat */
+    int n_warmup;        /* untimed calls before timing (0 is allowed) */
+} kn_rt_time_opts;
+
+/* Time fn(bufs, ws, par): n_warmup untimed calls, then 'repeat' repeats of 'number'
+** back-to-back calls (number grown by 1.618x until a repeat lasts min_repeat_ms; at most
+** 2^20 calls), writing the seconds per call of each repeat to costs_s[0..repeat).
+** The buffers to flush are bufs[0..n_flush) with sizes n_bytes[]; pass 0 to skip.
+** If the kernel returns non-zero, stops and sets *kernel_rc (else *kernel_rc = 0);
+** the return is AT_OK either way (a failing kernel is a result, not an error).  */
+at_err kn_rt_time(kn_rt_kernel_fn fn, void *const *bufs, void *ws, const kn_rt_par *par,
+                  const kn_rt_time_opts *opts, int n_flush, const size_t *n_bytes,
+                  double *costs_s, int32_t *kernel_rc);
+
+/* Evict [p, p+n) from the CPU caches (clflush on x86-64, dc civac on AArch64). */
+void kn_rt_flush(const void *p, size_t n);
+
+/* ---- inputs and comparison ---------------------------------------------------------- */
+
+/* Fill 'n' elements of type 'dt' with values that depend only on (seed, stream, index),
+** identical on every machine: floats uniform in [-1, 1) and never 0, integers in
+** [-16, 16] and never 0, bools alternating pseudo-randomly.  'stream' separates buffers
+** filled from one seed (use the buffer's argument index). */
+void kn_rt_fill(void *p, at_dtype dt, int64_t n, uint64_t seed, uint32_t stream);
+
+/* max|out - ref| / max|ref| over n elements (max|out - ref| when ref is all zero);
+** NaN in 'out' where 'ref' is not NaN gives +inf.  The error bound of the project is
+** 1e-4 for float32. */
+double kn_rt_rel_err(const void *out, const void *ref, at_dtype dt, int64_t n);
+
+/* ---- aligned buffers ---------------------------------------------------------------- */
+
+/* 64-byte aligned memory of n bytes (at least 64), zeroed; kn_rt_free releases it. */
+void *kn_rt_alloc(size_t n);
+void kn_rt_free(void *p);
+
+#endif /* KN_KERNELS_RT_H */

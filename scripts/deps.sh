@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install the Debian packages this project needs, only the missing ones.
+# Quiet when everything is there; needs root (or sudo) otherwise.
+set -euo pipefail
+
+PKGS=(
+  build-essential pkg-config
+  libuv1-dev libnng-dev libsqlite3-dev sqlite3 libxgboost-dev llvm-16-dev
+  libmsgpack-dev libseccomp-dev protobuf-c-compiler libprotobuf-c-dev libonnx-dev
+  libcmocka-dev clang libclang-rt-14-dev
+  qemu-user gcc-aarch64-linux-gnu libc6-arm64-cross libc6-dev-arm64-cross
+  libopenblas-dev libdnnl-dev python3-onnx python3-numpy
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}"
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done"

@@ -1,0 +1,180 @@
+/* tests/common/test_common.c -- arena, buffer, SHA-256, RNG and JSON. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "common/common.h"
+
+static void test_sha256_known(void **unused)
+{
+    char hex[65];
+    (void)unused;
+    at_sha256_hex("", 0, 32, hex);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    at_sha256_hex("abc", 3, 32, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    /* 56 bytes: padding spills into a second block */
+    at_sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, 32, hex);
+    assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+static void test_rng_reproducible(void **unused)
+{
+    at_rng a, b;
+    (void)unused;
+    at_rng_seed(&a, 42);
+    at_rng_seed(&b, 42);
+    for (int i = 0; i < 1000; i++)
+        assert_true(at_rng_u64(&a) == at_rng_u64(&b));
+    for (int i = 0; i < 1000; i++) {
+        uint64_t v = at_rng_below(&a, 7);
+        double d = at_rng_double(&a);
+        assert_true(v < 7);
+        assert_true(d >= 0.0 && d < 1.0);
+    }
+    at_rng_seed(&b, 43);
+    assert_true(at_rng_u64(&a) != at_rng_u64(&b));
+}
+
+static void test_buf_and_arena(void **unused)
+{
+    at_buf b;
+    at_arena a;
+    (void)unused;
+    at_buf_init(&b);
+    for (int i = 0; i < 1000; i++)
+        at_buf_printf(&b, "%d,", i);
+    assert_int_equal(b.err, AT_OK);
+    assert_true(strncmp(b.data, "0,1,2,", 6) == 0);
+    at_buf_reset(&b);
+    at_buf_json_str(&b, "a\"b\\c\n\x01");
+    assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\u0001\"");
+    at_buf_reset(&b);
+    at_buf_json_num(&b, 0.1);
+    at_buf_putc(&b, ' ');
+    at_buf_json_num(&b, 1024);
+    at_buf_putc(&b, ' ');
+    at_buf_json_num(&b, 1e-300);
+    assert_string_equal(b.data, "0.1 1024 1e-300");
+    at_buf_fini(&b);
+
+    at_arena_init(&a, 64);
+    for (int i = 0; i < 100; i++) {
+        char *p = at_arena_alloc(&a, (size_t)i * 7 + 1);
+        assert_non_null(p);
+        assert_true(((uintptr_t)p & 15) == 0);
+        assert_int_equal(p[0], 0);
+        memset(p, 1, (size_t)i * 7 + 1);
+    }
+    at_arena_reset(&a);
+    assert_non_null(at_arena_strdup(&a, "hello"));
+    at_arena_fini(&a);
+}
+
+static void test_json_parse_ok(void **unused)
+{
+    at_arena a;
+    at_json *j;
+    char err[128];
+    const char *text = " {\"a\": [1, -2.5e3, true, null], \"s\": \"x\\u00e9\\ud83d\\ude00\", "
+                       "\"o\": {}} ";
+    (void)unused;
+    at_arena_init(&a, 0);
+    assert_int_equal(at_json_parse(&a, text, strlen(text), &j, err, sizeof err), AT_OK);
+    assert_int_equal(j->type, AT_JSON_OBJ);
+    const at_json *arr = at_json_get(j, "a");
+    assert_non_null(arr);
+    assert_int_equal(arr->n, 4);
+    assert_true(arr->items[0]->is_int && arr->items[0]->i == 1);
+    assert_true(!arr->items[1]->is_int && arr->items[1]->num == -2500.0);
+    assert_int_equal(arr->items[2]->type, AT_JSON_BOOL);
+    assert_int_equal(arr->items[3]->type, AT_JSON_NULL);
+    assert_string_equal(at_json_get(j, "s")->str, "x\xc3\xa9\xf0\x9f\x98\x80");
+    assert_int_equal(at_json_get(j, "o")->n, 0);
+    assert_null(at_json_get(j, "missing"));
+    at_arena_fini(&a);
+}
+
+static void test_json_parse_errors(void **unused)
+{
+    static const struct {
+        const char *text, *msg;
+    } cases[] = {
+        {"", "1:1: value expected, found end of input"},
+        {"[1,2", "1:5: ',' or ']' expected in array"},
+        {"{\"a\" 1}", "1:6: ':' expected after object key"},
+        {"[1]\n x", "2:2: trailing characters after the JSON value"},
+        {"\"abc", "1:5: unterminated string"},
+        {"01", "1:2: trailing characters after the JSON value"},
+        {"[tru]", "1:2: unknown literal"},
+        {"\"\\ud800\"", "1:8: lone surrogate in \\u escape"},
+        {"{1:2}", "1:2: object key (a string) expected"},
+        {"-", "1:2: bad number"},
+    };
+    (void)unused;
+    for (size_t i = 0; i < AT_ARRAY_LEN(cases); i++) {
+        at_arena a;
+        at_json *j = (at_json *)1;
+        char err[128];
+        at_arena_init(&a, 0);
+        assert_int_equal(at_json_parse(&a, cases[i].text, strlen(cases[i].text), &j, err,
+                                       sizeof err),
+                         AT_EPARSE);
+        assert_null(j);
+        assert_string_equal(err, cases[i].msg);
+        at_arena_fini(&a);
+    }
+}
+
+static void test_json_deep_nesting_refused(void **unused)
+{
+    char text[2000];
+    at_arena a;
+    at_json *j;
+    char err[128];
+    (void)unused;
+    memset(text, '[', sizeof text);
+    at_arena_init(&a, 0);
+    assert_int_equal(at_json_parse(&a, text, sizeof text, &j, err, sizeof err), AT_EPARSE);
+    assert_non_null(strstr(err, "nesting too deep"));
+    at_arena_fini(&a);
+}
+
+static void test_json_survives_oom(void **unused)
+{
+    const char *text = "{\"steps\": [[\"SP\", 2, 0, 1024, [16, 4], 1], [\"RE\", 2, [0, 1]]]}";
+    (void)unused;
+    for (size_t limit = 0;; limit++) {
+        at_arena a;
+        at_json *j;
+        long live0 = at_test_live_allocs();
+        at_err err;
+        at_arena_init(&a, 64);
+        at_test_alloc_limit(limit);
+        err = at_json_parse(&a, text, strlen(text), &j, NULL, 0);
+        at_test_alloc_limit(SIZE_MAX);
+        at_arena_fini(&a);
+        assert_int_equal(at_test_live_allocs(), live0);
+        if (err == AT_OK)
+            break;
+        assert_int_equal(err, AT_ENOMEM);
+        assert_true(limit < 1000);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sha256_known),
+        cmocka_unit_test(test_rng_reproducible),
+        cmocka_unit_test(test_buf_and_arena),
+        cmocka_unit_test(test_json_parse_ok),
+        cmocka_unit_test(test_json_parse_errors),
+        cmocka_unit_test(test_json_deep_nesting_refused),
+        cmocka_unit_test(test_json_survives_oom),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
