@@ -1,0 +1,25 @@
+/* schedule_space/ss_int.h -- declarations shared by the files of schedule_space/ only. */
+#ifndef SS_INT_H
+#define SS_INT_H
+
+#include "schedule_space.h"
+
+#include <stdio.h>
+
+/* Print a float literal so that it reads back to the same value of type 'dt'. */
+void ss__print_float(at_buf *b, double v, at_dtype dt);
+
+/* Validate one compute op against the ops before it; message into 'msg'. */
+at_err ss__check_op(const ss_dag *dag, int op, char *msg, size_t msg_size);
+
+/* snprintf into errmsg when it is not NULL; returns 'err'. */
+at_err ss__fail(char *errmsg, size_t errmsg_size, at_err err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Bound inference of a state; see ss_bound.c. */
+at_err ss__infer_bounds(ss_state *st, char *errmsg, size_t errmsg_size);
+
+/* Does stage 'reader' read stage 'tensor', looking through inlined stages? */
+int ss__reads_through_inline(const ss_state *st, int reader, int tensor);
+
+#endif
