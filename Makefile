@@ -57,9 +57,11 @@ build/$(1)/bin/%: build/$(1)/obj/%/main.o $$(LIBS_$(1))
 	@mkdir -p $$(@D)
 	$$(Q)echo "  LD[$(1)] $$@"; $$(CC) $(2) -o $$@ $$< $$(LIBS_$(1)) $$(LDLIBS)
 
-build/$(1)/tests/%: build/$(1)/obj/tests/%.o $$(LIBS_$(1))
+SUPPORT_$(1) := $$(patsubst %.c,build/$(1)/obj/%.o,$$(wildcard tests/support/*.c))
+
+build/$(1)/tests/%: build/$(1)/obj/tests/%.o $$(SUPPORT_$(1)) $$(LIBS_$(1))
 	@mkdir -p $$(@D)
-	$$(Q)echo "  LD[$(1)] $$@"; $$(CC) $(2) -o $$@ $$< $$(LIBS_$(1)) $$(TEST_LIBS) $$(LDLIBS)
+	$$(Q)echo "  LD[$(1)] $$@"; $$(CC) $(2) -o $$@ $$< $$(SUPPORT_$(1)) $$(LIBS_$(1)) $$(TEST_LIBS) $$(LDLIBS)
 endef
 
 $(eval $(call FLAVOUR,rel,$(REL_CFLAGS)))
