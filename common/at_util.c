@@ -34,8 +34,11 @@ void at_time_iso8601(double t, char out[32])
     if (ms > 999)
         ms = 999;
     gmtime_r(&sec, &tm);
-    snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+    /* the result is checked only to tell gcc -O2 (-Wformat-truncation) that the bound on
+    ** the fields of 'tm' is known; a valid time always fits */
+    if (snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms) >= 32)
+        out[31] = '\0';
 }
 
 at_err at_file_read(const char *path, char **out, size_t *n_out, char *errmsg, size_t errmsg_size)

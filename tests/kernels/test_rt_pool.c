@@ -1,0 +1,302 @@
+/* tests/kernels/test_rt_pool.c -- the thread pool: every task of every launch runs
+** once, errors propagate, nested launches run serially, sleeping workers wake up. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/kernels_rt.h"
+
+enum { MAX_T = 8 };
+
+typedef struct count_ctx {
+    int64_t runs[MAX_T]; /* task t writes only runs[t]: no race */
+    int32_t n_tasks_seen[MAX_T];
+    pthread_t thread[MAX_T];
+    int64_t launch; /* the launch number, checked by every task */
+    int64_t seen_launch[MAX_T];
+} count_ctx;
+
+static int32_t count_task(void *closure, int32_t t, int32_t n)
+{
+    count_ctx *c = closure;
+    if (t < 0 || t >= MAX_T)
+        return 99;
+    c->runs[t]++;
+    c->n_tasks_seen[t] = n;
+    c->thread[t] = pthread_self();
+    if (c->seen_launch[t] + 1 != c->launch)
+        return 98; /* missed or repeated a launch */
+    c->seen_launch[t] = c->launch;
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void run_launches(int n_threads, int n_launches, double *us_per_launch)
+{
+    kn_rt_pool *pool = NULL;
+    const kn_rt_par *par;
+    static count_ctx c;
+    double t0;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(kn_rt_pool_new(n_threads, &pool), AT_OK);
+    par = kn_rt_pool_par(pool);
+    assert_int_equal(par->n_threads, n_threads);
+    t0 = now_s();
+    for (int i = 0; i < n_launches; i++) {
+        c.launch = i + 1;
+        assert_int_equal(par->launch(par, count_task, &c), 0);
+    }
+    *us_per_launch = (now_s() - t0) * 1e6 / n_launches;
+    for (int t = 0; t < n_threads; t++) {
+        assert_int_equal(c.runs[t], n_launches);
+        assert_int_equal(c.n_tasks_seen[t], n_threads);
+    }
+    for (int t = n_threads; t < MAX_T; t++)
+        assert_int_equal(c.runs[t], 0);
+    assert_true(pthread_equal(c.thread[0], pthread_self()));     /* task 0: the caller */
+    for (int t = 1; t < n_threads; t++)
+        assert_false(pthread_equal(c.thread[t], pthread_self())); /* the others: workers */
+    kn_rt_pool_free(pool);
+}
+
+static void test_pool_many_launches(void **unused)
+{
+    double us;
+    (void)unused;
+    run_launches(2, 100000, &us);
+    printf("# 2 threads: %.2f us per launch (100000 launches)\n", us);
+    assert_true(us < 50.0); /* ~1 us in a release build; sanitizers and a busy host cost */
+    run_launches(1, 1000, &us);
+    run_launches(4, 5000, &us); /* more threads than cores here: still correct */
+    printf("# 4 threads: %.2f us per launch (5000 launches)\n", us);
+}
+
+static int32_t failing_task(void *closure, int32_t t, int32_t n)
+{
+    const int32_t *fail_rc = closure; /* per task */
+    (void)n;
+    return fail_rc[t];
+}
+
+static void test_pool_error_propagation(void **unused)
+{
+    kn_rt_pool *pool = NULL;
+    const kn_rt_par *par;
+    int32_t rc[4] = {0, 0, 0, 0};
+    (void)unused;
+    assert_int_equal(kn_rt_pool_new(4, &pool), AT_OK);
+    par = kn_rt_pool_par(pool);
+    assert_int_equal(par->launch(par, failing_task, rc), 0);
+    rc[2] = 7;
+    assert_int_equal(par->launch(par, failing_task, rc), 7);
+    rc[2] = 0;
+    assert_int_equal(par->launch(par, failing_task, rc), 0); /* no stale error */
+    rc[0] = -3;
+    assert_int_equal(par->launch(par, failing_task, rc), -3);
+    rc[0] = 5;
+    rc[3] = 5;
+    assert_int_equal(par->launch(par, failing_task, rc), 5);
+    rc[0] = 1;
+    rc[3] = 2; /* two failures: one of them, whichever came first */
+    for (int i = 0; i < 100; i++) {
+        int32_t r = par->launch(par, failing_task, rc);
+        assert_true(r == 1 || r == 2);
+    }
+    assert_int_equal(par->launch(par, NULL, rc), -1);
+    kn_rt_pool_free(pool);
+}
+
+typedef struct nest_ctx {
+    const kn_rt_par *par;
+    int32_t inner_n[MAX_T];
+    int32_t inner_id[MAX_T];
+    int inner_same_thread[MAX_T];
+    int32_t outer_n[MAX_T];
+} nest_ctx;
+
+typedef struct inner_ctx {
+    pthread_t outer_thread;
+    int32_t n, id;
+    int same;
+} inner_ctx;
+
+static int32_t inner_task(void *closure, int32_t t, int32_t n)
+{
+    inner_ctx *ic = closure;
+    ic->n = n;
+    ic->id = t;
+    ic->same = pthread_equal(ic->outer_thread, pthread_self());
+    return t == 0 ? 0 : 1;
+}
+
+static int32_t outer_task(void *closure, int32_t t, int32_t n)
+{
+    nest_ctx *c = closure;
+    inner_ctx ic = {pthread_self(), -1, -1, 0};
+    int32_t r = c->par->launch(c->par, inner_task, &ic);
+    c->outer_n[t] = n;
+    c->inner_n[t] = ic.n;
+    c->inner_id[t] = ic.id;
+    c->inner_same_thread[t] = ic.same;
+    return r;
+}
+
+static void test_pool_nested_launch(void **unused)
+{
+    kn_rt_pool *pool = NULL;
+    nest_ctx c;
+    (void)unused;
+    assert_int_equal(kn_rt_pool_new(3, &pool), AT_OK);
+    memset(&c, 0, sizeof c);
+    c.par = kn_rt_pool_par(pool);
+    for (int rep = 0; rep < 200; rep++) {
+        assert_int_equal(c.par->launch(c.par, outer_task, &c), 0);
+        for (int t = 0; t < 3; t++) {
+            assert_int_equal(c.outer_n[t], 3);
+            assert_int_equal(c.inner_n[t], 1); /* serial: one task ... */
+            assert_int_equal(c.inner_id[t], 0);
+            assert_true(c.inner_same_thread[t]); /* ... on the calling thread */
+        }
+    }
+    /* the serial runtime nests the same way */
+    c.par = kn_rt_serial_par();
+    assert_int_equal(c.par->n_threads, 1);
+    assert_int_equal(c.par->launch(c.par, outer_task, &c), 0);
+    assert_int_equal(c.outer_n[0], 1);
+    assert_int_equal(c.inner_n[0], 1);
+    kn_rt_pool_free(pool);
+}
+
+static void test_pool_wakes_sleeping_workers(void **unused)
+{
+    kn_rt_pool *pool = NULL;
+    const kn_rt_par *par;
+    static count_ctx c;
+    (void)unused;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(kn_rt_pool_new(2, &pool), AT_OK);
+    par = kn_rt_pool_par(pool);
+    for (int i = 0; i < 40; i++) {
+        usleep(i % 2 ? 2000 : 200); /* past the spin time: the worker sleeps on its futex */
+        c.launch = i + 1;
+        assert_int_equal(par->launch(par, count_task, &c), 0);
+    }
+    assert_int_equal(c.runs[0], 40);
+    assert_int_equal(c.runs[1], 40);
+    kn_rt_pool_free(pool);
+}
+
+typedef struct sum_ctx {
+    const float *x;
+    int64_t n;
+    double part[MAX_T];
+} sum_ctx;
+
+static int32_t sum_task(void *closure, int32_t t, int32_t n_tasks)
+{
+    sum_ctx *c = closure;
+    int64_t lo = c->n * t / n_tasks, hi = c->n * (t + 1) / n_tasks;
+    double s = 0;
+    for (int64_t i = lo; i < hi; i++)
+        s += c->x[i];
+    c->part[t] = s;
+    return 0;
+}
+
+static void test_pool_block_partition_sum(void **unused)
+{
+    enum { N = 100003 };
+    float *x = kn_rt_alloc(N * sizeof *x);
+    kn_rt_pool *pool = NULL;
+    double ref = 0;
+    (void)unused;
+    assert_non_null(x);
+    kn_rt_fill(x, AT_DT_F32, N, 3, 0);
+    for (int i = 0; i < N; i++)
+        ref += x[i];
+    for (int nt = 1; nt <= 5; nt++) {
+        sum_ctx c = {x, N, {0}};
+        const kn_rt_par *par;
+        double s = 0;
+        assert_int_equal(kn_rt_pool_new(nt, &pool), AT_OK);
+        par = kn_rt_pool_par(pool);
+        assert_int_equal(par->launch(par, sum_task, &c), 0);
+        for (int t = 0; t < nt; t++)
+            s += c.part[t];
+        assert_true(fabs(s - ref) < 1e-6 * (1 + fabs(ref)));
+        kn_rt_pool_free(pool);
+    }
+    kn_rt_free(x);
+}
+
+static void test_pool_new_args_and_oom(void **unused)
+{
+    kn_rt_pool *pool = (kn_rt_pool *)1;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    (void)unused;
+    assert_int_equal(kn_rt_pool_new(-1, &pool), AT_EINVAL);
+    assert_null(pool);
+    assert_int_equal(kn_rt_pool_new(100000, &pool), AT_EINVAL);
+    assert_int_equal(kn_rt_pool_new(2, NULL), AT_EINVAL);
+    assert_int_equal(kn_rt_pool_new(0, &pool), AT_OK);
+    assert_int_equal(kn_rt_pool_par(pool)->n_threads, ncpu > 0 ? ncpu : 1);
+    kn_rt_pool_free(pool);
+    kn_rt_pool_free(NULL);
+    assert_int_equal(kn_rt_pool_par(NULL)->n_threads, 1);
+    for (size_t limit = 0;; limit++) {
+        long live = at_test_live_allocs();
+        at_err err;
+        pool = NULL;
+        at_test_alloc_limit(limit);
+        err = kn_rt_pool_new(3, &pool);
+        at_test_alloc_limit(SIZE_MAX);
+        if (err == AT_OK) {
+            kn_rt_pool_free(pool);
+            assert_int_equal(at_test_live_allocs(), live);
+            break;
+        }
+        assert_int_equal(err, AT_ENOMEM);
+        assert_null(pool);
+        assert_int_equal(at_test_live_allocs(), live);
+    }
+    for (int i = 0; i < 50; i++) { /* create and join quickly, with and without a launch */
+        static count_ctx c;
+        assert_int_equal(kn_rt_pool_new(2, &pool), AT_OK);
+        if (i % 2) {
+            memset(&c, 0, sizeof c);
+            c.launch = 1;
+            assert_int_equal(kn_rt_pool_par(pool)->launch(kn_rt_pool_par(pool), count_task, &c),
+                             0);
+            assert_int_equal(c.runs[1], 1);
+        }
+        kn_rt_pool_free(pool);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pool_many_launches),
+        cmocka_unit_test(test_pool_error_propagation),
+        cmocka_unit_test(test_pool_nested_launch),
+        cmocka_unit_test(test_pool_wakes_sleeping_workers),
+        cmocka_unit_test(test_pool_block_partition_sum),
+        cmocka_unit_test(test_pool_new_args_and_oom),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
