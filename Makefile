@@ -76,6 +76,7 @@ TOOL_SRCS  := $(wildcard tests/tools/*.c)
 .PHONY: all deps demo test test-long bench clean tests-san tests-rel
 .SECONDARY:
 
+.DEFAULT_GOAL := all
 all: $(LIBS_rel) $(addprefix build/rel/bin/,$(COMMANDS)) \
      $(patsubst tests/%.c,build/rel/tests/%,$(TOOL_SRCS))
 
