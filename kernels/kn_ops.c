@@ -686,7 +686,7 @@ static int put_pad(spec *sp, at_buf *b, int rank, const char *const *axes, const
 
 static int conv_emit(spec *sp, at_buf *b, const conv_params *p)
 {
-    int64_t OH, OW, Cg, Kg;
+    int64_t OH = 0, OW = 0, Cg, Kg;
     int64_t xd[4], wd[4], od[4], rext[3];
     const char *raxes[3], *xidx[4], *widx[4], *oaxes[4], *src;
     char ic[64], ih[64], iw[64];
@@ -809,7 +809,8 @@ static int gen_depthwise_conv2d(spec *sp, at_buf *b)
 
 static int pool_emit(spec *sp, at_buf *b, int is_max)
 {
-    int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW;
+    int64_t N = 0, C = 0, H = 0, W = 0, kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0;
+    int64_t OH = 0, OW = 0;
     const char *axes[4] = {"n", "c", "h", "w"}, *raxes[2] = {"r", "s"}, *idx[4];
     char ih[48], iw[48];
     const char *src = "X";
@@ -931,7 +932,7 @@ static int gen_layer_norm(spec *sp, at_buf *b)
 {
     int64_t d[MAX_RANK];
     int rank;
-    double eps;
+    double eps = 0;
     const char *axes[MAX_RANK];
     at_buf x, dev;
     int rc = -1;
