@@ -34,4 +34,148 @@ at_err kn_op_build(const char *spec, ss_dag **out, char *errmsg, size_t errmsg_s
 /* The DAG text of a spec (what kn_op_build parses); caller frees with at_free. */
 at_err kn_op_text(const char *spec, char **out, char *errmsg, size_t errmsg_size);
 
+/* ---- loop IR (kn_lower.c) ------------------------------------------------------------ */
+
+/* The lowered program: loops, stores and guards over flat buffers.  Values and indices are
+** ss_expr trees whose VAR leaves are loop variables and whose LOAD leaves name a buffer
+** (id = buffer index) with one flat int32 index.  Code generators and the cost model's
+** feature extraction read this and nothing else. */
+
+typedef enum { KN_S_FOR, KN_S_SEQ, KN_S_STORE, KN_S_IF } kn_stmt_kind;
+
+typedef enum {
+    KN_FOR_SERIAL,
+    KN_FOR_PARALLEL,
+    KN_FOR_VECTORIZE,
+    KN_FOR_UNROLL
+} kn_for_kind;
+
+typedef struct kn_stmt kn_stmt;
+struct kn_stmt {
+    uint8_t kind;      /* kn_stmt_kind */
+    uint8_t for_kind;  /* FOR: kn_for_kind */
+    int var;           /* FOR: loop variable (0 .. extent-1) */
+    int64_t extent;    /* FOR */
+    int unroll_max_step; /* FOR: auto-unroll budget of the stage (0: none) */
+    int stage;         /* FOR, STORE: the stage it belongs to */
+    kn_stmt *body;     /* FOR, IF (the 'then' part) */
+    ss_expr *cond;     /* IF */
+    int buf;           /* STORE: buffer index */
+    ss_expr *index;    /* STORE: flat element index (int32) */
+    ss_expr *value;    /* STORE */
+    uint8_t is_init;   /* STORE: a reduction's initial value */
+    uint8_t is_update; /* STORE: a reduction's update buf[i] = combine(buf[i], x) */
+    int n;             /* SEQ */
+    kn_stmt **items;   /* SEQ */
+};
+
+typedef struct kn_buf {
+    const char *name;
+    at_dtype dtype;
+    int64_t n_elems;
+    int n_dims;
+    int64_t shape[SS_MAX_DIMS]; /* the region it holds (row-major) */
+    int arg;          /* >= 0: kernel argument index; -1: a temporary */
+    int par_var;      /* temporary allocated inside parallel loop 'par_var' (-1: outside) */
+    int scope_var;    /* temporary: loop whose body it lives in (-1: the whole kernel) */
+    int stage;        /* stage that writes it (-1 for inputs) */
+} kn_buf;
+
+typedef struct kn_var {
+    const char *name;
+    int64_t extent;
+} kn_var;
+
+typedef struct kn_ir {
+    at_arena arena;
+    int n_bufs;
+    kn_buf *bufs;
+    int n_vars;
+    kn_var *vars;
+    kn_stmt *body;
+    ss_dag *dag;      /* reference: the task DAG (argument signature) */
+    int n_args;       /* == dag->n_args */
+    double flops;
+} kn_ir;
+
+/* Lower a concrete state to loop IR.  On AT_OK the caller owns *out (kn_ir_free).  On
+** AT_ESCHED 'errmsg' says why the state cannot be lowered (e.g. nested parallel loops). */
+at_err kn_lower(const ss_state *st, kn_ir **out, char *errmsg, size_t errmsg_size);
+void kn_ir_free(kn_ir *ir);
+/* Readable text of the IR (for debugging and tests). */
+void kn_ir_print(const kn_ir *ir, at_buf *b);
+
+/* ---- targets and code generation (kn_target.c, kn_llvm.c) ----------------------------- */
+
+/* A CPU compilation target parsed from "llvm -mtriple=T -mcpu=C -mattr=+a,-b
+** [-num-cores=N]".  "-mcpu=native" (or no -mtriple and no -mcpu) means this host,
+** including its CPU features. */
+typedef struct kn_target {
+    char text[256];     /* the canonical target string */
+    char triple[96];    /* "x86_64-pc-linux-gnu", "aarch64-linux-gnu" */
+    char cpu[64];       /* "znver4", "cortex-a76", "generic" */
+    char features[2048]; /* LLVM feature string "+avx2,+fma,..." */
+    int is_x86, is_aarch64;
+    int vector_bytes;   /* widest SIMD register: 64 with AVX-512, 32 AVX2, 16 NEON/SSE */
+    int n_cores;        /* -num-cores=N, else this host's when native, else 4 */
+    int64_t l1_bytes, l2_bytes; /* data caches per core (defaults when unknown) */
+    int is_host;        /* objects for it can be loaded and run here */
+} kn_target;
+
+/* Parse a target string.  AT_EINVAL with 'errmsg' naming the bad part. */
+at_err kn_target_parse(const char *text, kn_target *out, char *errmsg, size_t errmsg_size);
+/* The host target ("llvm -mcpu=native"). */
+at_err kn_target_host(kn_target *out);
+
+/* A compiled candidate: a relocatable object and what is needed to call it. */
+typedef struct kn_arg_desc {
+    at_dtype dtype;
+    int n_dims;
+    int64_t shape[SS_MAX_DIMS];
+    int is_output;
+    int is_const;
+} kn_arg_desc;
+
+typedef struct kn_artifact {
+    uint8_t *obj;       /* ELF relocatable object (at_malloc'd) */
+    size_t obj_size;
+    char entry[64];     /* symbol of the kernel entry point */
+    char triple[96];
+    int n_args;
+    kn_arg_desc args[64];
+    int64_t ws_fixed, ws_per_thread; /* workspace: fixed + per_thread * n_threads bytes */
+    double compile_s;   /* seconds spent in LLVM */
+} kn_artifact;
+
+/* Compile 'ir' for 'target' into an artifact whose entry symbol is 'entry' (NULL:
+** "at_kernel").  On AT_OK the caller owns *out (kn_artifact_free).  AT_ECODEGEN with
+** LLVM's message if LLVM rejects the module.  Thread-safe: each call uses its own LLVM
+** context. */
+at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry,
+                kn_artifact **out, char *errmsg, size_t errmsg_size);
+void kn_artifact_free(kn_artifact *a);
+
+/* The LLVM IR text of 'ir' (after optimisation when 'optimized'), for debugging. */
+at_err kn_build_llvm_text(const kn_ir *ir, const kn_target *target, int optimized, char **out,
+                          char *errmsg, size_t errmsg_size);
+
+/* ---- running artifacts here (kn_run.c) ----------------------------------------------- */
+
+/* Buffers for an artifact's arguments, filled from 'seed' (inputs) or zeroed (outputs). */
+typedef struct kn_bufset {
+    int n;
+    void *ptr[64];
+    size_t n_bytes[64];
+    int64_t n_elems[64];
+    at_dtype dtype[64];
+} kn_bufset;
+
+at_err kn_bufset_alloc(const kn_artifact *a, uint64_t seed, kn_bufset *out);
+void kn_bufset_free(kn_bufset *b);
+
+/* Load an artifact with the runtime's loader and run it once on 'bufs' with 'par'.
+** AT_ELOAD / the kernel's non-zero return as AT_EIO, with a message. */
+at_err kn_run_once(const kn_artifact *a, kn_bufset *bufs, const kn_rt_par *par, char *errmsg,
+                   size_t errmsg_size);
+
 #endif /* KN_KERNELS_H */

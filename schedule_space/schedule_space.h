@@ -189,6 +189,7 @@ struct ss_dag {
     char key[33];          /* workload key: hex of SHA-256 of the canonical text */
     double flops;          /* floating-point (or integer) operations of one evaluation */
     /* private */
+    ss_dag *parent;        /* a DAG derived by a step shares expressions with its parent */
     int n_cap;
     _Atomic int refs;
     at_err err;            /* sticky builder error */
@@ -422,5 +423,33 @@ void ss_step_to_json(const ss_step *s, at_buf *b);
 /* The loop structure as text (one line per loop/stage): equal texts = equal programs.
 ** This is the identity used to avoid measuring a program twice. */
 void ss_state_print(const ss_state *st, at_buf *b);
+
+/* ---- what lowering needs ------------------------------------------------------------ */
+
+/* Loop variable of leaf position 'pos' of stage 'stage' in region expressions. */
+#define SS_LEAF_VAR(stage, pos) ((stage) * SS_MAX_LEAVES + (pos))
+
+/* Where a stage's buffer lives in its tensor's coordinates: for each spatial dimension d,
+** element [min[d], min[d] + width[d]) is computed; min[d] is an int32 expression over
+** SS_LEAF_VAR variables of the stages it is attached to (constant 0 for root stages);
+** align[d] divides min[d] for every value of those variables (0: min[d] is always 0). */
+typedef struct ss_region {
+    ss_expr *min[SS_MAX_DIMS];
+    int64_t width[SS_MAX_DIMS];
+    int64_t align[SS_MAX_DIMS];
+} ss_region;
+
+/* Regions of every stage (out[n_stages]); expressions from 'arena'.  The state must be
+** concrete.  AT_ESCHED when an attachment cannot be bounded. */
+at_err ss_state_regions(const ss_state *st, at_arena *arena, ss_region *out, char *errmsg,
+                        size_t errmsg_size);
+
+/* The body of stage 'stage' with every inlined stage substituted (loads of inlined
+** stages replaced by their bodies); NULL when out of memory. */
+ss_expr *ss_state_body(const ss_state *st, int stage, at_arena *arena);
+
+/* Stride of each child of split relation 'rel' of 'stage' (product of the lengths of
+** the children inside it) into stride[n_out]; 0 if a length is unknown. */
+int ss_rel_strides(const ss_stage *sg, const ss_rel *rel, int64_t *stride);
 
 #endif /* SS_SCHEDULE_SPACE_H */

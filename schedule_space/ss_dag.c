@@ -46,6 +46,7 @@ void ss_dag_unref(ss_dag *dag)
         return;
     at_arena_fini(&dag->arena);
     at_free(dag->ops);
+    ss_dag_unref(dag->parent);
     at_free(dag);
 }
 

@@ -22,4 +22,8 @@ at_err ss__infer_bounds(ss_state *st, char *errmsg, size_t errmsg_size);
 /* Does stage 'reader' read stage 'tensor', looking through inlined stages? */
 int ss__reads_through_inline(const ss_state *st, int reader, int tensor);
 
+/* Extents of split/fuse children from the root extents (ss_state.c). */
+void ss__pass_down(ss_stage *sg);
+void ss__recompute_concrete(ss_state *st);
+
 #endif

@@ -1,0 +1,1183 @@
+/* kernels/kn_llvm.c -- LLVM-C code generation from loop IR.
+**
+** The kernel entry (the ABI of kernels_rt.h) loads the argument pointers and calls an
+** internal noinline body function whose pointer parameters are noalias and 64-byte
+** aligned.  Loops become rotated loops over an i64 induction variable.  Every access
+** carries TBAA metadata with one type node per buffer, so distinct buffers never alias,
+** also inside parallel task functions where the pointers come from a closure.
+**
+**   parallel   the loop becomes a task function (closure, task, n_tasks) running a block
+**              of iterations, launched through par->launch; temporaries allocated inside
+**              it live in the task's frame or its slice of the workspace
+**   vectorize  the body is emitted once with the loop variable as the lane vector
+**              <0, 1, ..., L-1>: an index with coefficient 1 on it becomes one vector
+**              load/store, coefficient 0 a scalar, anything else per-lane accesses.
+**              A body that cannot be vectorized (a guard on the lane, an inner parallel
+**              or vectorized loop) is emitted as a serial loop instead
+**   unroll     the body is emitted 'extent' times with the variable as a constant; inside a
+**              stage with auto_unroll_max_step N, serial loops whose unrolled size
+**              (statements x extent) stays within N are unrolled too
+** Integer arithmetic of the IR (indices and int32 values) is done in i64; int32 buffers
+** are truncated on store and sign-extended on load.  a*b+c on floats is llvm.fmuladd. */
+#include "kernels_int.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <stdio.h>
+#include <string.h>
+
+#define STACK_LIMIT (32 * 1024) /* temporaries up to this size live on the stack */
+
+typedef struct val {
+    LLVMValueRef v;
+    int vec; /* 1: a vector of 'lanes' elements */
+} val;
+
+typedef struct cg {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    LLVMTypeRef i1, i8, i32, i64, f32, f64, ptr, vd;
+    const kn_ir *ir;
+    const kn_target *tgt;
+    LLVMValueRef fn;
+    LLVMValueRef *var;      /* value of each loop variable in the current function */
+    LLVMValueRef *buf;      /* pointer of each buffer in the current function */
+    int vec_var, lanes;     /* the vectorized loop variable, its lane count (0: none) */
+    int vec_zero;           /* emit the vector variable as scalar 0 (base address) */
+    LLVMValueRef ws, par;   /* workspace and kn_rt_par pointers in the current function */
+    LLVMValueRef status;    /* i32 alloca: first failing launch result */
+    int64_t *buf_off;       /* workspace offset of each large temporary */
+    int64_t ws_fixed, ws_per_thread;
+    LLVMValueRef *tbaa;     /* access tag per buffer */
+    unsigned tbaa_kind;
+    int n_tasks_fn;
+    char *errmsg;
+    size_t errmsg_size;
+    at_err err;
+} cg;
+
+static void cfail(cg *c, at_err err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void cfail(cg *c, at_err err, const char *fmt, ...)
+{
+    va_list ap;
+    if (c->err)
+        return;
+    c->err = err;
+    if (c->errmsg && c->errmsg_size) {
+        va_start(ap, fmt);
+        vsnprintf(c->errmsg, c->errmsg_size, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* ---- types and constants ---- */
+
+static LLVMTypeRef elem_type(cg *c, at_dtype dt)
+{
+    switch (dt) {
+    case AT_DT_F32: return c->f32;
+    case AT_DT_F64: return c->f64;
+    case AT_DT_I32: return c->i32;
+    case AT_DT_I64: return c->i64;
+    case AT_DT_I8:
+    case AT_DT_BOOL: return c->i8;
+    default: return c->f32;
+    }
+}
+
+/* Register type of a value of dtype 'dt' (ints are i64, bools i1). */
+static LLVMTypeRef reg_type(cg *c, at_dtype dt)
+{
+    if (dt == AT_DT_BOOL)
+        return c->i1;
+    if (at_dtype_is_float(dt))
+        return dt == AT_DT_F64 ? c->f64 : c->f32;
+    return c->i64;
+}
+
+static LLVMValueRef ci64(cg *c, int64_t v)
+{
+    return LLVMConstInt(c->i64, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef ci32(cg *c, int64_t v)
+{
+    return LLVMConstInt(c->i32, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef splat(cg *c, LLVMValueRef s)
+{
+    LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(s), (unsigned)c->lanes);
+    LLVMValueRef undef = LLVMGetUndef(vt);
+    LLVMValueRef ins = LLVMBuildInsertElement(c->b, undef, s, ci32(c, 0), "");
+    LLVMValueRef zero = LLVMConstNull(LLVMVectorType(c->i32, (unsigned)c->lanes));
+    return LLVMBuildShuffleVector(c->b, ins, undef, zero, "");
+}
+
+static void widen(cg *c, val *a, val *b)
+{
+    if (a->vec && !b->vec) {
+        b->v = splat(c, b->v);
+        b->vec = 1;
+    } else if (b->vec && !a->vec) {
+        a->v = splat(c, a->v);
+        a->vec = 1;
+    }
+}
+
+static LLVMTypeRef maybe_vec(cg *c, LLVMTypeRef t, int vec)
+{
+    return vec ? LLVMVectorType(t, (unsigned)c->lanes) : t;
+}
+
+static LLVMValueRef intrinsic(cg *c, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMTypeRef tys[1] = {t};
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(c->mod, id, tys, 1);
+    LLVMTypeRef ft = LLVMIntrinsicGetType(c->ctx, id, tys, 1);
+    return LLVMBuildCall2(c->b, ft, f, args, (unsigned)n, "");
+}
+
+/* A libm function applied lane by lane ("tanhf", ...). */
+static LLVMValueRef libcall(cg *c, const char *name, LLVMTypeRef t, val x)
+{
+    LLVMValueRef f = LLVMGetNamedFunction(c->mod, name), r;
+    LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
+    if (f == NULL) {
+        f = LLVMAddFunction(c->mod, name, ft);
+        LLVMSetLinkage(f, LLVMExternalLinkage);
+    }
+    if (!x.vec)
+        return LLVMBuildCall2(c->b, ft, f, &x.v, 1, "");
+    r = LLVMGetUndef(LLVMTypeOf(x.v));
+    for (int l = 0; l < c->lanes; l++) {
+        LLVMValueRef e = LLVMBuildExtractElement(c->b, x.v, ci32(c, l), "");
+        e = LLVMBuildCall2(c->b, ft, f, &e, 1, "");
+        r = LLVMBuildInsertElement(c->b, r, e, ci32(c, l), "");
+    }
+    return r;
+}
+
+/* ---- expressions ---- */
+
+static val emit(cg *c, const ss_expr *e);
+
+static ss_var_ranges var_ranges(cg *c, int64_t *lo, int64_t *hi)
+{
+    ss_var_ranges r = {c->ir->n_vars, lo, hi};
+    for (int i = 0; i < c->ir->n_vars; i++) {
+        lo[i] = 0;
+        hi[i] = c->ir->vars[i].extent - 1;
+    }
+    return r;
+}
+
+static int nonneg(cg *c, const ss_expr *e)
+{
+    int64_t lo, hi, *los, *his;
+    int ok;
+    ss_var_ranges r;
+    los = at_malloc((size_t)(c->ir->n_vars + 1) * 2 * sizeof *los);
+    if (los == NULL)
+        return 0;
+    his = los + c->ir->n_vars + 1;
+    r = var_ranges(c, los, his);
+    ok = ss_expr_bounds(e, &r, &lo, &hi) && lo >= 0;
+    at_free(los);
+    return ok;
+}
+
+static LLVMValueRef tbaa_tag(cg *c, int buf)
+{
+    return c->tbaa[buf];
+}
+
+static void set_tbaa(cg *c, LLVMValueRef inst, int buf)
+{
+    LLVMSetMetadata(inst, c->tbaa_kind, tbaa_tag(c, buf));
+}
+
+/* Pointer to element 'idx' (scalar i64) of buffer 'b'. */
+static LLVMValueRef elem_ptr(cg *c, int b, LLVMValueRef idx)
+{
+    LLVMTypeRef et = elem_type(c, c->ir->bufs[b].dtype);
+    return LLVMBuildInBoundsGEP2(c->b, et, c->buf[b], &idx, 1, "");
+}
+
+static LLVMValueRef to_reg(cg *c, LLVMValueRef v, at_dtype dt, int vec)
+{
+    if (dt == AT_DT_I32 || dt == AT_DT_I8)
+        return LLVMBuildSExt(c->b, v, maybe_vec(c, c->i64, vec), "");
+    if (dt == AT_DT_BOOL)
+        return LLVMBuildTrunc(c->b, v, maybe_vec(c, c->i1, vec), "");
+    return v;
+}
+
+static LLVMValueRef from_reg(cg *c, LLVMValueRef v, at_dtype dt, int vec)
+{
+    if (dt == AT_DT_I32 || dt == AT_DT_I8 || dt == AT_DT_BOOL)
+        return LLVMBuildTrunc(c->b, v, maybe_vec(c, elem_type(c, dt), vec), "");
+    return v;
+}
+
+static unsigned align_of(cg *c, int b, const ss_expr *idx)
+{
+    /* a contiguous vector access is aligned to its element size only; buffers are 64-byte
+    ** aligned but the index may be anything */
+    (void)idx;
+    return (unsigned)at_dtype_bytes(c->ir->bufs[b].dtype);
+}
+
+/* The index as a scalar with the vector variable at 0 (base of a contiguous access). */
+static LLVMValueRef emit_base_index(cg *c, const ss_expr *idx)
+{
+    val v;
+    int saved = c->vec_zero;
+    c->vec_zero = 1;
+    v = emit(c, idx);
+    c->vec_zero = saved;
+    return v.v;
+}
+
+static val emit_load(cg *c, const ss_expr *e)
+{
+    int b = e->id;
+    at_dtype dt = c->ir->bufs[b].dtype;
+    LLVMTypeRef et = elem_type(c, dt);
+    int64_t coef = 0;
+    val r = {NULL, 0};
+    if (c->lanes && !ss_expr_linear_in(e->a[0], c->vec_var, &coef))
+        coef = -1;
+    if (c->lanes == 0 || coef == 0) {
+        LLVMValueRef p = elem_ptr(c, b, emit(c, e->a[0]).v);
+        LLVMValueRef ld = LLVMBuildLoad2(c->b, et, p, "");
+        set_tbaa(c, ld, b);
+        r.v = to_reg(c, ld, dt, 0);
+        return r;
+    }
+    if (coef == 1) {
+        LLVMValueRef p = elem_ptr(c, b, emit_base_index(c, e->a[0]));
+        LLVMValueRef ld = LLVMBuildLoad2(c->b, LLVMVectorType(et, (unsigned)c->lanes), p, "");
+        LLVMSetAlignment(ld, align_of(c, b, e->a[0]));
+        set_tbaa(c, ld, b);
+        r.v = to_reg(c, ld, dt, 1);
+        r.vec = 1;
+        return r;
+    }
+    /* per-lane loads */
+    {
+        val idx = emit(c, e->a[0]);
+        LLVMValueRef acc = LLVMGetUndef(LLVMVectorType(et, (unsigned)c->lanes));
+        for (int l = 0; l < c->lanes; l++) {
+            LLVMValueRef li = idx.vec ? LLVMBuildExtractElement(c->b, idx.v, ci32(c, l), "")
+                                      : idx.v;
+            LLVMValueRef ld = LLVMBuildLoad2(c->b, et, elem_ptr(c, b, li), "");
+            set_tbaa(c, ld, b);
+            acc = LLVMBuildInsertElement(c->b, acc, ld, ci32(c, l), "");
+        }
+        r.v = to_reg(c, acc, dt, 1);
+        r.vec = 1;
+        return r;
+    }
+}
+
+static LLVMValueRef floordiv(cg *c, const ss_expr *e, LLVMValueRef a, LLVMValueRef b, int vec,
+                             int is_mod)
+{
+    LLVMValueRef q, r, adj, zero = LLVMConstNull(maybe_vec(c, c->i64, vec));
+    if (nonneg(c, e->a[0]) && nonneg(c, e->a[1]))
+        return is_mod ? LLVMBuildSRem(c->b, a, b, "") : LLVMBuildSDiv(c->b, a, b, "");
+    q = LLVMBuildSDiv(c->b, a, b, "");
+    r = LLVMBuildSRem(c->b, a, b, "");
+    /* floor: adjust when the remainder is non-zero and its sign differs from b's */
+    adj = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntNE, r, zero, ""),
+                       LLVMBuildICmp(c->b, LLVMIntSLT, LLVMBuildXor(c->b, r, b, ""), zero, ""),
+                       "");
+    if (is_mod)
+        return LLVMBuildSelect(c->b, adj, LLVMBuildAdd(c->b, r, b, ""), r, "");
+    return LLVMBuildSub(c->b, q, LLVMBuildZExt(c->b, adj, maybe_vec(c, c->i64, vec), ""), "");
+}
+
+static int is_float_expr(const ss_expr *e)
+{
+    return at_dtype_is_float((at_dtype)e->dtype);
+}
+
+static val emit(cg *c, const ss_expr *e)
+{
+    val r = {NULL, 0}, a, b, x;
+    int fl;
+    if (c->err)
+        return r;
+    switch (e->kind) {
+    case SS_E_IMM_INT:
+        if (e->dtype == AT_DT_BOOL)
+            r.v = LLVMConstInt(c->i1, e->v.i != 0, 0);
+        else
+            r.v = ci64(c, e->v.i);
+        return r;
+    case SS_E_IMM_FLOAT:
+        r.v = LLVMConstReal(reg_type(c, (at_dtype)e->dtype), e->v.f);
+        return r;
+    case SS_E_VAR:
+        if (c->lanes && e->id == c->vec_var) {
+            if (c->vec_zero) {
+                r.v = ci64(c, 0);
+                return r;
+            }
+            {
+                LLVMValueRef *lanes = at_malloc((size_t)c->lanes * sizeof *lanes);
+                if (lanes == NULL) {
+                    cfail(c, AT_ENOMEM, "out of memory");
+                    return r;
+                }
+                for (int l = 0; l < c->lanes; l++)
+                    lanes[l] = ci64(c, l);
+                r.v = LLVMConstVector(lanes, (unsigned)c->lanes);
+                r.vec = 1;
+                at_free(lanes);
+                return r;
+            }
+        }
+        if (e->id < 0 || e->id >= c->ir->n_vars || c->var[e->id] == NULL) {
+            cfail(c, AT_ECODEGEN, "internal: loop variable %d used outside its loop", e->id);
+            return r;
+        }
+        r.v = c->var[e->id];
+        return r;
+    case SS_E_LOAD:
+        return emit_load(c, e);
+    case SS_E_ADD:
+    case SS_E_SUB:
+        fl = is_float_expr(e);
+        /* a*b + c on floats: one fused multiply-add (llvm.fmuladd) */
+        if (fl && e->kind == SS_E_ADD && (e->a[0]->kind == SS_E_MUL || e->a[1]->kind == SS_E_MUL)) {
+            const ss_expr *m = e->a[1]->kind == SS_E_MUL ? e->a[1] : e->a[0];
+            const ss_expr *o = m == e->a[1] ? e->a[0] : e->a[1];
+            val p = emit(c, m->a[0]), q = emit(c, m->a[1]), s = emit(c, o);
+            LLVMValueRef args[3];
+            widen(c, &p, &q);
+            widen(c, &p, &s);
+            widen(c, &q, &s);
+            args[0] = p.v, args[1] = q.v, args[2] = s.v;
+            r.v = intrinsic(c, "llvm.fmuladd", LLVMTypeOf(p.v), args, 3);
+            r.vec = p.vec;
+            return r;
+        }
+        /* fall through */
+    case SS_E_MUL:
+    case SS_E_DIV:
+    case SS_E_MOD:
+    case SS_E_MIN:
+    case SS_E_MAX:
+    case SS_E_LT:
+    case SS_E_LE:
+    case SS_E_GT:
+    case SS_E_GE:
+    case SS_E_EQ:
+    case SS_E_NE:
+    case SS_E_AND:
+    case SS_E_OR:
+        a = emit(c, e->a[0]);
+        b = emit(c, e->a[1]);
+        if (c->err)
+            return r;
+        widen(c, &a, &b);
+        r.vec = a.vec;
+        fl = is_float_expr(e->a[0]);
+        switch (e->kind) {
+        case SS_E_ADD: r.v = fl ? LLVMBuildFAdd(c->b, a.v, b.v, "") : LLVMBuildNSWAdd(c->b, a.v, b.v, ""); break;
+        case SS_E_SUB: r.v = fl ? LLVMBuildFSub(c->b, a.v, b.v, "") : LLVMBuildNSWSub(c->b, a.v, b.v, ""); break;
+        case SS_E_MUL: r.v = fl ? LLVMBuildFMul(c->b, a.v, b.v, "") : LLVMBuildNSWMul(c->b, a.v, b.v, ""); break;
+        case SS_E_DIV:
+            r.v = fl ? LLVMBuildFDiv(c->b, a.v, b.v, "") : floordiv(c, e, a.v, b.v, a.vec, 0);
+            break;
+        case SS_E_MOD: r.v = floordiv(c, e, a.v, b.v, a.vec, 1); break;
+        case SS_E_MIN:
+        case SS_E_MAX: {
+            LLVMValueRef cmp = fl ? LLVMBuildFCmp(c->b, e->kind == SS_E_MIN ? LLVMRealOLT : LLVMRealOGT,
+                                                  a.v, b.v, "")
+                                  : LLVMBuildICmp(c->b, e->kind == SS_E_MIN ? LLVMIntSLT : LLVMIntSGT,
+                                                  a.v, b.v, "");
+            r.v = LLVMBuildSelect(c->b, cmp, a.v, b.v, "");
+            break;
+        }
+        case SS_E_LT: case SS_E_LE: case SS_E_GT: case SS_E_GE: case SS_E_EQ: case SS_E_NE: {
+            static const LLVMRealPredicate fp[] = {LLVMRealOLT, LLVMRealOLE, LLVMRealOGT,
+                                                   LLVMRealOGE, LLVMRealOEQ, LLVMRealUNE};
+            static const LLVMIntPredicate ip[] = {LLVMIntSLT, LLVMIntSLE, LLVMIntSGT,
+                                                  LLVMIntSGE, LLVMIntEQ, LLVMIntNE};
+            int k = e->kind - SS_E_LT;
+            r.v = fl ? LLVMBuildFCmp(c->b, fp[k], a.v, b.v, "") : LLVMBuildICmp(c->b, ip[k], a.v, b.v, "");
+            break;
+        }
+        case SS_E_AND: r.v = LLVMBuildAnd(c->b, a.v, b.v, ""); break;
+        case SS_E_OR: r.v = LLVMBuildOr(c->b, a.v, b.v, ""); break;
+        default: break;
+        }
+        return r;
+    case SS_E_NOT:
+        a = emit(c, e->a[0]);
+        r.v = LLVMBuildNot(c->b, a.v, "");
+        r.vec = a.vec;
+        return r;
+    case SS_E_NEG:
+        a = emit(c, e->a[0]);
+        r.v = is_float_expr(e) ? LLVMBuildFNeg(c->b, a.v, "") : LLVMBuildNSWNeg(c->b, a.v, "");
+        r.vec = a.vec;
+        return r;
+    case SS_E_SELECT:
+        x = emit(c, e->a[0]);
+        a = emit(c, e->a[1]);
+        b = emit(c, e->a[2]);
+        if (c->err)
+            return r;
+        widen(c, &a, &b);
+        if (x.vec && !a.vec) {
+            a.v = splat(c, a.v);
+            b.v = splat(c, b.v);
+            a.vec = b.vec = 1;
+        } else if (a.vec && !x.vec) {
+            x.v = splat(c, x.v);
+            x.vec = 1;
+        }
+        r.v = LLVMBuildSelect(c->b, x.v, a.v, b.v, "");
+        r.vec = a.vec;
+        return r;
+    case SS_E_CAST: {
+        at_dtype from = (at_dtype)e->a[0]->dtype, to = (at_dtype)e->dtype;
+        LLVMTypeRef tt;
+        a = emit(c, e->a[0]);
+        r.vec = a.vec;
+        tt = maybe_vec(c, reg_type(c, to), a.vec);
+        if (from == to)
+            r.v = a.v;
+        else if (at_dtype_is_float(to) && at_dtype_is_float(from))
+            r.v = LLVMBuildFPCast(c->b, a.v, tt, "");
+        else if (at_dtype_is_float(to))
+            r.v = from == AT_DT_BOOL ? LLVMBuildUIToFP(c->b, a.v, tt, "") : LLVMBuildSIToFP(c->b, a.v, tt, "");
+        else if (to == AT_DT_BOOL)
+            r.v = at_dtype_is_float(from)
+                      ? LLVMBuildFCmp(c->b, LLVMRealUNE, a.v, LLVMConstNull(LLVMTypeOf(a.v)), "")
+                      : LLVMBuildICmp(c->b, LLVMIntNE, a.v, LLVMConstNull(LLVMTypeOf(a.v)), "");
+        else if (at_dtype_is_float(from))
+            r.v = LLVMBuildFPToSI(c->b, a.v, tt, "");
+        else if (from == AT_DT_BOOL)
+            r.v = LLVMBuildZExt(c->b, a.v, tt, "");
+        else
+            r.v = a.v; /* int to int: all ints are i64 in registers */
+        return r;
+    }
+    case SS_E_EXP:
+    case SS_E_LOG:
+    case SS_E_SQRT:
+    case SS_E_ABS:
+    case SS_E_TANH:
+    case SS_E_ERF:
+    case SS_E_SIGMOID: {
+        LLVMTypeRef t;
+        a = emit(c, e->a[0]);
+        if (c->err)
+            return r;
+        t = LLVMTypeOf(a.v);
+        r.vec = a.vec;
+        if (!is_float_expr(e)) {
+            /* abs of an integer */
+            LLVMValueRef neg = LLVMBuildNeg(c->b, a.v, "");
+            r.v = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, a.v, LLVMConstNull(t), ""),
+                                  neg, a.v, "");
+            return r;
+        }
+        switch (e->kind) {
+        case SS_E_EXP: r.v = intrinsic(c, "llvm.exp", t, &a.v, 1); break;
+        case SS_E_LOG: r.v = intrinsic(c, "llvm.log", t, &a.v, 1); break;
+        case SS_E_SQRT: r.v = intrinsic(c, "llvm.sqrt", t, &a.v, 1); break;
+        case SS_E_ABS: r.v = intrinsic(c, "llvm.fabs", t, &a.v, 1); break;
+        case SS_E_TANH: r.v = libcall(c, e->dtype == AT_DT_F64 ? "tanh" : "tanhf", reg_type(c, (at_dtype)e->dtype), a); break;
+        case SS_E_ERF: r.v = libcall(c, e->dtype == AT_DT_F64 ? "erf" : "erff", reg_type(c, (at_dtype)e->dtype), a); break;
+        case SS_E_SIGMOID: {
+            LLVMValueRef one = LLVMConstReal(reg_type(c, (at_dtype)e->dtype), 1.0);
+            LLVMValueRef ex, neg = LLVMBuildFNeg(c->b, a.v, "");
+            if (a.vec)
+                one = splat(c, one);
+            ex = intrinsic(c, "llvm.exp", t, &neg, 1);
+            r.v = LLVMBuildFDiv(c->b, one, LLVMBuildFAdd(c->b, one, ex, ""), "");
+            break;
+        }
+        default: break;
+        }
+        return r;
+    }
+    default:
+        cfail(c, AT_ECODEGEN, "internal: expression kind %s in loop IR",
+              ss_expr_kind_name((ss_expr_kind)e->kind));
+        return r;
+    }
+}
+
+/* ---- statements ---- */
+
+static void emit_stmt(cg *c, const kn_stmt *s);
+
+static void emit_store(cg *c, const kn_stmt *s)
+{
+    int b = s->buf;
+    at_dtype dt = c->ir->bufs[b].dtype;
+    LLVMTypeRef et = elem_type(c, dt);
+    int64_t coef = 0;
+    val v = emit(c, s->value);
+    if (c->err)
+        return;
+    if (c->lanes && !ss_expr_linear_in(s->index, c->vec_var, &coef))
+        coef = -1;
+    if (c->lanes && coef == 1) {
+        LLVMValueRef p = elem_ptr(c, b, emit_base_index(c, s->index)), st;
+        if (!v.vec)
+            v.v = splat(c, v.v);
+        st = LLVMBuildStore(c->b, from_reg(c, v.v, dt, 1), p);
+        LLVMSetAlignment(st, align_of(c, b, s->index));
+        set_tbaa(c, st, b);
+        (void)et;
+        return;
+    }
+    if (!v.vec && (c->lanes == 0 || coef == 0)) {
+        LLVMValueRef p = elem_ptr(c, b, emit(c, s->index).v);
+        LLVMValueRef st = LLVMBuildStore(c->b, from_reg(c, v.v, dt, 0), p);
+        set_tbaa(c, st, b);
+        return;
+    }
+    /* per-lane stores, in lane order (the last lane wins when indices repeat) */
+    {
+        val idx = emit(c, s->index);
+        LLVMValueRef vv = v.vec ? from_reg(c, v.v, dt, 1) : from_reg(c, v.v, dt, 0);
+        for (int l = 0; l < c->lanes; l++) {
+            LLVMValueRef li = idx.vec ? LLVMBuildExtractElement(c->b, idx.v, ci32(c, l), "") : idx.v;
+            LLVMValueRef x = v.vec ? LLVMBuildExtractElement(c->b, vv, ci32(c, l), "") : vv;
+            LLVMValueRef st = LLVMBuildStore(c->b, x, elem_ptr(c, b, li));
+            set_tbaa(c, st, b);
+        }
+    }
+}
+
+static int uses_var(const ss_expr *e, int var)
+{
+    if (e->kind == SS_E_VAR)
+        return e->id == var;
+    for (int i = 0; i < e->n; i++)
+        if (uses_var(e->a[i], var))
+            return 1;
+    return 0;
+}
+
+/* Can the body of vectorized loop 'var' be emitted with the variable as a lane vector? */
+static int vectorizable(const kn_stmt *s, int var)
+{
+    switch (s->kind) {
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n; i++)
+            if (!vectorizable(s->items[i], var))
+                return 0;
+        return 1;
+    case KN_S_STORE:
+        return 1;
+    case KN_S_IF:
+        return !uses_var(s->cond, var) && vectorizable(s->body, var);
+    case KN_S_FOR:
+        if (s->for_kind == KN_FOR_PARALLEL || s->for_kind == KN_FOR_VECTORIZE)
+            return 0;
+        return vectorizable(s->body, var);
+    }
+    return 0;
+}
+
+/* Statements after unrolling, or -1 if a loop that stays a loop is inside. */
+static int64_t unrolled_size(const kn_stmt *s, int budget)
+{
+    int64_t n = 0, m;
+    switch (s->kind) {
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n; i++) {
+            if ((m = unrolled_size(s->items[i], budget)) < 0)
+                return -1;
+            n += m;
+        }
+        return n;
+    case KN_S_STORE:
+        return 1;
+    case KN_S_IF:
+        m = unrolled_size(s->body, budget);
+        return m < 0 ? -1 : m + 1;
+    case KN_S_FOR:
+        m = unrolled_size(s->body, budget);
+        if (m < 0)
+            return -1;
+        if (s->for_kind == KN_FOR_VECTORIZE)
+            return m;
+        if (s->for_kind == KN_FOR_UNROLL || (s->for_kind == KN_FOR_SERIAL && s->extent * m <= budget))
+            return s->extent * m;
+        return -1;
+    }
+    return -1;
+}
+
+static void emit_loop(cg *c, const kn_stmt *s, LLVMValueRef begin, LLVMValueRef end)
+{
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "loop");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "loop.end");
+    LLVMBasicBlockRef latch;
+    LLVMValueRef phi, next, cond;
+    if (begin != NULL) {
+        /* a block range that may be empty */
+        LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "loop.pre");
+        LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, begin, end, ""), go, exit);
+        LLVMPositionBuilderAtEnd(c->b, go);
+        pre = go;
+    } else {
+        begin = ci64(c, 0);
+        end = ci64(c, s->extent);
+    }
+    LLVMBuildBr(c->b, body);
+    LLVMPositionBuilderAtEnd(c->b, body);
+    phi = LLVMBuildPhi(c->b, c->i64, c->ir->vars[s->var].name);
+    c->var[s->var] = phi;
+    emit_stmt(c, s->body);
+    c->var[s->var] = NULL;
+    latch = LLVMGetInsertBlock(c->b);
+    next = LLVMBuildNSWAdd(c->b, phi, ci64(c, 1), "");
+    cond = LLVMBuildICmp(c->b, LLVMIntSLT, next, end, "");
+    LLVMBuildCondBr(c->b, cond, body, exit);
+    LLVMAddIncoming(phi, &begin, &pre, 1);
+    LLVMAddIncoming(phi, &next, &latch, 1);
+    LLVMPositionBuilderAtEnd(c->b, exit);
+}
+
+static void alloc_temps(cg *c, int par_var, LLVMValueRef ws_base);
+
+/* Free values a task function needs: every buffer pointer and loop variable in scope. */
+static void emit_parallel(cg *c, const kn_stmt *s)
+{
+    int nb = c->ir->n_bufs, nv = c->ir->n_vars, n_slots = 0, slot;
+    LLVMValueRef *saved_var, *saved_buf, saved_fn = c->fn, saved_ws = c->ws, saved_par = c->par;
+    LLVMValueRef saved_status = c->status;
+    LLVMBuilderRef saved_b = c->b;
+    LLVMTypeRef task_params[3] = {c->ptr, c->i32, c->i32}, task_ty, arr_ty, launch_ty;
+    LLVMTypeRef launch_params[3] = {c->ptr, c->ptr, c->ptr};
+    LLVMValueRef task, closure, launch_fp, args[3], rc;
+    char name[64];
+    /* count and store the slots: ws, par, buffers, variables */
+    for (int i = 0; i < nb; i++)
+        n_slots += c->buf[i] != NULL;
+    for (int i = 0; i < nv; i++)
+        n_slots += c->var[i] != NULL;
+    n_slots += 2;
+    arr_ty = LLVMArrayType(c->i64, (unsigned)n_slots);
+    {
+        /* the closure lives in the caller's frame (entry block alloca) */
+        LLVMBasicBlockRef cur = LLVMGetInsertBlock(c->b);
+        LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(c->fn);
+        LLVMValueRef first = LLVMGetFirstInstruction(entry);
+        if (first)
+            LLVMPositionBuilderBefore(c->b, first);
+        else
+            LLVMPositionBuilderAtEnd(c->b, entry);
+        closure = LLVMBuildAlloca(c->b, arr_ty, "closure");
+        LLVMPositionBuilderAtEnd(c->b, cur);
+    }
+#define SLOT_PTR(base, k)                                                                      \
+    LLVMBuildInBoundsGEP2(c->b, c->i64, base, (LLVMValueRef[]){ci64(c, k)}, 1, "")
+    slot = 0;
+    LLVMBuildStore(c->b, LLVMBuildPtrToInt(c->b, c->ws, c->i64, ""), SLOT_PTR(closure, slot++));
+    LLVMBuildStore(c->b, LLVMBuildPtrToInt(c->b, c->par, c->i64, ""), SLOT_PTR(closure, slot++));
+    for (int i = 0; i < nb; i++)
+        if (c->buf[i])
+            LLVMBuildStore(c->b, LLVMBuildPtrToInt(c->b, c->buf[i], c->i64, ""),
+                           SLOT_PTR(closure, slot++));
+    for (int i = 0; i < nv; i++)
+        if (c->var[i])
+            LLVMBuildStore(c->b, c->var[i], SLOT_PTR(closure, slot++));
+    /* the task function */
+    task_ty = LLVMFunctionType(c->i32, task_params, 3, 0);
+    snprintf(name, sizeof name, "at_kernel_task%d", c->n_tasks_fn++);
+    task = LLVMAddFunction(c->mod, name, task_ty);
+    LLVMSetLinkage(task, LLVMInternalLinkage);
+    saved_var = at_malloc((size_t)(nv + nb + 1) * sizeof *saved_var);
+    if (saved_var == NULL) {
+        cfail(c, AT_ENOMEM, "out of memory");
+        return;
+    }
+    saved_buf = saved_var + nv;
+    memcpy(saved_var, c->var, (size_t)nv * sizeof *saved_var);
+    memcpy(saved_buf, c->buf, (size_t)nb * sizeof *saved_buf);
+    c->b = LLVMCreateBuilderInContext(c->ctx);
+    c->fn = task;
+    LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, task, "entry"));
+    {
+        LLVMValueRef cl = LLVMGetParam(task, 0), tid = LLVMGetParam(task, 1);
+        LLVMValueRef ntask = LLVMGetParam(task, 2), tid64, n64, chunk, begin, end, ext;
+        slot = 0;
+        c->ws = LLVMBuildIntToPtr(c->b, LLVMBuildLoad2(c->b, c->i64, SLOT_PTR(cl, slot++), ""), c->ptr, "ws");
+        c->par = LLVMBuildIntToPtr(c->b, LLVMBuildLoad2(c->b, c->i64, SLOT_PTR(cl, slot++), ""), c->ptr, "par");
+        for (int i = 0; i < nb; i++)
+            if (saved_buf[i])
+                c->buf[i] = LLVMBuildIntToPtr(c->b, LLVMBuildLoad2(c->b, c->i64, SLOT_PTR(cl, slot++), ""),
+                                              c->ptr, c->ir->bufs[i].name);
+        for (int i = 0; i < nv; i++)
+            if (saved_var[i])
+                c->var[i] = LLVMBuildLoad2(c->b, c->i64, SLOT_PTR(cl, slot++), "");
+        c->status = LLVMBuildAlloca(c->b, c->i32, "status");
+        LLVMBuildStore(c->b, ci32(c, 0), c->status);
+        /* this task's slice of the workspace */
+        tid64 = LLVMBuildSExt(c->b, tid, c->i64, "");
+        {
+            LLVMValueRef off = LLVMBuildAdd(c->b, ci64(c, c->ws_fixed),
+                                            LLVMBuildMul(c->b, tid64, ci64(c, c->ws_per_thread), ""), "");
+            LLVMValueRef tws = LLVMBuildInBoundsGEP2(c->b, c->i8, c->ws, &off, 1, "task_ws");
+            alloc_temps(c, s->var, tws);
+        }
+        n64 = LLVMBuildSExt(c->b, ntask, c->i64, "");
+        ext = ci64(c, s->extent);
+        chunk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, ext, LLVMBuildSub(c->b, n64, ci64(c, 1), ""), ""), n64, "");
+        begin = LLVMBuildMul(c->b, tid64, chunk, "");
+        end = LLVMBuildAdd(c->b, begin, chunk, "");
+        end = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, end, ext, ""), end, ext, "");
+        emit_loop(c, s, begin, end);
+        LLVMBuildRet(c->b, LLVMBuildLoad2(c->b, c->i32, c->status, ""));
+    }
+    LLVMDisposeBuilder(c->b);
+    c->b = saved_b;
+    c->fn = saved_fn;
+    c->ws = saved_ws;
+    c->par = saved_par;
+    c->status = saved_status;
+    memcpy(c->var, saved_var, (size_t)nv * sizeof *saved_var);
+    memcpy(c->buf, saved_buf, (size_t)nb * sizeof *saved_buf);
+    at_free(saved_var);
+    /* launch: par->launch(par, task, closure); keep the first failure */
+    launch_ty = LLVMFunctionType(c->i32, launch_params, 3, 0);
+    launch_fp = LLVMBuildLoad2(c->b, c->ptr, c->par, "launch");
+    args[0] = c->par;
+    args[1] = task;
+    args[2] = closure;
+    rc = LLVMBuildCall2(c->b, launch_ty, launch_fp, args, 3, "rc");
+    {
+        LLVMValueRef old = LLVMBuildLoad2(c->b, c->i32, c->status, "");
+        LLVMValueRef keep = LLVMBuildICmp(c->b, LLVMIntNE, old, ci32(c, 0), "");
+        LLVMBuildStore(c->b, LLVMBuildSelect(c->b, keep, old, rc, ""), c->status);
+    }
+#undef SLOT_PTR
+}
+
+static void emit_stmt(cg *c, const kn_stmt *s)
+{
+    if (s == NULL || c->err)
+        return;
+    switch (s->kind) {
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n; i++)
+            emit_stmt(c, s->items[i]);
+        return;
+    case KN_S_STORE:
+        emit_store(c, s);
+        return;
+    case KN_S_IF: {
+        val cond = emit(c, s->cond);
+        LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "then");
+        LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->ctx, c->fn, "endif");
+        if (c->err)
+            return;
+        if (cond.vec) {
+            cfail(c, AT_ECODEGEN, "internal: a vector guard");
+            return;
+        }
+        LLVMBuildCondBr(c->b, cond.v, then, done);
+        LLVMPositionBuilderAtEnd(c->b, then);
+        emit_stmt(c, s->body);
+        LLVMBuildBr(c->b, done);
+        LLVMPositionBuilderAtEnd(c->b, done);
+        return;
+    }
+    case KN_S_FOR:
+        break;
+    }
+    if (s->for_kind == KN_FOR_PARALLEL && c->lanes == 0) {
+        emit_parallel(c, s);
+        return;
+    }
+    if (s->for_kind == KN_FOR_VECTORIZE && c->lanes == 0 && vectorizable(s->body, s->var)) {
+        c->vec_var = s->var;
+        c->lanes = (int)s->extent;
+        c->var[s->var] = NULL;
+        emit_stmt(c, s->body);
+        c->lanes = 0;
+        c->vec_var = -1;
+        return;
+    }
+    if (s->for_kind == KN_FOR_UNROLL ||
+        (s->for_kind == KN_FOR_SERIAL && s->unroll_max_step > 0 &&
+         unrolled_size(s, s->unroll_max_step) >= 0)) {
+        for (int64_t i = 0; i < s->extent && !c->err; i++) {
+            c->var[s->var] = ci64(c, i);
+            emit_stmt(c, s->body);
+        }
+        c->var[s->var] = NULL;
+        return;
+    }
+    emit_loop(c, s, NULL, NULL);
+}
+
+/* Temporaries of one scope: small ones on the stack of the current function, large ones
+** in the workspace at their offsets from 'ws_base'. */
+static void alloc_temps(cg *c, int par_var, LLVMValueRef ws_base)
+{
+    for (int i = 0; i < c->ir->n_bufs; i++) {
+        const kn_buf *b = &c->ir->bufs[i];
+        int64_t bytes = b->n_elems * at_dtype_bytes(b->dtype);
+        if (b->arg >= 0 || b->par_var != par_var)
+            continue;
+        if (bytes <= STACK_LIMIT) {
+            LLVMValueRef a = LLVMBuildAlloca(c->b, LLVMArrayType(elem_type(c, b->dtype), (unsigned)b->n_elems),
+                                             b->name);
+            LLVMSetAlignment(a, 64);
+            c->buf[i] = a;
+        } else {
+            LLVMValueRef off = ci64(c, c->buf_off[i]);
+            c->buf[i] = LLVMBuildInBoundsGEP2(c->b, c->i8, ws_base, &off, 1, b->name);
+        }
+    }
+}
+
+/* Workspace layout: large temporaries outside parallel loops first (ws_fixed), then one
+** slice per task for those inside (ws_per_thread: the largest of the parallel loops). */
+static void plan_workspace(cg *c)
+{
+    int64_t fixed = 0;
+    int64_t per[64] = {0};
+    int par_vars[64], n_par = 0;
+    for (int i = 0; i < c->ir->n_bufs; i++) {
+        const kn_buf *b = &c->ir->bufs[i];
+        int64_t bytes = (b->n_elems * at_dtype_bytes(b->dtype) + 63) & ~(int64_t)63;
+        int k;
+        if (b->arg >= 0 || b->n_elems * at_dtype_bytes(b->dtype) <= STACK_LIMIT)
+            continue;
+        if (b->par_var < 0) {
+            c->buf_off[i] = fixed;
+            fixed += bytes;
+            continue;
+        }
+        for (k = 0; k < n_par && par_vars[k] != b->par_var; k++)
+            ;
+        if (k == n_par && n_par < 64)
+            par_vars[n_par++] = b->par_var;
+        c->buf_off[i] = per[k];
+        per[k] += bytes;
+    }
+    c->ws_fixed = fixed;
+    c->ws_per_thread = 0;
+    for (int k = 0; k < n_par; k++)
+        c->ws_per_thread = AT_MAX(c->ws_per_thread, per[k]);
+}
+
+static void setup_tbaa(cg *c)
+{
+    LLVMValueRef root_s = LLVMMDStringInContext(c->ctx, "at-tbaa", 7), root;
+    c->tbaa_kind = LLVMGetMDKindIDInContext(c->ctx, "tbaa", 4);
+    root = LLVMMDNodeInContext(c->ctx, &root_s, 1);
+    for (int i = 0; i < c->ir->n_bufs; i++) {
+        char nm[32];
+        LLVMValueRef ops[3], type, tag[3];
+        snprintf(nm, sizeof nm, "buf%d", i);
+        ops[0] = LLVMMDStringInContext(c->ctx, nm, (unsigned)strlen(nm));
+        ops[1] = root;
+        ops[2] = LLVMConstInt(c->i64, 0, 0);
+        type = LLVMMDNodeInContext(c->ctx, ops, 3);
+        tag[0] = type;
+        tag[1] = type;
+        tag[2] = LLVMConstInt(c->i64, 0, 0);
+        c->tbaa[i] = LLVMMDNodeInContext(c->ctx, tag, 3);
+    }
+}
+
+static void add_attr(cg *c, LLVMValueRef fn, unsigned idx, const char *name, uint64_t v)
+{
+    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+    LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(c->ctx, kind, v));
+}
+
+static void add_str_attr(cg *c, LLVMValueRef fn, const char *k, const char *v)
+{
+    LLVMAddAttributeAtIndex(fn, (unsigned)LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(c->ctx, k, (unsigned)strlen(k), v,
+                                                      (unsigned)strlen(v)));
+}
+
+/* Build the module: the entry point and the body function. */
+static void emit_module(cg *c, const char *entry)
+{
+    const kn_ir *ir = c->ir;
+    int n_args = ir->n_args;
+    LLVMTypeRef entry_params[3] = {c->ptr, c->ptr, c->ptr}, entry_ty, body_ty;
+    LLVMTypeRef *body_params = at_malloc((size_t)(n_args + 2) * sizeof *body_params);
+    LLVMValueRef efn, bfn, *bargs;
+    char bname[96];
+    if (body_params == NULL) {
+        cfail(c, AT_ENOMEM, "out of memory");
+        return;
+    }
+    for (int i = 0; i < n_args + 2; i++)
+        body_params[i] = c->ptr;
+    entry_ty = LLVMFunctionType(c->i32, entry_params, 3, 0);
+    body_ty = LLVMFunctionType(c->i32, body_params, (unsigned)(n_args + 2), 0);
+    at_free(body_params);
+    efn = LLVMAddFunction(c->mod, entry, entry_ty);
+    snprintf(bname, sizeof bname, "%s_body", entry);
+    bfn = LLVMAddFunction(c->mod, bname, body_ty);
+    LLVMSetLinkage(bfn, LLVMInternalLinkage);
+    add_attr(c, bfn, (unsigned)LLVMAttributeFunctionIndex, "noinline", 0);
+    for (int i = 0; i < n_args; i++) {
+        add_attr(c, bfn, (unsigned)i + 1, "noalias", 0);
+        add_attr(c, bfn, (unsigned)i + 1, "align", 64);
+        add_attr(c, bfn, (unsigned)i + 1, "nonnull", 0);
+    }
+    /* entry: unpack bufs[] and call the body */
+    {
+        LLVMBuilderRef b = c->b;
+        LLVMValueRef bufs = LLVMGetParam(efn, 0);
+        bargs = at_malloc((size_t)(n_args + 2) * sizeof *bargs);
+        if (bargs == NULL) {
+            cfail(c, AT_ENOMEM, "out of memory");
+            return;
+        }
+        LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(c->ctx, efn, "entry"));
+        for (int i = 0; i < n_args; i++) {
+            LLVMValueRef idx = ci64(c, i);
+            LLVMValueRef p = LLVMBuildInBoundsGEP2(b, c->ptr, bufs, &idx, 1, "");
+            bargs[i] = LLVMBuildLoad2(b, c->ptr, p, "");
+        }
+        bargs[n_args] = LLVMGetParam(efn, 1);
+        bargs[n_args + 1] = LLVMGetParam(efn, 2);
+        LLVMBuildRet(b, LLVMBuildCall2(b, body_ty, bfn, bargs, (unsigned)(n_args + 2), ""));
+        at_free(bargs);
+    }
+    /* body */
+    c->fn = bfn;
+    LLVMPositionBuilderAtEnd(c->b, LLVMAppendBasicBlockInContext(c->ctx, bfn, "entry"));
+    for (int i = 0; i < ir->n_bufs; i++)
+        if (ir->bufs[i].arg >= 0)
+            c->buf[i] = LLVMGetParam(bfn, (unsigned)ir->bufs[i].arg);
+    c->ws = LLVMGetParam(bfn, (unsigned)n_args);
+    c->par = LLVMGetParam(bfn, (unsigned)n_args + 1);
+    c->status = LLVMBuildAlloca(c->b, c->i32, "status");
+    LLVMBuildStore(c->b, ci32(c, 0), c->status);
+    alloc_temps(c, -1, c->ws);
+    emit_stmt(c, ir->body);
+    if (!c->err)
+        LLVMBuildRet(c->b, LLVMBuildLoad2(c->b, c->i32, c->status, ""));
+    /* every function: the target's CPU and features, no NaNs assumed away (we keep IEEE) */
+    for (LLVMValueRef f = LLVMGetFirstFunction(c->mod); f; f = LLVMGetNextFunction(f)) {
+        if (LLVMCountBasicBlocks(f) == 0)
+            continue;
+        add_str_attr(c, f, "target-cpu", c->tgt->cpu);
+        if (c->tgt->features[0])
+            add_str_attr(c, f, "target-features", c->tgt->features);
+        add_attr(c, f, (unsigned)LLVMAttributeFunctionIndex, "nounwind", 0);
+    }
+}
+
+static LLVMTargetMachineRef make_tm(const kn_target *t, char *errmsg, size_t errmsg_size)
+{
+    LLVMTargetRef tgt;
+    char *err = NULL;
+    kn__llvm_init();
+    if (LLVMGetTargetFromTriple(t->triple, &tgt, &err) != 0) {
+        kn__fail(errmsg, errmsg_size, AT_ECODEGEN, "unknown triple %s: %s", t->triple,
+                 err ? err : "");
+        LLVMDisposeMessage(err);
+        return NULL;
+    }
+    return LLVMCreateTargetMachine(tgt, t->triple, t->cpu, t->features, LLVMCodeGenLevelAggressive,
+                                   LLVMRelocPIC, LLVMCodeModelSmall);
+}
+
+/* Generate, verify and optimise; on success c->mod holds the module. */
+static at_err generate(cg *c, const kn_ir *ir, const kn_target *t, const char *entry,
+                       LLVMTargetMachineRef tm, int optimize)
+{
+    char *msg = NULL;
+    c->ir = ir;
+    c->tgt = t;
+    c->ctx = LLVMContextCreate();
+    c->mod = LLVMModuleCreateWithNameInContext("at_kernel", c->ctx);
+    c->b = LLVMCreateBuilderInContext(c->ctx);
+    c->i1 = LLVMInt1TypeInContext(c->ctx);
+    c->i8 = LLVMInt8TypeInContext(c->ctx);
+    c->i32 = LLVMInt32TypeInContext(c->ctx);
+    c->i64 = LLVMInt64TypeInContext(c->ctx);
+    c->f32 = LLVMFloatTypeInContext(c->ctx);
+    c->f64 = LLVMDoubleTypeInContext(c->ctx);
+    c->ptr = LLVMPointerTypeInContext(c->ctx, 0);
+    c->vd = LLVMVoidTypeInContext(c->ctx);
+    c->vec_var = -1;
+    LLVMSetTarget(c->mod, t->triple);
+    {
+        LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+        char *dl = LLVMCopyStringRepOfTargetData(td);
+        LLVMSetDataLayout(c->mod, dl);
+        LLVMDisposeMessage(dl);
+        LLVMDisposeTargetData(td);
+    }
+    c->var = at_calloc((size_t)ir->n_vars + 1, sizeof *c->var);
+    c->buf = at_calloc((size_t)ir->n_bufs + 1, sizeof *c->buf);
+    c->tbaa = at_calloc((size_t)ir->n_bufs + 1, sizeof *c->tbaa);
+    c->buf_off = at_calloc((size_t)ir->n_bufs + 1, sizeof *c->buf_off);
+    if (!c->var || !c->buf || !c->tbaa || !c->buf_off) {
+        cfail(c, AT_ENOMEM, "out of memory");
+        return c->err;
+    }
+    setup_tbaa(c);
+    plan_workspace(c);
+    emit_module(c, entry);
+    if (c->err)
+        return c->err;
+    if (LLVMVerifyModule(c->mod, LLVMReturnStatusAction, &msg)) {
+        cfail(c, AT_ECODEGEN, "LLVM rejects the generated module: %.400s", msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return c->err;
+    }
+    LLVMDisposeMessage(msg);
+    if (optimize) {
+        LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+        LLVMErrorRef e;
+        /* we vectorize explicitly; LLVM's loop vectorizer only adds code size */
+        LLVMPassBuilderOptionsSetLoopVectorization(opts, 0);
+        LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
+        e = LLVMRunPasses(c->mod, "default<O3>", tm, opts);
+        LLVMDisposePassBuilderOptions(opts);
+        if (e) {
+            char *em = LLVMGetErrorMessage(e);
+            cfail(c, AT_ECODEGEN, "LLVM optimisation failed: %.400s", em);
+            LLVMDisposeErrorMessage(em);
+            return c->err;
+        }
+    }
+    return AT_OK;
+}
+
+static void cg_fini(cg *c)
+{
+    if (c->b)
+        LLVMDisposeBuilder(c->b);
+    if (c->mod)
+        LLVMDisposeModule(c->mod);
+    if (c->ctx)
+        LLVMContextDispose(c->ctx);
+    at_free(c->var);
+    at_free(c->buf);
+    at_free(c->tbaa);
+    at_free(c->buf_off);
+}
+
+at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry, kn_artifact **out,
+                char *errmsg, size_t errmsg_size)
+{
+    cg c;
+    LLVMTargetMachineRef tm;
+    LLVMMemoryBufferRef mb = NULL;
+    kn_artifact *a;
+    char *msg = NULL;
+    double t0 = at_time_mono_s();
+    at_err err;
+    *out = NULL;
+    if (entry == NULL)
+        entry = "at_kernel";
+    if (strlen(entry) >= sizeof a->entry)
+        return kn__fail(errmsg, errmsg_size, AT_EINVAL, "entry name too long");
+    memset(&c, 0, sizeof c);
+    c.errmsg = errmsg;
+    c.errmsg_size = errmsg_size;
+    tm = make_tm(target, errmsg, errmsg_size);
+    if (tm == NULL)
+        return AT_ECODEGEN;
+    err = generate(&c, ir, target, entry, tm, 1);
+    if (err == AT_OK &&
+        LLVMTargetMachineEmitToMemoryBuffer(tm, c.mod, LLVMObjectFile, &msg, &mb)) {
+        err = kn__fail(errmsg, errmsg_size, AT_ECODEGEN, "LLVM cannot emit the object: %.400s",
+                       msg ? msg : "");
+        LLVMDisposeMessage(msg);
+    }
+    a = err ? NULL : at_calloc(1, sizeof *a);
+    if (err == AT_OK && a == NULL)
+        err = AT_ENOMEM;
+    if (err == AT_OK) {
+        size_t n = LLVMGetBufferSize(mb);
+        a->obj = at_malloc(n);
+        if (a->obj == NULL) {
+            at_free(a);
+            a = NULL;
+            err = AT_ENOMEM;
+        } else {
+            memcpy(a->obj, LLVMGetBufferStart(mb), n);
+            a->obj_size = n;
+            snprintf(a->entry, sizeof a->entry, "%s", entry);
+            snprintf(a->triple, sizeof a->triple, "%s", target->triple);
+            a->n_args = ir->n_args;
+            for (int i = 0; i < ir->n_args; i++) {
+                const ss_op *op = &ir->dag->ops[ir->dag->args[i]];
+                a->args[i].dtype = op->dtype;
+                a->args[i].n_dims = op->n_dims;
+                memcpy(a->args[i].shape, op->shape, sizeof op->shape);
+                a->args[i].is_output = op->is_output;
+                a->args[i].is_const = op->is_const;
+            }
+            a->ws_fixed = c.ws_fixed;
+            a->ws_per_thread = c.ws_per_thread;
+            a->compile_s = at_time_mono_s() - t0;
+        }
+    }
+    if (mb)
+        LLVMDisposeMemoryBuffer(mb);
+    cg_fini(&c);
+    LLVMDisposeTargetMachine(tm);
+    if (err == AT_OK)
+        *out = a;
+    return err;
+}
+
+void kn_artifact_free(kn_artifact *a)
+{
+    if (a == NULL)
+        return;
+    at_free(a->obj);
+    at_free(a);
+}
+
+at_err kn_build_llvm_text(const kn_ir *ir, const kn_target *target, int optimized, char **out,
+                          char *errmsg, size_t errmsg_size)
+{
+    cg c;
+    LLVMTargetMachineRef tm;
+    at_err err;
+    *out = NULL;
+    memset(&c, 0, sizeof c);
+    c.errmsg = errmsg;
+    c.errmsg_size = errmsg_size;
+    tm = make_tm(target, errmsg, errmsg_size);
+    if (tm == NULL)
+        return AT_ECODEGEN;
+    err = generate(&c, ir, target, "at_kernel", tm, optimized);
+    if (err == AT_OK) {
+        char *s = LLVMPrintModuleToString(c.mod);
+        *out = at_strdup(s);
+        LLVMDisposeMessage(s);
+        if (*out == NULL)
+            err = AT_ENOMEM;
+    }
+    cg_fini(&c);
+    LLVMDisposeTargetMachine(tm);
+    return err;
+}

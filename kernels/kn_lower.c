@@ -1,0 +1,838 @@
+/* kernels/kn_lower.c -- lowering a schedule state to loop IR.
+**
+** One recursive emitter per stage, driven by its leaf loops and the stages attached to
+** them.  For a stage:
+**   - every leaf loop of extent > 1 gets a loop variable; op axes are rebuilt from the
+**     leaves through the splits and fuses (local coordinates), then offset by the stage's
+**     region min (global coordinates);
+**   - the body is the op's expression with inlined stages substituted, axes replaced by
+**     their global values, and every load turned into a flat index into the producer's
+**     buffer, relative to the producer's region, clamped when it might leave the buffer
+**     (this is what makes padding selects safe);
+**   - a store writes the stage's buffer at its local coordinates, under guards for splits
+**     that do not divide and for regions that stick out of the tensor;
+**   - a reduction gets an init nest before its first reduction loop (over copies of the
+**     spatial loops inside that point) and an update store in the full nest;
+**   - stages attached at a loop are emitted at the start of that loop's body; their
+**     buffers live there (per task when inside a parallel loop). */
+#include "kernels_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct lower {
+    const ss_state *st;
+    kn_ir *ir;
+    at_arena *ar;
+    ss_region *regs;
+    int *stage_buf;       /* buffer of each stage's tensor, -1 if inlined */
+    ss_expr **leafsub;    /* SS_LEAF_VAR(stage, pos) -> expression of that loop variable */
+    int n_leafsub;
+    int var_cap;
+    int64_t *lo, *hi;     /* ranges of ir vars (for the simplifier) */
+    int cur_par;          /* enclosing parallel loop variable, -1 */
+    int cur_scope;        /* innermost enclosing emitted loop variable, -1 */
+    int in_vector;        /* inside a vectorized loop */
+    char *errmsg;
+    size_t errmsg_size;
+    at_err err;
+} lower;
+
+static void lfail(lower *L, at_err err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void lfail(lower *L, at_err err, const char *fmt, ...)
+{
+    va_list ap;
+    if (L->err)
+        return;
+    L->err = err;
+    if (L->errmsg && L->errmsg_size) {
+        va_start(ap, fmt);
+        vsnprintf(L->errmsg, L->errmsg_size, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void *lalloc(lower *L, size_t n)
+{
+    void *p = at_arena_alloc(L->ar, n);
+    if (p == NULL)
+        lfail(L, AT_ENOMEM, "out of memory");
+    return p;
+}
+
+static ss_expr *chk(lower *L, ss_expr *e)
+{
+    if (e == NULL)
+        lfail(L, AT_ENOMEM, "out of memory");
+    return e;
+}
+
+static ss_expr *imm(lower *L, int64_t v)
+{
+    return chk(L, ss_expr_imm_int(L->ar, AT_DT_I32, v));
+}
+
+static ss_expr *iop(lower *L, ss_expr_kind k, ss_expr *a, ss_expr *b)
+{
+    ss_expr *e;
+    if (a == NULL || b == NULL)
+        return NULL;
+    e = chk(L, ss_expr_op(L->ar, k, a, b));
+    return e;
+}
+
+static ss_var_ranges ranges(lower *L)
+{
+    ss_var_ranges r = {L->ir->n_vars, L->lo, L->hi};
+    return r;
+}
+
+static ss_expr *simp(lower *L, ss_expr *e)
+{
+    ss_var_ranges r = ranges(L);
+    if (e == NULL)
+        return NULL;
+    return chk(L, ss_expr_simplify(L->ar, e, &r));
+}
+
+static int new_var(lower *L, const char *name, int64_t extent)
+{
+    kn_ir *ir = L->ir;
+    if (ir->n_vars == L->var_cap) {
+        int cap = L->var_cap ? L->var_cap * 2 : 64;
+        kn_var *v = at_realloc(ir->vars, (size_t)cap * sizeof *v);
+        int64_t *lo = at_realloc(L->lo, (size_t)cap * sizeof *lo);
+        int64_t *hi;
+        if (v)
+            ir->vars = v;
+        if (lo)
+            L->lo = lo;
+        hi = at_realloc(L->hi, (size_t)cap * sizeof *hi);
+        if (hi)
+            L->hi = hi;
+        if (v == NULL || lo == NULL || hi == NULL) {
+            lfail(L, AT_ENOMEM, "out of memory");
+            return -1;
+        }
+        L->var_cap = cap;
+    }
+    ir->vars[ir->n_vars].name = at_arena_strdup(L->ar, name);
+    ir->vars[ir->n_vars].extent = extent;
+    L->lo[ir->n_vars] = 0;
+    L->hi[ir->n_vars] = extent - 1;
+    return ir->n_vars++;
+}
+
+static int new_buf(lower *L, const char *name, at_dtype dt, int n_dims, const int64_t *shape,
+                   int arg, int stage)
+{
+    kn_ir *ir = L->ir;
+    kn_buf *b;
+    kn_buf *nb = at_realloc(ir->bufs, (size_t)(ir->n_bufs + 1) * sizeof *nb);
+    if (nb == NULL) {
+        lfail(L, AT_ENOMEM, "out of memory");
+        return -1;
+    }
+    ir->bufs = nb;
+    b = &ir->bufs[ir->n_bufs];
+    memset(b, 0, sizeof *b);
+    b->name = name;
+    b->dtype = dt;
+    b->n_dims = n_dims;
+    b->n_elems = 1;
+    for (int d = 0; d < n_dims; d++) {
+        b->shape[d] = shape[d];
+        b->n_elems *= shape[d];
+    }
+    b->arg = arg;
+    b->stage = stage;
+    b->par_var = L->cur_par;
+    b->scope_var = L->cur_scope;
+    return ir->n_bufs++;
+}
+
+static kn_stmt *new_stmt(lower *L, kn_stmt_kind k)
+{
+    kn_stmt *s = lalloc(L, sizeof *s);
+    if (s)
+        s->kind = (uint8_t)k;
+    return s;
+}
+
+static kn_stmt *seq(lower *L, kn_stmt **items, int n)
+{
+    kn_stmt *s;
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        m += items[i] != NULL;
+    if (m == 1)
+        for (int i = 0; i < n; i++)
+            if (items[i])
+                return items[i];
+    s = new_stmt(L, KN_S_SEQ);
+    if (s == NULL)
+        return NULL;
+    s->items = lalloc(L, (size_t)(m ? m : 1) * sizeof *s->items);
+    if (s->items == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        if (items[i])
+            s->items[s->n++] = items[i];
+    return s;
+}
+
+/* Local values of the op axes of stage 's' from leaf values (pass up the relations). */
+static void axis_values(lower *L, const ss_stage *sg, ss_expr *const *leafval, ss_expr **val)
+{
+    for (int i = 0; i < sg->n_ivars; i++)
+        val[i] = NULL;
+    for (int q = 0; q < sg->n_leaves; q++)
+        val[sg->leaves[q]] = leafval[q];
+    for (int r = sg->n_rels - 1; r >= 0 && !L->err; r--) {
+        const ss_rel *rel = &sg->rels[r];
+        if (rel->kind == SS_REL_SPLIT) {
+            int64_t stride[SS_MAX_SPLIT];
+            ss_expr *acc = NULL;
+            ss_rel_strides(sg, rel, stride);
+            for (int k = 0; k < rel->n_out; k++) {
+                ss_expr *t = val[rel->out[k]] ? val[rel->out[k]] : imm(L, 0);
+                if (stride[k] != 1)
+                    t = iop(L, SS_E_MUL, t, imm(L, stride[k]));
+                acc = acc ? iop(L, SS_E_ADD, acc, t) : t;
+            }
+            val[rel->in[0]] = simp(L, acc);
+        } else {
+            ss_expr *f = val[rel->out[0]] ? val[rel->out[0]] : imm(L, 0);
+            int64_t inner = 1;
+            for (int k = rel->n_in - 1; k >= 0; k--) {
+                int64_t e = sg->ivars[rel->in[k]].extent;
+                ss_expr *t = f;
+                if (inner != 1)
+                    t = iop(L, SS_E_DIV, t, imm(L, inner));
+                if (k > 0)
+                    t = iop(L, SS_E_MOD, t, imm(L, e));
+                val[rel->in[k]] = simp(L, t);
+                inner *= e;
+            }
+        }
+    }
+}
+
+static ss_expr *and_cond(lower *L, ss_expr *c, ss_expr *d)
+{
+    if (d == NULL)
+        return c;
+    return c ? iop(L, SS_E_AND, c, d) : d;
+}
+
+/* Guard 'e < limit' (and 'e >= 0' when 'check_lo') unless the ranges prove it. */
+static ss_expr *guard(lower *L, ss_expr *cond, ss_expr *e, int64_t limit, int check_lo)
+{
+    ss_var_ranges r = ranges(L);
+    int64_t lo, hi;
+    if (e == NULL)
+        return cond;
+    if (ss_expr_bounds(e, &r, &lo, &hi)) {
+        if (lo >= 0 || !check_lo)
+            check_lo = 0;
+        if (hi < limit && !check_lo)
+            return cond;
+        if (hi < limit)
+            return and_cond(L, cond, iop(L, SS_E_GE, e, imm(L, 0)));
+        if (!check_lo)
+            return and_cond(L, cond, iop(L, SS_E_LT, e, imm(L, limit)));
+    }
+    if (check_lo)
+        cond = and_cond(L, cond, iop(L, SS_E_GE, e, imm(L, 0)));
+    return and_cond(L, cond, iop(L, SS_E_LT, e, imm(L, limit)));
+}
+
+/* Guards of a stage's store: splits whose loops cover more than their parent, and
+** regions that may stick out of the tensor. */
+static ss_expr *store_guards(lower *L, const ss_stage *sg, const ss_op *op, ss_expr **local,
+                             ss_expr **global, int spatial_only)
+{
+    ss_expr *cond = NULL;
+    for (int r = 0; r < sg->n_rels; r++) {
+        const ss_rel *rel = &sg->rels[r];
+        int64_t cover = 1, E;
+        if (rel->kind != SS_REL_SPLIT)
+            continue;
+        if (spatial_only && sg->ivars[rel->in[0]].kind != SS_ITER_SPATIAL)
+            continue;
+        for (int k = 0; k < rel->n_out; k++)
+            cover *= sg->ivars[rel->out[k]].extent;
+        E = sg->ivars[rel->in[0]].extent;
+        if (cover > E && local[rel->in[0]])
+            cond = guard(L, cond, local[rel->in[0]], E, 0);
+    }
+    for (int a = 0; global && a < op->n_axes; a++)
+        if (global[a])
+            cond = guard(L, cond, global[a], op->shape[a], 1);
+    return cond;
+}
+
+static ss_expr *reduce_identity(lower *L, ss_reduce red, at_dtype dt)
+{
+    int f = at_dtype_is_float(dt);
+    ss_expr *e = NULL;
+    switch (red) {
+    case SS_RED_SUM: e = f ? ss_expr_imm_float(L->ar, dt, 0) : ss_expr_imm_int(L->ar, dt, 0); break;
+    case SS_RED_PROD: e = f ? ss_expr_imm_float(L->ar, dt, 1) : ss_expr_imm_int(L->ar, dt, 1); break;
+    case SS_RED_MAX:
+        e = f ? ss_expr_imm_float(L->ar, dt, -1.0 / 0.0) : ss_expr_imm_int(L->ar, dt, INT32_MIN);
+        break;
+    case SS_RED_MIN:
+        e = f ? ss_expr_imm_float(L->ar, dt, 1.0 / 0.0) : ss_expr_imm_int(L->ar, dt, INT32_MAX);
+        break;
+    default: break;
+    }
+    return chk(L, e);
+}
+
+static ss_expr_kind combiner(ss_reduce red)
+{
+    switch (red) {
+    case SS_RED_SUM: return SS_E_ADD;
+    case SS_RED_PROD: return SS_E_MUL;
+    case SS_RED_MAX: return SS_E_MAX;
+    default: return SS_E_MIN;
+    }
+}
+
+/* Flat index of local coordinates in a buffer of 'shape'. */
+static ss_expr *flatten(lower *L, int n, ss_expr **idx, const int64_t *shape)
+{
+    ss_expr *acc = imm(L, 0);
+    int64_t stride = 1;
+    for (int d = n - 1; d >= 0; d--) {
+        ss_expr *t = idx[d];
+        if (stride != 1)
+            t = iop(L, SS_E_MUL, t, imm(L, stride));
+        acc = iop(L, SS_E_ADD, acc, t);
+        stride *= shape[d];
+    }
+    return simp(L, acc);
+}
+
+/* Rewrite a value expression: axes are already global values; loads become flat loads. */
+static ss_expr *rewrite_loads(lower *L, const ss_expr *e)
+{
+    ss_expr *kids[SS_MAX_DIMS + 4], *r;
+    int changed = 0;
+    if (L->err)
+        return NULL;
+    if (e->kind == SS_E_LOAD) {
+        int t = e->id, b = L->stage_buf[t];
+        const kn_buf *buf;
+        ss_expr *idx[SS_MAX_DIMS], *flat;
+        if (b < 0) {
+            lfail(L, AT_ESCHED, "internal: load of %s, which has no buffer",
+                  L->st->dag->ops[t].name);
+            return NULL;
+        }
+        buf = &L->ir->bufs[b];
+        for (int d = 0; d < e->n; d++) {
+            ss_var_ranges rg = ranges(L);
+            int64_t lo, hi;
+            ss_expr *mn = ss_expr_subst(L->ar, L->regs[t].min[d], NULL, 0, L->leafsub,
+                                        L->n_leafsub, NULL);
+            ss_expr *ix = rewrite_loads(L, e->a[d]);
+            if (mn == NULL || ix == NULL)
+                return chk(L, NULL);
+            ix = simp(L, iop(L, SS_E_SUB, ix, mn));
+            if (ix == NULL)
+                return NULL;
+            /* a load that may leave the buffer (under a select arm) is clamped */
+            if (!ss_expr_bounds(ix, &rg, &lo, &hi) || lo < 0 || hi >= buf->shape[d]) {
+                ix = iop(L, SS_E_MAX, iop(L, SS_E_MIN, ix, imm(L, buf->shape[d] - 1)), imm(L, 0));
+                if (ix == NULL)
+                    return NULL;
+            }
+            idx[d] = ix;
+        }
+        flat = flatten(L, e->n, idx, buf->shape);
+        r = chk(L, ss_expr_load(L->ar, (at_dtype)e->dtype, b, 1, &flat));
+        return r;
+    }
+    if (e->n == 0)
+        return (ss_expr *)e;
+    for (int i = 0; i < e->n; i++) {
+        kids[i] = rewrite_loads(L, e->a[i]);
+        if (kids[i] == NULL)
+            return NULL;
+        changed |= kids[i] != e->a[i];
+    }
+    if (!changed)
+        return (ss_expr *)e;
+    r = lalloc(L, sizeof *r + (size_t)e->n * sizeof(ss_expr *));
+    if (r == NULL)
+        return NULL;
+    memcpy(r, e, sizeof *r);
+    for (int i = 0; i < e->n; i++)
+        r->a[i] = kids[i];
+    return r;
+}
+
+static kn_stmt *emit_stage(lower *L, int s);
+
+/* Stages attached at leaf 'q' of stage 's', in stage order. */
+static kn_stmt *emit_attached(lower *L, int s, int q)
+{
+    const ss_state *st = L->st;
+    int iv = st->stages[s].leaves[q];
+    kn_stmt *items[64];
+    int n = 0;
+    for (int t = 0; t < st->n_stages && !L->err; t++) {
+        const ss_stage *tg = &st->stages[t];
+        if (tg->loc != SS_LOC_AT || tg->attach_stage != s || tg->attach_ivar != iv)
+            continue;
+        if (L->in_vector) {
+            lfail(L, AT_ESCHED, "stage %s is computed inside a vectorized loop of %s",
+                  st->dag->ops[t].name, st->dag->ops[s].name);
+            return NULL;
+        }
+        if (n == (int)AT_ARRAY_LEN(items)) {
+            lfail(L, AT_ESCHED, "too many stages attached at one loop");
+            return NULL;
+        }
+        items[n++] = emit_stage(L, t);
+    }
+    return n ? seq(L, items, n) : NULL;
+}
+
+typedef struct nest {
+    const ss_stage *sg;
+    const ss_op *op;
+    int s;
+    int first_red;        /* position of the first leaf carrying a reduction, or n_leaves */
+    int vars[SS_MAX_LEAVES];
+    kn_stmt *store;       /* the innermost store (update or plain), guarded */
+    kn_stmt *init;        /* the init nest, or NULL */
+} nest;
+
+static kn_stmt *build_loops(lower *L, nest *N, int q)
+{
+    const ss_stage *sg = N->sg;
+    kn_stmt *items[3], *body, *f;
+    int saved_scope = L->cur_scope, saved_par = L->cur_par, saved_vec = L->in_vector;
+    const ss_ivar *v;
+    if (L->err)
+        return NULL;
+    if (q == sg->n_leaves)
+        return N->store;
+    v = &sg->ivars[sg->leaves[q]];
+    if (N->vars[q] >= 0) {
+        L->cur_scope = N->vars[q];
+        if (v->ann == SS_ANN_PARALLEL) {
+            if (L->cur_par >= 0) {
+                lfail(L, AT_ESCHED, "nested parallel loops: %s has a parallel loop inside the "
+                      "parallel loop %s", N->op->name, L->ir->vars[L->cur_par].name);
+                return NULL;
+            }
+            L->cur_par = N->vars[q];
+        }
+        if (v->ann == SS_ANN_VECTORIZE)
+            L->in_vector = 1;
+    }
+    items[0] = emit_attached(L, N->s, q);
+    items[1] = q + 1 == N->first_red ? N->init : NULL;
+    items[2] = build_loops(L, N, q + 1);
+    body = seq(L, items, 3);
+    L->cur_scope = saved_scope;
+    L->cur_par = saved_par;
+    L->in_vector = saved_vec;
+    if (N->vars[q] < 0 || body == NULL)
+        return body;
+    f = new_stmt(L, KN_S_FOR);
+    if (f == NULL)
+        return NULL;
+    f->var = N->vars[q];
+    f->extent = v->extent;
+    f->stage = N->s;
+    f->unroll_max_step = sg->auto_unroll_max_step;
+    f->for_kind = v->ann == SS_ANN_PARALLEL    ? KN_FOR_PARALLEL
+                  : v->ann == SS_ANN_VECTORIZE ? KN_FOR_VECTORIZE
+                  : v->ann == SS_ANN_UNROLL    ? KN_FOR_UNROLL
+                                               : KN_FOR_SERIAL;
+    if (v->ann > SS_ANN_PARALLEL) {
+        lfail(L, AT_ESCHED, "%s: annotation %s is for GPU targets", N->op->name,
+              ss_ann_name((ss_ann)v->ann));
+        return NULL;
+    }
+    f->body = body;
+    return f;
+}
+
+static kn_stmt *guarded(lower *L, ss_expr *cond, kn_stmt *s)
+{
+    kn_stmt *g;
+    if (cond == NULL || s == NULL)
+        return s;
+    g = new_stmt(L, KN_S_IF);
+    if (g == NULL)
+        return NULL;
+    g->cond = simp(L, cond);
+    g->body = s;
+    return g;
+}
+
+static kn_stmt *emit_stage(lower *L, int s)
+{
+    const ss_state *st = L->st;
+    const ss_stage *sg = &st->stages[s];
+    const ss_op *op = &st->dag->ops[s];
+    ss_expr *leafval[SS_MAX_LEAVES], *local[SS_MAX_IVARS], *global[SS_MAX_AXES];
+    ss_expr *store_idx[SS_MAX_DIMS], *body, *value, *index, *cond;
+    const kn_buf *buf;
+    kn_stmt *store;
+    nest N;
+    char name[128], ivn[64];
+    int b;
+    if (L->err)
+        return NULL;
+    memset(&N, 0, sizeof N);
+    N.sg = sg;
+    N.op = op;
+    N.s = s;
+    /* the stage's buffer: outputs are arguments, other tensors temporaries here */
+    b = L->stage_buf[s];
+    if (b < 0) {
+        b = new_buf(L, op->name, op->dtype, op->n_dims, L->regs[s].width, -1, s);
+        if (b < 0)
+            return NULL;
+        L->stage_buf[s] = b;
+    }
+    /* loop variables */
+    for (int q = 0; q < sg->n_leaves; q++) {
+        const ss_ivar *v = &sg->ivars[sg->leaves[q]];
+        if (v->extent <= 0) {
+            lfail(L, AT_ESCHED, "%s: a split length is not chosen yet", op->name);
+            return NULL;
+        }
+        if (v->extent == 1) {
+            N.vars[q] = -1;
+            leafval[q] = imm(L, 0);
+        } else {
+            ss_state_ivar_name(st, s, sg->leaves[q], ivn, sizeof ivn);
+            snprintf(name, sizeof name, "%s.%s", op->name, ivn);
+            N.vars[q] = new_var(L, name, v->extent);
+            if (N.vars[q] < 0)
+                return NULL;
+            leafval[q] = chk(L, ss_expr_var(L->ar, N.vars[q]));
+        }
+        L->leafsub[SS_LEAF_VAR(s, q)] = leafval[q];
+    }
+    N.first_red = sg->n_leaves;
+    for (int q = 0; q < sg->n_leaves; q++)
+        if (sg->ivars[sg->leaves[q]].kind != SS_ITER_SPATIAL) {
+            N.first_red = q;
+            break;
+        }
+    if (op->reduce == SS_RED_NONE)
+        N.first_red = sg->n_leaves;
+    /* axis values */
+    axis_values(L, sg, leafval, local);
+    for (int a = 0; a < op->n_axes + op->n_raxes && !L->err; a++) {
+        if (a < op->n_axes && sg->loc == SS_LOC_AT) {
+            ss_expr *mn = ss_expr_subst(L->ar, L->regs[s].min[a], NULL, 0, L->leafsub,
+                                        L->n_leafsub, NULL);
+            global[a] = simp(L, iop(L, SS_E_ADD, chk(L, mn), local[a]));
+        } else {
+            global[a] = local[a];
+        }
+    }
+    if (L->err)
+        return NULL;
+    buf = &L->ir->bufs[b];
+    /* the innermost statement is filled in after the loops exist: the value may load
+    ** stages attached inside them, whose buffers are made while emitting the loops */
+    N.store = new_stmt(L, KN_S_SEQ);
+    if (N.store == NULL || (N.store->items = lalloc(L, sizeof *N.store->items)) == NULL)
+        return NULL;
+    /* the init nest: copies of the spatial loops inside the first reduction loop */
+    if (op->reduce != SS_RED_NONE) {
+        ss_expr *ival[SS_MAX_LEAVES], *ilocal[SS_MAX_IVARS], *iglobal[SS_MAX_AXES];
+        ss_expr *iidx[SS_MAX_DIMS], *iindex;
+        int ivars[SS_MAX_LEAVES];
+        kn_stmt *init, *nestb;
+        for (int q = 0; q < sg->n_leaves; q++) {
+            const ss_ivar *v = &sg->ivars[sg->leaves[q]];
+            ivars[q] = -1;
+            if (q < N.first_red) {
+                ival[q] = leafval[q];
+            } else if (v->kind == SS_ITER_REDUCE || v->extent == 1) {
+                ival[q] = imm(L, 0);
+            } else {
+                ss_state_ivar_name(st, s, sg->leaves[q], ivn, sizeof ivn);
+                snprintf(name, sizeof name, "%s.%s.init", op->name, ivn);
+                ivars[q] = new_var(L, name, v->extent);
+                if (ivars[q] < 0)
+                    return NULL;
+                ival[q] = chk(L, ss_expr_var(L->ar, ivars[q]));
+            }
+        }
+        axis_values(L, sg, ival, ilocal);
+        for (int a = 0; a < op->n_axes && !L->err; a++) {
+            if (sg->loc == SS_LOC_AT) {
+                ss_expr *mn = ss_expr_subst(L->ar, L->regs[s].min[a], NULL, 0, L->leafsub,
+                                            L->n_leafsub, NULL);
+                iglobal[a] = simp(L, iop(L, SS_E_ADD, chk(L, mn), ilocal[a]));
+            } else {
+                iglobal[a] = ilocal[a];
+            }
+            iidx[a] = buf->arg >= 0 ? iglobal[a] : ilocal[a];
+        }
+        if (L->err)
+            return NULL;
+        iindex = flatten(L, op->n_axes, iidx, buf->shape);
+        init = new_stmt(L, KN_S_STORE);
+        if (init == NULL || iindex == NULL)
+            return NULL;
+        init->buf = b;
+        init->index = iindex;
+        init->value = reduce_identity(L, op->reduce, op->dtype);
+        init->is_init = 1;
+        init->stage = s;
+        nestb = guarded(L, store_guards(L, sg, op, ilocal, sg->loc == SS_LOC_AT ? iglobal : NULL, 1),
+                        init);
+        for (int q = sg->n_leaves - 1; q >= N.first_red && nestb; q--) {
+            kn_stmt *f;
+            const ss_ivar *v = &sg->ivars[sg->leaves[q]];
+            if (ivars[q] < 0)
+                continue;
+            f = new_stmt(L, KN_S_FOR);
+            if (f == NULL)
+                return NULL;
+            f->var = ivars[q];
+            f->extent = v->extent;
+            f->stage = s;
+            f->unroll_max_step = sg->auto_unroll_max_step;
+            f->for_kind = v->ann == SS_ANN_VECTORIZE ? KN_FOR_VECTORIZE
+                          : v->ann == SS_ANN_UNROLL  ? KN_FOR_UNROLL
+                                                     : KN_FOR_SERIAL;
+            f->body = nestb;
+            nestb = f;
+        }
+        N.init = nestb;
+    }
+    if (L->err)
+        return NULL;
+    {
+        kn_stmt *loops = build_loops(L, &N, 0), *result = loops;
+        kn_stmt *store_slot = N.store;
+        if (L->err)
+            return NULL;
+        if (N.first_red == 0 && N.init) {
+            kn_stmt *items[2] = {N.init, loops};
+            result = seq(L, items, 2);
+        }
+        buf = &L->ir->bufs[b];
+        for (int a = 0; a < op->n_axes; a++)
+            store_idx[a] = buf->arg >= 0 ? global[a] : local[a];
+        index = flatten(L, op->n_axes, store_idx, buf->shape);
+        /* the value */
+        body = ss_state_body(st, s, L->ar);
+        if (body == NULL) {
+            lfail(L, AT_ENOMEM, "out of memory");
+            return NULL;
+        }
+        body = chk(L, ss_expr_subst(L->ar, body, global, op->n_axes + op->n_raxes, NULL, 0, NULL));
+        value = body ? rewrite_loads(L, body) : NULL;
+        if (value == NULL || index == NULL)
+            return NULL;
+        value = simp(L, value);
+        store = new_stmt(L, KN_S_STORE);
+        if (store == NULL)
+            return NULL;
+        store->buf = b;
+        store->index = index;
+        store->stage = s;
+        if (op->reduce != SS_RED_NONE) {
+            ss_expr *cur = chk(L, ss_expr_load(L->ar, op->dtype, b, 1, &index));
+            store->value = chk(L, ss_expr_op(L->ar, combiner(op->reduce), cur, value));
+            store->is_update = 1;
+        } else {
+            store->value = value;
+        }
+        /* root stages cover their tensor exactly: only splits can overshoot */
+        cond = store_guards(L, sg, op, local, sg->loc == SS_LOC_AT ? global : NULL, 0);
+        store_slot->items[0] = guarded(L, cond, store);
+        store_slot->n = 1;
+
+        return L->err ? NULL : result;
+    }
+}
+
+at_err kn_lower(const ss_state *st, kn_ir **out, char *errmsg, size_t errmsg_size)
+{
+    lower L;
+    kn_ir *ir;
+    ss_state *cp = NULL;
+    kn_stmt **roots;
+    int n_roots = 0;
+    at_err err;
+    *out = NULL;
+    memset(&L, 0, sizeof L);
+    L.errmsg = errmsg;
+    L.errmsg_size = errmsg_size;
+    L.cur_par = L.cur_scope = -1;
+    if (errmsg && errmsg_size)
+        errmsg[0] = 0;
+    if (st->bounds_dirty) {
+        /* bounds are derived data: infer them on a copy */
+        if ((err = ss_state_copy(st, &cp)) != AT_OK)
+            return err;
+        if ((err = ss_state_infer_bounds(cp, errmsg, errmsg_size)) != AT_OK) {
+            ss_state_free(cp);
+            return err;
+        }
+        st = cp;
+    }
+    if (!st->concrete) {
+        ss_state_free(cp);
+        if (errmsg && errmsg_size)
+            snprintf(errmsg, errmsg_size, "the state has split lengths not chosen yet");
+        return AT_ESCHED;
+    }
+    ir = at_calloc(1, sizeof *ir);
+    if (ir == NULL) {
+        ss_state_free(cp);
+        return AT_ENOMEM;
+    }
+    at_arena_init(&ir->arena, 65536);
+    ir->dag = ss_dag_ref(st->base);
+    ir->n_args = st->base->n_args;
+    ir->flops = st->base->flops;
+    L.st = st;
+    L.ir = ir;
+    L.ar = &ir->arena;
+    L.regs = at_calloc((size_t)st->n_stages, sizeof *L.regs);
+    L.stage_buf = at_malloc((size_t)st->n_stages * sizeof *L.stage_buf);
+    L.n_leafsub = st->n_stages * SS_MAX_LEAVES;
+    L.leafsub = at_calloc((size_t)L.n_leafsub, sizeof *L.leafsub);
+    roots = at_calloc((size_t)st->n_stages + 1, sizeof *roots);
+    if (L.regs == NULL || L.stage_buf == NULL || L.leafsub == NULL || roots == NULL) {
+        lfail(&L, AT_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((err = ss_state_regions(st, L.ar, L.regs, errmsg, errmsg_size)) != AT_OK) {
+        L.err = err;
+        goto done;
+    }
+    /* argument buffers: the task's inputs then outputs, matched by name in the state's
+    ** DAG (steps may have inserted stages, so ids differ) */
+    for (int s = 0; s < st->n_stages; s++)
+        L.stage_buf[s] = -1;
+    for (int a = 0; a < st->base->n_args && !L.err; a++) {
+        const ss_op *bop = &st->base->ops[st->base->args[a]];
+        int s = ss_dag_find(st->dag, bop->name);
+        int b;
+        if (s < 0) {
+            lfail(&L, AT_ESCHED, "tensor %s of the task is missing from the state", bop->name);
+            break;
+        }
+        if (st->stages[s].loc == SS_LOC_INLINE) {
+            lfail(&L, AT_ESCHED, "output %s is inlined", bop->name);
+            break;
+        }
+        b = new_buf(&L, bop->name, bop->dtype, bop->n_dims, bop->shape, a, s);
+        L.stage_buf[s] = b;
+    }
+    for (int s = 0; s < st->n_stages && !L.err; s++) {
+        const ss_op *op = &st->dag->ops[s];
+        if (op->kind != SS_OP_COMPUTE || st->stages[s].loc != SS_LOC_ROOT)
+            continue;
+        roots[n_roots] = emit_stage(&L, s);
+        if (roots[n_roots])
+            n_roots++;
+    }
+    if (!L.err)
+        ir->body = seq(&L, roots, n_roots);
+    if (!L.err && ir->body == NULL)
+        lfail(&L, AT_ESCHED, "the state computes nothing");
+done:
+    at_free(L.regs);
+    at_free(L.stage_buf);
+    at_free(L.leafsub);
+    at_free(L.lo);
+    at_free(L.hi);
+    at_free(roots);
+    ss_state_free(cp);
+    if (L.err) {
+        kn_ir_free(ir);
+        return L.err;
+    }
+    *out = ir;
+    return AT_OK;
+}
+
+void kn_ir_free(kn_ir *ir)
+{
+    if (ir == NULL)
+        return;
+    at_arena_fini(&ir->arena);
+    at_free(ir->bufs);
+    at_free(ir->vars);
+    ss_dag_unref(ir->dag);
+    at_free(ir);
+}
+
+/* ---- printing ---- */
+
+static const char *pr_var(void *ctx, int id)
+{
+    const kn_ir *ir = ctx;
+    return id >= 0 && id < ir->n_vars ? ir->vars[id].name : NULL;
+}
+
+static const char *pr_buf(void *ctx, int id)
+{
+    const kn_ir *ir = ctx;
+    return id >= 0 && id < ir->n_bufs ? ir->bufs[id].name : NULL;
+}
+
+static void print_stmt(const kn_ir *ir, const kn_stmt *s, int depth, at_buf *b)
+{
+    static const char *const kinds[] = {"for", "parallel", "vectorize", "unroll"};
+    if (s == NULL)
+        return;
+    switch (s->kind) {
+    case KN_S_FOR:
+        at_buf_printf(b, "%*s%s %s in 0..%lld%s\n", 2 * depth, "", kinds[s->for_kind],
+                      ir->vars[s->var].name, (long long)s->extent,
+                      s->unroll_max_step ? " (auto-unroll)" : "");
+        print_stmt(ir, s->body, depth + 1, b);
+        break;
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n; i++)
+            print_stmt(ir, s->items[i], depth, b);
+        break;
+    case KN_S_IF:
+        at_buf_printf(b, "%*sif ", 2 * depth, "");
+        ss_expr_print(b, s->cond, NULL, pr_var, pr_buf, (void *)ir);
+        at_buf_putc(b, '\n');
+        print_stmt(ir, s->body, depth + 1, b);
+        break;
+    case KN_S_STORE:
+        at_buf_printf(b, "%*s%s[", 2 * depth, "", ir->bufs[s->buf].name);
+        ss_expr_print(b, s->index, NULL, pr_var, pr_buf, (void *)ir);
+        at_buf_puts(b, "] = ");
+        ss_expr_print(b, s->value, NULL, pr_var, pr_buf, (void *)ir);
+        at_buf_putc(b, '\n');
+        break;
+    }
+}
+
+void kn_ir_print(const kn_ir *ir, at_buf *b)
+{
+    for (int i = 0; i < ir->n_bufs; i++) {
+        const kn_buf *bf = &ir->bufs[i];
+        at_buf_printf(b, "buffer %s %s[", bf->name, at_dtype_name(bf->dtype));
+        for (int d = 0; d < bf->n_dims; d++)
+            at_buf_printf(b, "%s%lld", d ? ", " : "", (long long)bf->shape[d]);
+        at_buf_printf(b, "]%s\n", bf->arg >= 0 ? " (argument)" : "");
+    }
+    print_stmt(ir, ir->body, 0, b);
+}
