@@ -264,4 +264,52 @@ at_err at_file_write(const char *path, const void *p, size_t n, char *errmsg, si
 at_err at_parse_i64(const char *s, int64_t *out);
 at_err at_parse_double(const char *s, double *out);
 
+/* ---- measurement status ------------------------------------------------------------- */
+
+/* What became of one measured candidate.  A failed measurement is a result, not an error:
+** measuring returns AT_OK and the record carries one of these.  0..8 are TVM's
+** MeasureErrorNO numbers, so logs map one to one; ours are appended after them.  The
+** numbers are stored in records and sent on the wire: append, never renumber.
+**   X(number, NAME, cause in plain words, hint for the user) */
+#define AT_MEASURE_MAP(X)                                                                  \
+    X(0, NO_ERROR, "measured successfully", "nothing to do")                               \
+    X(1, INSTANTIATION_ERROR,                                                              \
+      "the schedule's steps do not replay on the task's DAG (invalid schedule)",           \
+      "a bug in the schedule space or a record from another DAG; report it with the state") \
+    X(2, COMPILE_HOST, "building the kernel failed on the tuner host (lowering or codegen)", \
+      "see the error text; a codegen bug if it repeats for valid schedules")                \
+    X(3, COMPILE_DEVICE, "the device could not load the built kernel",                     \
+      "check that the target string matches the device (triple, -mcpu, -arch)")            \
+    X(4, RUNTIME_DEVICE, "the kernel crashed on the device",                                \
+      "the error text names the signal; a codegen or bounds bug if it repeats")            \
+    X(5, WRONG_ANSWER, "the kernel's output differs from the reference",                   \
+      "a lowering or codegen bug: report it with the state and the target")                \
+    X(6, BUILD_TIMEOUT, "building took longer than the build timeout",                     \
+      "raise the build timeout or give the tuner host more cores")                         \
+    X(7, RUN_TIMEOUT, "running took longer than the run timeout",                          \
+      "normal for very slow schedules; raise the run timeout if good ones time out")       \
+    X(8, UNKNOWN_ERROR, "an error the measurer could not classify",                        \
+      "see the error text and the agent's log")                                            \
+    X(9, DEVICE_LOST, "the device stopped answering during the measurement",               \
+      "check the agent and its board (power, network); the job is measured again")
+
+typedef enum {
+#define X(num, id, cause, hint) AT_MEASURE_##id = num,
+    AT_MEASURE_MAP(X)
+#undef X
+        AT_N_MEASURE
+} at_measure;
+
+/* The cost TVM records for every failed measurement (seconds); mean and median too. */
+#define AT_MEASURE_FAIL_COST 1e10
+
+/* Name ("RUN_TIMEOUT"), cause and hint of status 'code'; never NULL.  A code this build
+** does not know (written by a newer one) gives "UNKNOWN_STATUS" and a generic text. */
+const char *at_measure_name(int code);
+const char *at_measure_cause(int code);
+const char *at_measure_hint(int code);
+/* Parse a name as at_measure_name writes it (case-insensitive) or a decimal number;
+** AT_EINVAL otherwise. */
+at_err at_measure_parse(const char *s, int *out);
+
 #endif /* AT_COMMON_H */
