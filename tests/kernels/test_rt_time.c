@@ -1,0 +1,184 @@
+/* tests/kernels/test_rt_time.c -- kn_rt_time (costs, growth of 'number', a failing
+** kernel, bad options) and kn_rt_flush. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernels_rt.h"
+
+static long n_calls;   /* calls of the test kernels */
+static long fail_at;   /* count_kernel returns 5 on this call (0: never) */
+
+static void spin_us(double us)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) * 1e-3 < us);
+}
+
+/* A kernel that takes about 20 us and counts its calls. */
+static int32_t count_kernel(void *const *bufs, void *ws, const kn_rt_par *par)
+{
+    (void)ws;
+    (void)par;
+    n_calls++;
+    if (bufs && bufs[0])
+        ((float *)bufs[0])[0] += 1.0f;
+    spin_us(20);
+    return n_calls == fail_at ? 5 : 0;
+}
+
+static void test_time_costs_and_growth(void **unused)
+{
+    kn_rt_time_opts o = {.number = 1, .repeat = 3, .min_repeat_ms = 5, .n_warmup = 2};
+    double costs[3];
+    int32_t rc = -1;
+    (void)unused;
+    n_calls = 0;
+    fail_at = 0;
+    assert_int_equal(kn_rt_time(count_kernel, NULL, NULL, kn_rt_serial_par(), &o, 0, NULL,
+                                costs, &rc),
+                     AT_OK);
+    assert_int_equal(rc, 0);
+    for (int i = 0; i < 3; i++) {
+        printf("# cost[%d] = %.2f us\n", i, costs[i] * 1e6);
+        assert_true(costs[i] >= 19e-6 && costs[i] < 1e-2); /* seconds per call */
+    }
+    /* 5 ms of 20 us calls needs number >= 250 per repeat: it grew from 1 */
+    assert_true(n_calls >= 2 + 3 * 200);
+    assert_true(n_calls < 2 + 20 * 250 * 3);
+
+    /* min_repeat_ms 0: exactly n_warmup + number * repeat calls */
+    n_calls = 0;
+    o.min_repeat_ms = 0;
+    o.number = 4;
+    assert_int_equal(kn_rt_time(count_kernel, NULL, NULL, NULL, &o, 0, NULL, costs, &rc),
+                     AT_OK);
+    assert_int_equal(n_calls, 2 + 4 * 3);
+    assert_true(costs[0] > 0 && costs[1] > 0 && costs[2] > 0);
+}
+
+static int32_t empty_kernel(void *const *bufs, void *ws, const kn_rt_par *par)
+{
+    (void)bufs;
+    (void)ws;
+    (void)par;
+    n_calls++;
+    return 0;
+}
+
+static void test_time_number_capped(void **unused)
+{
+    kn_rt_time_opts o = {.number = 1, .repeat = 1, .min_repeat_ms = 1e9, .n_warmup = 0};
+    double cost;
+    int32_t rc;
+    (void)unused;
+    n_calls = 0;
+    /* one repeat can never last 1e9 ms: growth stops at 2^20 calls */
+    assert_int_equal(kn_rt_time(empty_kernel, NULL, NULL, NULL, &o, 0, NULL, &cost, &rc),
+                     AT_OK);
+    assert_int_equal(rc, 0);
+    assert_true(cost > 0);
+    assert_true(n_calls > (1 << 20) && n_calls < 4 * (1 << 20));
+}
+
+static void test_time_failing_kernel(void **unused)
+{
+    kn_rt_time_opts o = {.number = 2, .repeat = 4, .min_repeat_ms = 0, .n_warmup = 1};
+    double costs[4] = {-1, -1, -1, -1};
+    int32_t rc = 0;
+    (void)unused;
+    n_calls = 0;
+    fail_at = 4; /* warm-up call, repeat 0 (2 calls), then the first call of repeat 1 */
+    assert_int_equal(kn_rt_time(count_kernel, NULL, NULL, NULL, &o, 0, NULL, costs, &rc),
+                     AT_OK);
+    assert_int_equal(rc, 5);
+    assert_int_equal(n_calls, 4); /* stopped at once */
+    assert_true(costs[0] > 0);
+    assert_true(costs[1] == 0 && costs[3] == 0);
+    n_calls = 0;
+    fail_at = 1; /* during warm-up */
+    assert_int_equal(kn_rt_time(count_kernel, NULL, NULL, NULL, &o, 0, NULL, costs, &rc),
+                     AT_OK);
+    assert_int_equal(rc, 5);
+    assert_int_equal(n_calls, 1);
+    fail_at = 0;
+}
+
+static void test_time_bad_options(void **unused)
+{
+    kn_rt_time_opts o = {.number = 1, .repeat = 1, .min_repeat_ms = 0};
+    double cost;
+    int32_t rc;
+    (void)unused;
+    assert_int_equal(kn_rt_time(NULL, NULL, NULL, NULL, &o, 0, NULL, &cost, &rc), AT_EINVAL);
+    assert_int_equal(kn_rt_time(empty_kernel, NULL, NULL, NULL, NULL, 0, NULL, &cost, &rc),
+                     AT_EINVAL);
+    assert_int_equal(kn_rt_time(empty_kernel, NULL, NULL, NULL, &o, 0, NULL, NULL, &rc),
+                     AT_EINVAL);
+    o.number = 0;
+    assert_int_equal(kn_rt_time(empty_kernel, NULL, NULL, NULL, &o, 0, NULL, &cost, &rc),
+                     AT_EINVAL);
+    o.number = 1;
+    o.repeat = 0;
+    assert_int_equal(kn_rt_time(empty_kernel, NULL, NULL, NULL, &o, 0, NULL, &cost, &rc),
+                     AT_EINVAL);
+    o.repeat = 1;
+    o.min_repeat_ms = -1;
+    assert_int_equal(kn_rt_time(empty_kernel, NULL, NULL, NULL, &o, 0, NULL, &cost, &rc),
+                     AT_EINVAL);
+    o.min_repeat_ms = 0;
+    o.flush_cache = 1;
+    assert_int_equal(kn_rt_time(empty_kernel, NULL, NULL, NULL, &o, 1, NULL, &cost, &rc),
+                     AT_EINVAL);
+}
+
+static void test_time_flush(void **unused)
+{
+    enum { N = 1 << 20 };
+    float *a = kn_rt_alloc(N * sizeof *a);
+    void *bufs[1];
+    size_t n_bytes[1] = {N * sizeof *a};
+    kn_rt_time_opts o = {.number = 3, .repeat = 2, .min_repeat_ms = 0, .flush_cache = 1};
+    double costs[2];
+    int32_t rc;
+    (void)unused;
+    assert_non_null(a);
+    kn_rt_fill(a, AT_DT_F32, N, 1, 0);
+    bufs[0] = a;
+    {
+        float before = a[12345];
+        kn_rt_flush(a, N * sizeof *a); /* eviction keeps the contents */
+        kn_rt_flush((char *)a + 3, 100);
+        kn_rt_flush(NULL, 100);
+        kn_rt_flush(a, 0);
+        assert_true(a[12345] == before);
+    }
+    n_calls = 0;
+    a[0] = 0;
+    assert_int_equal(kn_rt_time(count_kernel, bufs, NULL, NULL, &o, 1, n_bytes, costs, &rc),
+                     AT_OK);
+    assert_int_equal(rc, 0);
+    assert_true(a[0] == 6.0f); /* the kernel's writes survive the flushes */
+    assert_true(costs[0] > 0 && costs[1] > 0);
+    kn_rt_free(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_time_costs_and_growth),
+        cmocka_unit_test(test_time_number_capped),
+        cmocka_unit_test(test_time_failing_kernel),
+        cmocka_unit_test(test_time_bad_options),
+        cmocka_unit_test(test_time_flush),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
