@@ -1,0 +1,267 @@
+/* tuner/tn_cli.c -- the 'tuner' command: the table of subcommands, dispatch, usage and
+** the flag parser that every subcommand uses.
+**
+** Exit statuses are TN_EXIT_* (tuner.h): 0 done, 1 failed, 2 bad command line, 3 a
+** query found nothing.  Results go to stdout, messages to stderr. */
+#include "tuner/tuner_int.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "records/records.h"
+
+static int cmd_help(const tn_cmd *cmd, int argc, char **argv);
+
+/* The subcommands.  Later issues add theirs here (and the main tuning run, which takes
+** over a command line that names no subcommand). */
+static const tn_cmd commands[] = {
+    {"best", "[--db FILE] [--task KEY] [--target T] [--device KEY [--fallback arch]] "
+             "[--top N] [--json]",
+     "the best schedules of tasks, per target and device",
+     "Print the best measured schedules: for each task (workload key) and target, the TOP\n"
+     "fastest successful records of each device that measured it.  Records of another\n"
+     "target or device are never shown as if they were the one asked for: every row names\n"
+     "its target, device key and device fingerprint, and with --device a fallback to\n"
+     "other devices of the same architecture happens only with --fallback arch, marked\n"
+     "FALLBACK.  Records whose state no longer replays on the task's DAG are skipped and\n"
+     "listed.  Exit status 3 when nothing matches.",
+     tn_cmd_best},
+    {"history", "[--db FILE] [--task KEY] [--target T] [--device KEY] [--all] [--json]",
+     "a task's best cost over its trials",
+     "Print how the best cost of each task (per target and device) improved trial by\n"
+     "trial: by default the trials that set a new best, with --all every trial.\n"
+     "Exit status 3 when nothing matches.",
+     tn_cmd_history},
+    {"merge", "[--quiet] OUT IN...", "merge record stores into one",
+     "Copy every record of the stores IN... into the store OUT (created if missing).\n"
+     "Records of the same task, state and device fingerprint are kept once (the better\n"
+     "one: a success over a failure, then the lower mean cost); a job id already in OUT\n"
+     "is skipped.  All inputs are checked before OUT is touched, and the merge is one\n"
+     "transaction: if anything fails, OUT is left as it was.",
+     tn_cmd_merge},
+    {"export", "[--db FILE] [--format jsonl] [-o FILE] [--task KEY] [--target T] "
+               "[--device KEY]",
+     "write records as JSON lines",
+     "Write the records (all, or those of one task, target or device key) as JSON lines,\n"
+     "one record per line, in a stable order (docs/records.md describes the format).\n"
+     "Exporting a store that was imported from an export gives the same bytes.",
+     tn_cmd_export},
+    {"import", "[--db FILE] [--quiet] [FILE...]", "read records from JSON lines",
+     "Read records written by 'tuner export' from the FILEs (or standard input, also as\n"
+     "'-') into the store, with merge's rules for duplicates.  The import is one\n"
+     "transaction: a malformed line is reported as FILE:LINE:COLUMN and nothing is stored.",
+     tn_cmd_import},
+    {"db", "check|info [--db FILE] [flags]", "check or describe a records store",
+     "  check   integrity check: SQLite's own, then every row, then whether each\n"
+     "          successful record's state still replays; exit status 1 on damage\n"
+     "  info    schema version and counts",
+     tn_cmd_db},
+    {"help", "[SUBCOMMAND]", "help on the command or a subcommand", NULL, cmd_help},
+};
+
+static const tn_cmd *find_cmd(const char *name)
+{
+    for (size_t i = 0; i < AT_ARRAY_LEN(commands); i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tuner SUBCOMMAND [flags] [args]\n"
+               "       tuner SUBCOMMAND --help\n\n"
+               "subcommands:\n");
+    for (size_t i = 0; i < AT_ARRAY_LEN(commands); i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nflags before the subcommand:\n"
+               "  --log-level LEVEL  debug, info, warn, error or off (default warn)\n"
+               "  --version          print the version\n"
+               "  -h, --help         this help\n\n"
+               "Exit status: 0 done, 1 failed, 2 bad command line, 3 a query found nothing.\n"
+               "docs/cli.md describes every subcommand.\n");
+}
+
+void tn_err(const tn_cmd *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "tuner%s%s: ", cmd ? " " : "", cmd ? cmd->name : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static int cmd_help(const tn_cmd *cmd, int argc, char **argv)
+{
+    const tn_cmd *c;
+    char *sub[3];
+    (void)cmd;
+    if (argc < 2) {
+        usage(stdout);
+        return TN_EXIT_OK;
+    }
+    if ((c = find_cmd(argv[1])) == NULL || c->run == cmd_help) {
+        tn_err(cmd, "unknown subcommand '%s' (see 'tuner --help')", argv[1]);
+        return TN_EXIT_USAGE;
+    }
+    sub[0] = argv[1];
+    sub[1] = (char *)"--help";
+    sub[2] = NULL;
+    return c->run(c, 2, sub);
+}
+
+int tn_cli_main(int argc, char **argv)
+{
+    const tn_cmd *c;
+    int i = 1;
+
+    at_log_set_level(AT_LOG_WARN);
+    while (i < argc && argv[i][0] == '-') {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return TN_EXIT_OK;
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("tuner %s (records schema %d, JSONL format %d)\n", TN_VERSION,
+                   REC_SCHEMA_VERSION, REC_JSONL_VERSION);
+            return TN_EXIT_OK;
+        }
+        if (strcmp(a, "--log-level") == 0 || strncmp(a, "--log-level=", 12) == 0) {
+            const char *v = a[11] == '=' ? a + 12 : (i + 1 < argc ? argv[++i] : NULL);
+            at_log_level lv;
+            if (v == NULL || at_log_parse_level(v, &lv) != AT_OK) {
+                tn_err(NULL, "--log-level needs debug, info, warn, error or off");
+                return TN_EXIT_USAGE;
+            }
+            at_log_set_level(lv);
+            i++;
+            continue;
+        }
+        tn_err(NULL, "unknown flag '%s' (flags of a subcommand go after its name; see "
+               "'tuner --help')", a);
+        return TN_EXIT_USAGE;
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return TN_EXIT_USAGE;
+    }
+    if ((c = find_cmd(argv[i])) == NULL) {
+        tn_err(NULL, "unknown subcommand '%s' (see 'tuner --help')", argv[i]);
+        return TN_EXIT_USAGE;
+    }
+    return c->run(c, argc - i, argv + i);
+}
+
+/* ---- flags ---- */
+
+static const tn_opt *find_long(const tn_opt *opts, int n, const char *name, size_t len)
+{
+    for (int i = 0; i < n; i++)
+        if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+static const tn_opt *find_short(const tn_opt *opts, int n, char c)
+{
+    for (int i = 0; i < n; i++)
+        if (opts[i].short_name == c)
+            return &opts[i];
+    return NULL;
+}
+
+static int set_value(const tn_cmd *cmd, const tn_opt *o, const char *flag, const char *value)
+{
+    int64_t v;
+    if (o->kind == TN_OPT_STR) {
+        *(const char **)o->dest = value;
+        return TN_EXIT_OK;
+    }
+    if (at_parse_i64(value, &v) != AT_OK || v < 0 || v > INT_MAX) {
+        tn_err(cmd, "%s needs a whole number >= 0, not '%s'", flag, value);
+        return TN_EXIT_USAGE;
+    }
+    *(int *)o->dest = (int)v;
+    return TN_EXIT_OK;
+}
+
+int tn_opts_parse(const tn_cmd *cmd, const tn_opt *opts, int n_opts, int argc, char **argv,
+                  int *n_pos, int *help)
+{
+    int n = 0, flags_done = 0, rc;
+    *n_pos = 0;
+    *help = 0;
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+        const tn_opt *o;
+        char flag[64];
+        const char *value = NULL;
+        if (flags_done || a[0] != '-' || a[1] == 0) {
+            argv[1 + n++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            flags_done = 1;
+            continue;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            *help = 1;
+            continue;
+        }
+        if (a[1] == '-') {
+            const char *eq = strchr(a + 2, '=');
+            size_t len = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+            o = find_long(opts, n_opts, a + 2, len);
+            snprintf(flag, sizeof flag, "--%.*s", (int)(len < 50 ? len : 50), a + 2);
+            if (eq)
+                value = eq + 1;
+        } else {
+            o = a[2] == 0 ? find_short(opts, n_opts, a[1]) : NULL;
+            snprintf(flag, sizeof flag, "%.50s", a);
+        }
+        if (o == NULL) {
+            tn_err(cmd, "unknown flag '%s' (see 'tuner %s --help')", flag, cmd->name);
+            return TN_EXIT_USAGE;
+        }
+        if (o->kind == TN_OPT_BOOL) {
+            if (value) {
+                tn_err(cmd, "%s takes no value", flag);
+                return TN_EXIT_USAGE;
+            }
+            *(int *)o->dest = 1;
+            continue;
+        }
+        if (value == NULL) {
+            if (i + 1 >= argc) {
+                tn_err(cmd, "%s needs a value (%s)", flag, o->metavar ? o->metavar : "VALUE");
+                return TN_EXIT_USAGE;
+            }
+            value = argv[++i];
+        }
+        if ((rc = set_value(cmd, o, flag, value)) != TN_EXIT_OK)
+            return rc;
+    }
+    *n_pos = n;
+    return TN_EXIT_OK;
+}
+
+void tn_opts_help(FILE *f, const char *parent, const tn_cmd *cmd, const tn_opt *opts,
+                  int n_opts)
+{
+    fprintf(f, "usage: tuner %s%s%s %s\n", parent ? parent : "", parent ? " " : "", cmd->name,
+            cmd->args);
+    if (cmd->about)
+        fprintf(f, "\n%s\n", cmd->about);
+    fprintf(f, "\nflags:\n");
+    for (int i = 0; i < n_opts; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "%s%c%s--%s%s%s", opts[i].short_name ? "-" : "",
+                 opts[i].short_name ? opts[i].short_name : ' ', opts[i].short_name ? ", " : "  ",
+                 opts[i].name, opts[i].metavar ? " " : "", opts[i].metavar ? opts[i].metavar : "");
+        fprintf(f, "  %-24s %s\n", left + (opts[i].short_name ? 0 : 1), opts[i].help);
+    }
+    fprintf(f, "  %-24s %s\n", "-h, --help", "this help");
+}
