@@ -1,0 +1,173 @@
+/* tests/bench/bench_matmul.c -- the core issue's benchmark: a hand-written schedule of
+** matmul 1024x1024x1024 fp32 on 2 threads next to OpenBLAS sgemm and oneDNN dnnl_sgemm,
+** measured in the same run, and the median LLVM compile time of that kernel.
+**
+**   bench_matmul [--threads N] [--size S] [--reps R] [--schedule NAME]
+** Prints "bench NAME VALUE UNIT" and "bench NAME/REF RATIO x" lines.  Run it with
+** OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (scripts/bench.sh does). */
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define CHECK(x)                                                                               \
+    do {                                                                                       \
+        if ((x) != AT_OK) {                                                                    \
+            fprintf(stderr, "bench_matmul: %s: %s\n", #x, err);                                \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+/* The hand-written schedule: 2-level tiling with an 8x32 register tile accumulated in a
+** cache-written block, B packed per block by cache_read, parallel over blocks. */
+static void schedule(ss_state *st, int64_t n, const char *which)
+{
+    char err[512];
+    int64_t mb = 64, nb = 256, kc = 256, mr = 8, nr = 32;
+    (void)which;
+    /* stages: 0 A, 1 B, 2 C.local, 3 C after cache_write */
+    CHECK(ss_state_cache_write(st, 2, "local", err, sizeof err));
+    /* C: i0 j0 | i1 j1 */
+    CHECK(ss_state_split(st, 3, 0, 1, (int64_t[]){mb}, err, sizeof err));
+    CHECK(ss_state_split(st, 3, 2, 1, (int64_t[]){nb}, err, sizeof err));
+    CHECK(ss_state_reorder(st, 3, 4, (int64_t[]){0, 2, 1, 3}, err, sizeof err));
+    CHECK(ss_state_fuse(st, 3, 2, (int64_t[]){0, 1}, err, sizeof err));
+    CHECK(ss_state_annotate(st, 3, 0, SS_ANN_PARALLEL, err, sizeof err));
+    CHECK(ss_state_split(st, 3, 2, 1, (int64_t[]){64}, err, sizeof err));
+    CHECK(ss_state_annotate(st, 3, 3, SS_ANN_VECTORIZE, err, sizeof err));
+    CHECK(ss_state_compute_at(st, 2, 3, 0, err, sizeof err));
+    /* C.local (region mb x nb): k0 | j.0 i.0 k.1 i.1 j.1 */
+    CHECK(ss_state_split(st, 2, 0, 1, (int64_t[]){mr}, err, sizeof err));  /* i.0 i.1 j k */
+    CHECK(ss_state_split(st, 2, 2, 1, (int64_t[]){nr}, err, sizeof err));  /* i.0 i.1 j.0 j.1 k */
+    CHECK(ss_state_split(st, 2, 4, 1, (int64_t[]){kc}, err, sizeof err));  /* ... k.0 k.1 */
+    /* order: k.0 j.0 i.0 k.1 i.1 j.1 */
+    CHECK(ss_state_reorder(st, 2, 6, (int64_t[]){4, 2, 0, 5, 1, 3}, err, sizeof err));
+    CHECK(ss_state_annotate(st, 2, 4, SS_ANN_UNROLL, err, sizeof err));
+    CHECK(ss_state_annotate(st, 2, 5, SS_ANN_VECTORIZE, err, sizeof err));
+    (void)n;
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 2, reps = 7;
+    int64_t n = 1024;
+    char spec[128], err[512];
+    ss_dag *dag;
+    ss_state *st;
+    kn_ir *ir;
+    kn_target host;
+    kn_artifact *a = NULL;
+    kn_bufset bs;
+    kn_rt_pool *pool;
+    kn_rt_module *m;
+    kn_rt_kernel_fn fn;
+    void *ws = NULL;
+    double flops, ours[32], blas[32], dnnl[32], comp[32];
+    float *C2;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc)
+            n = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_matmul [--threads N] [--size S] [--reps R]\n");
+            return 2;
+        }
+    }
+    if (reps < 1 || reps > 32)
+        reps = 7;
+    snprintf(spec, sizeof spec, "matmul:M=%lld,N=%lld,K=%lld", (long long)n, (long long)n,
+             (long long)n);
+    CHECK(kn_op_build(spec, &dag, err, sizeof err));
+    CHECK(kn_target_host(&host));
+    CHECK(ss_state_new(dag, &st));
+    schedule(st, n, "default");
+    CHECK(kn_lower(st, &ir, err, sizeof err));
+    for (int r = 0; r < reps; r++) {
+        kn_artifact_free(a);
+        CHECK(kn_build(ir, &host, NULL, &a, err, sizeof err));
+        comp[r] = a->compile_s * 1e3;
+    }
+    flops = dag->flops;
+    CHECK(kn_rt_pool_new(threads, &pool));
+    CHECK(kn_bufset_alloc(a, 1, &bs));
+    CHECK(kn_rt_module_load(a->obj, a->obj_size, NULL, &m, err, sizeof err));
+    fn = (kn_rt_kernel_fn)kn_rt_module_sym(m, a->entry);
+    if (a->ws_fixed + a->ws_per_thread * threads > 0)
+        ws = kn_rt_alloc((size_t)(a->ws_fixed + a->ws_per_thread * threads));
+    C2 = kn_rt_alloc((size_t)(n * n) * sizeof(float));
+    openblas_set_num_threads(threads);
+    /* interleave the three so that noise hits them alike */
+    for (int r = 0; r < reps; r++) {
+        kn_rt_time_opts o = {1, 1, 200, 0, 1};
+        int32_t rc;
+        double cost;
+        CHECK(kn_rt_time(fn, bs.ptr, ws, kn_rt_pool_par(pool), &o, 0, NULL, &cost, &rc));
+        ours[r] = flops / cost * 1e-9;
+        {
+            double t0 = at_time_mono_s(), t;
+            int k = 0;
+            do {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f,
+                            bs.ptr[0], (int)n, bs.ptr[1], (int)n, 0.0f, C2, (int)n);
+                k++;
+                t = at_time_mono_s() - t0;
+            } while (t < 0.2);
+            blas[r] = flops * k / t * 1e-9;
+        }
+        {
+            double t0 = at_time_mono_s(), t;
+            int k = 0;
+            do {
+                dnnl_sgemm('N', 'N', n, n, n, 1.0f, bs.ptr[0], n, bs.ptr[1], n, 0.0f, C2, n);
+                k++;
+                t = at_time_mono_s() - t0;
+            } while (t < 0.2);
+            dnnl[r] = flops * k / t * 1e-9;
+        }
+    }
+    {
+        double e = kn_rt_rel_err(bs.ptr[2], C2, AT_DT_F32, n * n);
+        if (!(e <= 1e-4)) {
+            fprintf(stderr, "bench_matmul: wrong result, relative error %g\n", e);
+            return 1;
+        }
+    }
+    {
+        double mo = median(ours, reps), mb = median(blas, reps), md = median(dnnl, reps);
+        double best = mb > md ? mb : md;
+        printf("bench matmul%lld_ours_%dt %.1f GFLOPS\n", (long long)n, threads, mo);
+        printf("bench matmul%lld_openblas_%dt %.1f GFLOPS\n", (long long)n, threads, mb);
+        printf("bench matmul%lld_onednn_%dt %.1f GFLOPS\n", (long long)n, threads, md);
+        printf("bench matmul%lld_ours/%s %.2f x\n", (long long)n, mb > md ? "openblas" : "onednn",
+               mo / best);
+        printf("bench matmul%lld_compile_median %.1f ms\n", (long long)n, median(comp, reps));
+    }
+    kn_rt_free(C2);
+    kn_rt_free(ws);
+    kn_rt_module_free(m);
+    kn_bufset_free(&bs);
+    kn_rt_pool_free(pool);
+    kn_artifact_free(a);
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    return 0;
+}

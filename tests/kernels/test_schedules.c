@@ -1,0 +1,306 @@
+/* tests/kernels/test_schedules.c -- for every library operator, at least 30 distinct
+** schedules (hand-written and randomly combined steps) compute what the naive lowering
+** computes, on random non-zero inputs, within max|out - ref| / max|ref| <= 1e-4; and the
+** naive lowering itself matches plain C loops for matmul, conv2d and softmax.  Every
+** kernel is loaded by the runtime's own loader. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "tests/support/ref_ops.h"
+#include "tests/support/sched_gen.h"
+
+#define N_SCHEDULES 30
+#define MAX_ATTEMPTS 600
+
+static kn_target host;
+static kn_rt_pool *pool;
+
+static ss_dag *op_dag(const char *spec)
+{
+    ss_dag *dag = NULL;
+    char err[256];
+    if (kn_op_build(spec, &dag, err, sizeof err) != AT_OK)
+        fail_msg("%s: %s", spec, err);
+    return dag;
+}
+
+/* Lower, build and run; returns AT_ESCHED (with err) if the state does not lower. */
+static at_err run_state(const ss_state *st, kn_bufset *bs, const kn_rt_par *par, char *err,
+                        size_t err_size)
+{
+    kn_ir *ir = NULL;
+    kn_artifact *a = NULL;
+    at_err e = kn_lower(st, &ir, err, err_size);
+    if (e != AT_OK)
+        return e;
+    if ((e = kn_build(ir, &host, NULL, &a, err, err_size)) != AT_OK)
+        fail_msg("build failed: %s", err);
+    assert_int_equal(kn_bufset_alloc(a, 11, bs), AT_OK);
+    if ((e = kn_run_once(a, bs, par, err, err_size)) != AT_OK)
+        fail_msg("run failed: %s", err);
+    kn_artifact_free(a);
+    kn_ir_free(ir);
+    return AT_OK;
+}
+
+static void check_json_roundtrip(ss_dag *dag, const ss_state *st)
+{
+    at_buf j1, j2, p1, p2;
+    ss_state *back;
+    char err[256];
+    at_buf_init(&j1);
+    at_buf_init(&j2);
+    at_buf_init(&p1);
+    at_buf_init(&p2);
+    ss_state_to_json(st, &j1);
+    if (ss_state_from_json(dag, j1.data, j1.len, &back, err, sizeof err) != AT_OK)
+        fail_msg("state does not replay from its JSON: %s\n%s", err, j1.data);
+    ss_state_to_json(back, &j2);
+    assert_string_equal(j1.data, j2.data);
+    ss_state_print(st, &p1);
+    ss_state_print(back, &p2);
+    assert_string_equal(p1.data, p2.data);
+    ss_state_free(back);
+    at_buf_fini(&j1);
+    at_buf_fini(&j2);
+    at_buf_fini(&p1);
+    at_buf_fini(&p2);
+}
+
+/* Known reasons a random state may not lower; anything else is a bug. */
+static int expected_refusal(const char *err)
+{
+    return strstr(err, "nested parallel") || strstr(err, "inside a vectorized loop");
+}
+
+static void check_operator(const char *spec, uint64_t seed)
+{
+    ss_dag *dag = op_dag(spec);
+    ss_state *naive;
+    kn_bufset ref;
+    char err[512], **seen;
+    int n_ok = 0, n_refused = 0, n_seen = 0, attempts = 0;
+    int tag_count[7] = {0};
+    at_rng rng;
+    int out = dag->n_args - 1;
+    assert_int_equal(ss_state_new(dag, &naive), AT_OK);
+    if (run_state(naive, &ref, kn_rt_serial_par(), err, sizeof err) != AT_OK)
+        fail_msg("%s: the naive state does not lower: %s", spec, err);
+    seen = calloc(MAX_ATTEMPTS, sizeof *seen);
+    at_rng_seed(&rng, seed);
+    while (n_ok < N_SCHEDULES && attempts++ < MAX_ATTEMPTS) {
+        ss_state *st;
+        sg_stats stats;
+        at_buf text;
+        kn_bufset bs;
+        int dup = 0;
+        assert_int_equal(sg_random_state(dag, &rng, &st, &stats), AT_OK);
+        at_buf_init(&text);
+        ss_state_print(st, &text);
+        for (int i = 0; i < n_seen && !dup; i++)
+            dup = strcmp(seen[i], text.data) == 0;
+        if (dup || stats.applied == 0) {
+            at_buf_fini(&text);
+            ss_state_free(st);
+            continue;
+        }
+        seen[n_seen++] = at_buf_take(&text);
+        check_json_roundtrip(dag, st);
+        if (run_state(st, &bs, kn_rt_pool_par(pool), err, sizeof err) != AT_OK) {
+            if (!expected_refusal(err))
+                fail_msg("%s: a state does not lower: %s\n%s", spec, err, seen[n_seen - 1]);
+            n_refused++;
+            ss_state_free(st);
+            continue;
+        }
+        for (int o = dag->n_inputs; o < dag->n_args; o++) {
+            double e = kn_rt_rel_err(bs.ptr[o], ref.ptr[o], AT_DT_F32, bs.n_elems[o]);
+            if (!(e <= 1e-4)) {
+                at_buf j;
+                at_buf_init(&j);
+                ss_state_to_json(st, &j);
+                fail_msg("%s: output %d differs from the naive lowering: rel err %g\n%s\n%s", spec,
+                         o, e, seen[n_seen - 1], j.data);
+            }
+        }
+        (void)out;
+        {
+            static const char *const tags[] = {"\"CA\"", "\"CHW\"", "\"RF\"", "\"CI\"",
+                                               "\"FU\"", ",3]", ",2]"};
+            at_buf j;
+            at_buf_init(&j);
+            ss_state_to_json(st, &j);
+            for (int t = 0; t < 7; t++)
+                tag_count[t] += strstr(j.data, tags[t]) != NULL;
+            at_buf_fini(&j);
+        }
+        n_ok++;
+        kn_bufset_free(&bs);
+        ss_state_free(st);
+    }
+    printf("%-60s %d schedules checked, %d refused at lowering, %d attempts; with "
+           "compute_at %d, cache_write %d, rfactor %d, inline %d, fuse %d, parallel %d, "
+           "vectorize %d\n",
+           spec, n_ok, n_refused, attempts, tag_count[0], tag_count[1], tag_count[2],
+           tag_count[3], tag_count[4], tag_count[5], tag_count[6]);
+    if (n_ok < N_SCHEDULES)
+        fail_msg("%s: only %d distinct schedules checked", spec, n_ok);
+    for (int i = 0; i < n_seen; i++)
+        at_free(seen[i]);
+    free(seen);
+    kn_bufset_free(&ref);
+    ss_state_free(naive);
+    ss_dag_unref(dag);
+}
+
+#define OP_TEST(name, spec, seed)                                                              \
+    static void test_##name(void **unused)                                                     \
+    {                                                                                          \
+        (void)unused;                                                                          \
+        check_operator(spec, seed);                                                            \
+    }
+
+OP_TEST(matmul, "matmul:M=24,N=40,K=16", 1)
+OP_TEST(matmul_tb, "matmul:M=24,N=40,K=16,tb=1", 2)
+OP_TEST(batch_matmul, "batch_matmul:B=3,M=8,N=12,K=10", 3)
+OP_TEST(dense, "dense:M=4,N=24,K=32,bias=1,relu=1", 4)
+OP_TEST(dense_nobias, "dense:M=6,N=20,K=12,bias=0", 5)
+OP_TEST(conv2d_nchw, "conv2d:N=1,C=4,H=10,W=10,K=8,R=3,S=3,stride=1,pad=1", 6)
+OP_TEST(conv2d_nhwc, "conv2d:layout=NHWC,N=1,C=4,H=9,W=9,K=6,R=3,S=3,stride=2,pad=1", 7)
+OP_TEST(conv2d_bias_relu, "conv2d:N=1,C=4,H=8,W=8,K=8,R=3,S=3,pad=1,bias=1,relu=1", 8)
+OP_TEST(conv2d_groups_dilation, "conv2d:N=2,C=4,H=9,W=9,K=4,R=3,S=3,pad=2,dilation=2,groups=2", 9)
+OP_TEST(depthwise, "depthwise_conv2d:N=1,C=8,H=12,W=12,R=3,S=3,pad=1", 10)
+OP_TEST(max_pool, "max_pool2d:N=1,C=4,H=12,W=12,kernel=3,stride=2,pad=1", 11)
+OP_TEST(avg_pool, "avg_pool2d:N=1,C=4,H=10,W=10,kernel=3,stride=1,pad=1", 12)
+OP_TEST(global_avg_pool, "global_avg_pool:N=2,C=8,H=7,W=7", 13)
+OP_TEST(softmax, "softmax:M=6,N=40", 14)
+OP_TEST(layer_norm, "layer_norm:M=6,N=40", 15)
+OP_TEST(add, "add:shape=4x6x8", 16)
+OP_TEST(mul, "mul:shape=6x10", 17)
+OP_TEST(relu, "relu:shape=4x6x8", 18)
+OP_TEST(gelu, "gelu:shape=8x24", 19)
+OP_TEST(transpose, "transpose:shape=6x8x5,perm=2x0x1", 20)
+
+/* ---- the naive lowering against plain C ---- */
+
+static void test_naive_vs_c_matmul(void **unused)
+{
+    ss_dag *dag = op_dag("matmul:M=37,N=29,K=23,tb=1");
+    ss_state *st;
+    kn_bufset bs;
+    char err[256];
+    float *ref = malloc(37 * 29 * sizeof *ref);
+    (void)unused;
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    assert_int_equal(run_state(st, &bs, kn_rt_serial_par(), err, sizeof err), AT_OK);
+    ref_matmul(37, 29, 23, 1, bs.ptr[0], bs.ptr[1], ref);
+    assert_true(kn_rt_rel_err(bs.ptr[2], ref, AT_DT_F32, 37 * 29) <= 1e-5);
+    free(ref);
+    kn_bufset_free(&bs);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+}
+
+static void test_naive_vs_c_conv2d(void **unused)
+{
+    static const struct {
+        const char *spec;
+        ref_conv2d_params p;
+        int bias;
+    } cases[] = {
+        {"conv2d:N=1,C=3,H=11,W=9,K=5,R=3,S=3,stride=2,pad=1,bias=1,relu=1",
+         {0, 1, 3, 11, 9, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, 1},
+        {"conv2d:layout=NHWC,N=2,C=4,H=8,W=8,K=6,R=3,S=3,pad=2,dilation=2,groups=2",
+         {1, 2, 4, 8, 8, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, 0}, 0},
+        {"depthwise_conv2d:N=1,C=6,H=7,W=7,R=3,S=3,pad=1", {0, 1, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, 0}, 0},
+    };
+    (void)unused;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ss_dag *dag = op_dag(cases[i].spec);
+        ss_state *st;
+        kn_bufset bs;
+        char err[256];
+        int oh, ow, out = dag->n_args - 1;
+        float *ref;
+        assert_int_equal(ss_state_new(dag, &st), AT_OK);
+        assert_int_equal(run_state(st, &bs, kn_rt_serial_par(), err, sizeof err), AT_OK);
+        assert_true(ref_conv2d_out(&cases[i].p, &oh, &ow));
+        ref = malloc((size_t)bs.n_elems[out] * sizeof *ref);
+        ref_conv2d(&cases[i].p, bs.ptr[0], bs.ptr[1], cases[i].bias ? bs.ptr[2] : NULL, ref);
+        if (!(kn_rt_rel_err(bs.ptr[out], ref, AT_DT_F32, bs.n_elems[out]) <= 1e-5))
+            fail_msg("%s: naive kernel differs from plain C", cases[i].spec);
+        free(ref);
+        kn_bufset_free(&bs);
+        ss_state_free(st);
+        ss_dag_unref(dag);
+    }
+}
+
+static void test_naive_vs_c_softmax(void **unused)
+{
+    ss_dag *dag = op_dag("softmax:M=7,N=53");
+    ss_state *st;
+    kn_bufset bs;
+    char err[256];
+    float ref[7 * 53];
+    (void)unused;
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    assert_int_equal(run_state(st, &bs, kn_rt_serial_par(), err, sizeof err), AT_OK);
+    ref_softmax(7, 53, bs.ptr[0], ref);
+    assert_true(kn_rt_rel_err(bs.ptr[1], ref, AT_DT_F32, 7 * 53) <= 1e-5);
+    kn_bufset_free(&bs);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+}
+
+static int setup(void **unused)
+{
+    (void)unused;
+    if (kn_target_host(&host) != AT_OK || kn_rt_pool_new(2, &pool) != AT_OK)
+        return -1;
+    return 0;
+}
+
+static int teardown(void **unused)
+{
+    (void)unused;
+    kn_rt_pool_free(pool);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_naive_vs_c_matmul),
+        cmocka_unit_test(test_naive_vs_c_conv2d),
+        cmocka_unit_test(test_naive_vs_c_softmax),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_tb),
+        cmocka_unit_test(test_batch_matmul),
+        cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_dense_nobias),
+        cmocka_unit_test(test_conv2d_nchw),
+        cmocka_unit_test(test_conv2d_nhwc),
+        cmocka_unit_test(test_conv2d_bias_relu),
+        cmocka_unit_test(test_conv2d_groups_dilation),
+        cmocka_unit_test(test_depthwise),
+        cmocka_unit_test(test_max_pool),
+        cmocka_unit_test(test_avg_pool),
+        cmocka_unit_test(test_global_avg_pool),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_layer_norm),
+        cmocka_unit_test(test_add),
+        cmocka_unit_test(test_mul),
+        cmocka_unit_test(test_relu),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_transpose),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
