@@ -12,6 +12,8 @@
 **                      count the GOT slots and call stubs it needs
 **   5. resolve         undefined symbols that relocations use: 'extra', then the
 **                      built-in table; an unknown one is AT_ELOAD naming it
+**                      (_GLOBAL_OFFSET_TABLE_, which large-code-model objects use, is
+**                      the loader's own GOT)
 **   6. layout, map     one anonymous mapping:
 **                        [ code sections | call stubs ]   R-X after loading
 **                        [ read-only sections | GOT ]    R   after loading
@@ -56,6 +58,7 @@ enum sym_state {
     SYM_ABS,         /* absolute value */
     SYM_COMMON,      /* common symbol: space allocated in the writable part */
     SYM_UNDEF,       /* undefined: resolved from the tables when a relocation uses it */
+    SYM_GOT_BASE,    /* _GLOBAL_OFFSET_TABLE_: the start of our GOT (large code model) */
     SYM_UNMAPPED,    /* defined in a section that is not mapped (debug, .eh_frame) */
     SYM_UNSUPPORTED  /* TLS, IFUNC, extended section index: fails if used */
 };
@@ -341,7 +344,8 @@ static at_err scan_symbols(loader *L, uint64_t page)
         }
         switch (s->st_shndx) {
         case SHN_UNDEF:
-            si->state = SYM_UNDEF;
+            si->state = strcmp(si->name, "_GLOBAL_OFFSET_TABLE_") == 0 ? SYM_GOT_BASE
+                                                                       : SYM_UNDEF;
             break;
         case SHN_ABS:
             si->state = SYM_ABS;
@@ -588,6 +592,8 @@ static at_err map_image(loader *L)
             si->addr = base + L->sec[L->syms[i].st_shndx].off + L->syms[i].st_value;
         else if (si->state == SYM_COMMON)
             si->addr = base + si->off;
+        else if (si->state == SYM_GOT_BASE)
+            si->addr = base + L->got_off;
         if (si->got >= 0) {
             uint64_t v = si->addr;
             memcpy(L->image + L->got_off + 8 * (uint64_t)si->got, &v, 8);

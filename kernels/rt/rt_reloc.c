@@ -24,6 +24,8 @@
     X(R_X86_64_32, 4, KN_RT__RK_PLAIN)                                                     \
     X(R_X86_64_32S, 4, KN_RT__RK_PLAIN)                                                    \
     X(R_X86_64_PC64, 8, KN_RT__RK_PLAIN)                                                   \
+    X(R_X86_64_GOT64, 8, KN_RT__RK_GOT)                                                    \
+    X(R_X86_64_PLTOFF64, 8, KN_RT__RK_BRANCH)                                              \
     X(R_X86_64_GOTOFF64, 8, KN_RT__RK_PLAIN)                                               \
     X(R_X86_64_GOTPC32, 4, KN_RT__RK_PLAIN)                                                \
     X(R_X86_64_GOTPCREL64, 8, KN_RT__RK_GOT)                                               \
@@ -213,6 +215,10 @@ static at_err apply_x86(const kn_rt__reloc *r, const char *name, char *errmsg,
     case R_X86_64_PC64:
         wr64(r->place, s + a - p);
         return AT_OK;
+    case R_X86_64_GOT64: /* large code model: the slot's offset in the GOT */
+        wr64(r->place, r->got + a - r->got_base);
+        return AT_OK;
+    case R_X86_64_PLTOFF64: /* large code model: a call target (stub) relative to the GOT */
     case R_X86_64_GOTOFF64:
         wr64(r->place, s + a - r->got_base);
         return AT_OK;

@@ -39,7 +39,10 @@ static double powi_f64(double a, int b)
 }
 
 /* Half conversions with the psABI's _Float16 convention (value in an FP register), as
-** gcc and LLVM >= 15 call them, and the older integer-register GNU names. */
+** gcc and LLVM >= 15 call them, when this compiler has _Float16 (gcc >= 12, clang >= 15
+** on x86-64; both on AArch64); and the older integer-register GNU names always. */
+#if defined(__FLT16_MAX__)
+#define HAVE_FLOAT16 1
 static float half_extend(_Float16 h)
 {
     return (float)h;
@@ -49,6 +52,7 @@ static _Float16 half_trunc(float f)
 {
     return (_Float16)f;
 }
+#endif
 
 static float gnu_h2f(uint16_t h)
 {
@@ -72,8 +76,10 @@ static const kn_rt_symbol builtin_symbols[] = {
     {"sincos", (void *)sincos},
     {"__powisf2", (void *)powi_f32},
     {"__powidf2", (void *)powi_f64},
+#if defined(HAVE_FLOAT16)
     {"__extendhfsf2", (void *)half_extend},
     {"__truncsfhf2", (void *)half_trunc},
+#endif
     {"__gnu_h2f_ieee", (void *)gnu_h2f},
     {"__gnu_f2h_ieee", (void *)gnu_f2h},
     {NULL, NULL},

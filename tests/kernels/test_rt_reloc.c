@@ -126,6 +126,8 @@ static const rcase cases[] = {
     X86G(REX_GOTPCRELX, 0x1000, 0, -4, 0x90001000ull, 0, 0, BAD, 0),
     X86G(GOTPCREL64, 0x1000, 0, 0, 0x7f0000001000ull, 0, 0, OK, 0x7f0000000000ull),
     X86G(GOTOFF64, 0, 0x5000, 8, 0, 0x3000, 0, OK, 0x2008),
+    X86G(GOT64, 0, 0, 0, 0x3018, 0x3000, 0, OK, 0x18),
+    X86G(PLTOFF64, 0, 0x1000, 0, 0, 0x3000, 0, OK, 0xffffffffffffe000ull),
     X86G(GOTPC32, 0x1000, 0, 3, 0, 0x3000, 0, OK, 0x2003),
     X86G(GOTPC64, 0x1000, 0, 3, 0, 0x3000, 0, OK, 0x2003),
     X86G(SIZE32, 0, 0, 4, 0, 0, 100, OK, 104),
