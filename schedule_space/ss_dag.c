@@ -267,16 +267,19 @@ static int is_int_type(int dt)
     return dt == AT_DT_I32 || dt == AT_DT_I64 || dt == AT_DT_I8;
 }
 
-/* Integer bounds of an index expression over the op's axes. */
+/* Integer bounds of an index expression over the op's axes: 1 known, 0 unknown, -1 out
+** of memory. */
 static int axis_bounds(checker *ck, const ss_expr *e, int64_t *lo, int64_t *hi)
 {
     ss_expr *vars[SS_MAX_AXES], *ve;
     ss_var_ranges r = {ck->op->n_axes + ck->op->n_raxes, ck->lo, ck->hi};
     for (int i = 0; i < r.n; i++)
         if ((vars[i] = ss_expr_var(&ck->scratch, i)) == NULL)
-            return 0;
+            return -1;
     ve = ss_expr_subst(&ck->scratch, e, vars, r.n, NULL, 0, NULL);
-    return ve && ss_expr_bounds(ve, &r, lo, hi);
+    if (ve == NULL)
+        return -1;
+    return ss_expr_bounds(ve, &r, lo, hi);
 }
 
 static void check_expr(checker *ck, const ss_expr *e, int guarded)
@@ -321,7 +324,12 @@ static void check_expr(checker *ck, const ss_expr *e, int guarded)
                            at_dtype_name((at_dtype)e->a[d]->dtype));
                 return;
             }
-            if (!axis_bounds(ck, e->a[d], &lo, &hi)) {
+            int known = axis_bounds(ck, e->a[d], &lo, &hi);
+            if (known < 0) {
+                check_fail(ck, AT_ENOMEM, NULL, "out of memory");
+                return;
+            }
+            if (!known) {
                 check_fail(ck, AT_EINVAL, e, "cannot bound index %d (indices must be affine "
                            "in the axes, with / and %% by positive constants)", d);
                 return;

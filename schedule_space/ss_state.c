@@ -671,6 +671,8 @@ static at_err derive(ss_state *st, int at, fill_fn fill, void *ctx, int redirect
         nd->n_ops++;
     }
     err = ss_dag_finish(nd);
+    if (err == AT_ENOMEM)
+        goto fail;
     if (err) {
         err = ss__fail(errmsg, errmsg_size, AT_ESCHED, "the derived DAG is invalid: %s",
                        nd->errmsg);
@@ -1161,9 +1163,13 @@ at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t er
         if ((err = ss__infer_bounds(st, errmsg, errmsg_size)) != AT_OK)
             return err;
     }
-    /* steps that derive a DAG change many things: work on a copy */
+    /* steps that derive a DAG or move stages change many things: work on a copy, so that
+    ** a refusal (or a later failure of bound inference) restores the state exactly */
     if (step->kind == SS_STEP_CACHE_WRITE || step->kind == SS_STEP_CACHE_READ ||
-        step->kind == SS_STEP_RFACTOR) {
+        step->kind == SS_STEP_RFACTOR || step->kind == SS_STEP_COMPUTE_AT ||
+        step->kind == SS_STEP_COMPUTE_INLINE || step->kind == SS_STEP_COMPUTE_ROOT ||
+        step->kind == SS_STEP_SPLIT || step->kind == SS_STEP_FOLLOW_SPLIT ||
+        step->kind == SS_STEP_FUSE || step->kind == SS_STEP_REORDER) {
         if ((err = ss_state_copy(st, &backup)) != AT_OK)
             return err;
     }
@@ -1225,6 +1231,15 @@ at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t er
     default:
         err = FAIL("unknown step kind %d", (int)step->kind);
     }
+    if (err == AT_OK && (step->kind == SS_STEP_SPLIT || step->kind == SS_STEP_FOLLOW_SPLIT ||
+                         step->kind == SS_STEP_FUSE || step->kind == SS_STEP_REORDER)) {
+        for (int t = 0; t < st->n_stages; t++)
+            if (st->stages[t].loc == SS_LOC_AT && st->stages[t].attach_stage == step->stage)
+                st->bounds_dirty = 1;
+    }
+    /* keep the state consistent: extents of attached stages follow every step */
+    if (err == AT_OK && st->bounds_dirty)
+        err = ss__infer_bounds(st, errmsg, errmsg_size);
     if (err == AT_OK)
         err = push_step(st, step);
     if (err != AT_OK) {
@@ -1240,12 +1255,6 @@ at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t er
     ss_state_free(backup);
     if (touches >= 0 && touches < st->n_stages && st->stages[touches].n_steps < 255)
         st->stages[touches].n_steps++;
-    if (step->kind == SS_STEP_SPLIT || step->kind == SS_STEP_FOLLOW_SPLIT ||
-        step->kind == SS_STEP_FUSE || step->kind == SS_STEP_REORDER) {
-        for (int t = 0; t < st->n_stages; t++)
-            if (st->stages[t].loc == SS_LOC_AT && st->stages[t].attach_stage == step->stage)
-                st->bounds_dirty = 1;
-    }
     if (step->kind == SS_STEP_SPLIT || step->kind == SS_STEP_FOLLOW_SPLIT)
         recompute_concrete(st);
     return AT_OK;
