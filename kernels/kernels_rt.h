@@ -24,9 +24,12 @@
 **              task function that runs a block of the loop's iterations.
 **   return     0 on success, non-zero if a parallel launch failed.
 **
-**   The kernel may call only: memcpy, memset, memmove and the libm functions listed by
-**   kn_rt_symbols() (expf, logf, sqrtf, tanhf, erff, ... and their double forms); the
-**   loader resolves nothing else.
+**   The kernel may call only: memcpy, memset, memmove, memcmp, the libm functions listed
+**   by kn_rt_symbols() (expf, logf, sqrtf, tanhf, erff, ... and their double forms,
+**   sincos[f]) and the compiler helpers there (__powisf2, __powidf2, half conversions);
+**   the loader resolves nothing else, except what the caller passes as 'extra'.
+**   docs/kernel_abi.md has the whole contract, the relocations the loader applies, the
+**   fill formula and the command-line runner.
 **
 ** Layout of kn_rt_par is part of the ABI (generated code loads its fields by offset):
 **   offset 0: launch   (pointer)
@@ -52,7 +55,7 @@ struct kn_rt_par {
     /* Run fn(closure, t, n_threads) for every t in [0, n_threads) and return when all have
     ** finished: 0 if every task returned 0, else the first non-zero value.  Task 0 runs
     ** on the calling thread.  A launch from inside a task runs the tasks serially on the
-    ** calling thread (n_tasks 1). */
+    ** calling thread (n_tasks 1): fn(closure, 0, 1).  A NULL 'fn' returns -1. */
     int32_t (*launch)(const kn_rt_par *par, kn_rt_task_fn fn, void *closure);
     int32_t n_threads; /* >= 1 */
     int32_t reserved;
@@ -79,13 +82,19 @@ const kn_rt_symbol *kn_rt_symbols(void);
 ** 'extra' (may be NULL; {NULL, NULL}-terminated, searched first) and kn_rt_symbols(),
 ** and make code executable.  On AT_OK the caller owns *out (kn_rt_module_free).  On
 ** failure *out is NULL, the return is AT_ELOAD (bad or foreign object, unknown
-** relocation, unresolved symbol; 'errmsg' says which) or AT_ENOMEM.  The object bytes
-** are not referenced after the call.  Thread-safe; uses mmap/mprotect (call it before
-** entering a sandbox that forbids them). */
+** relocation, unresolved symbol, a relocated field out of range; 'errmsg' says which
+** and names the symbol or section), AT_ENOMEM, or AT_EINVAL when 'out' is NULL.
+** 'errmsg' may be NULL; it is always NUL-terminated when errmsg_size > 0.  The object
+** is outside data: every offset, size and index in it is checked, nothing in it can
+** make the loader read or write out of bounds.  The object bytes are not referenced
+** after the call and need no alignment.  Thread-safe; uses mmap/mprotect (call it
+** before entering a sandbox that forbids them).  Code ends up R-X, read-only data and
+** the GOT R, writable data RW. */
 at_err kn_rt_module_load(const void *obj, size_t n_bytes, const kn_rt_symbol *extra,
                          kn_rt_module **out, char *errmsg, size_t errmsg_size);
 
-/* Address of the defined global symbol 'name', or NULL. */
+/* Address of the defined global or weak symbol 'name' (function or data), or NULL
+** (also for static symbols, undefined ones and a NULL module). */
 void *kn_rt_module_sym(const kn_rt_module *m, const char *name);
 
 void kn_rt_module_free(kn_rt_module *m); /* NULL is fine */
@@ -94,13 +103,15 @@ void kn_rt_module_free(kn_rt_module *m); /* NULL is fine */
 
 typedef struct kn_rt_pool kn_rt_pool;
 
-/* A pool of n_threads - 1 worker threads plus the caller (n_threads >= 1; 0 means the
-** number of online CPUs).  Workers spin briefly, then sleep on a futex.  On AT_OK the
-** caller owns *out (kn_rt_pool_free, which joins the workers). */
+/* A pool of n_threads - 1 worker threads plus the caller (1 <= n_threads <= 1024; 0
+** means the number of online CPUs; else AT_EINVAL).  Workers spin about 50 us, then
+** sleep on a futex; they block every signal.  On AT_OK the caller owns *out
+** (kn_rt_pool_free, which joins the workers); AT_ENOMEM if memory or threads run out. */
 at_err kn_rt_pool_new(int n_threads, kn_rt_pool **out);
 void kn_rt_pool_free(kn_rt_pool *p);
 /* The kernel argument for this pool; valid until kn_rt_pool_free.  Launches must come
-** from one thread at a time. */
+** from one thread at a time (a second concurrent launch is not an error: it runs
+** serially).  NULL gives kn_rt_serial_par(). */
 const kn_rt_par *kn_rt_pool_par(kn_rt_pool *p);
 /* A serial runtime (n_threads 1, no threads), for references and tests. */
 const kn_rt_par *kn_rt_serial_par(void);
@@ -118,14 +129,21 @@ typedef struct kn_rt_time_opts {
 /* Time fn(bufs, ws, par): n_warmup untimed calls, then 'repeat' repeats of 'number'
 ** back-to-back calls (number grown by 1.618x until a repeat lasts min_repeat_ms; at most
 ** 2^20 calls), writing the seconds per call of each repeat to costs_s[0..repeat).
-** The buffers to flush are bufs[0..n_flush) with sizes n_bytes[]; pass 0 to skip.
-** If the kernel returns non-zero, stops and sets *kernel_rc (else *kernel_rc = 0);
-** the return is AT_OK either way (a failing kernel is a result, not an error).  */
+** Growing happens in repeat 0 only: it is timed again with the larger 'number' (at
+** least 1.618x, or TVM's estimate of what reaches min_repeat_ms) and the later repeats
+** keep it.  The buffers to flush are bufs[0..n_flush) with sizes n_bytes[]; pass 0 to
+** skip.  'par' NULL means kn_rt_serial_par().
+** If the kernel returns non-zero, stops and sets *kernel_rc (else *kernel_rc = 0); the
+** costs of repeats not finished are 0.  The return is AT_OK either way (a failing kernel
+** is a result, not an error), or AT_EINVAL for a NULL fn/opts/costs_s/kernel_rc, number
+** or repeat < 1, n_warmup < 0, min_repeat_ms < 0 or NaN, n_flush < 0, or flushing asked
+** with NULL bufs/n_bytes. */
 at_err kn_rt_time(kn_rt_kernel_fn fn, void *const *bufs, void *ws, const kn_rt_par *par,
                   const kn_rt_time_opts *opts, int n_flush, const size_t *n_bytes,
                   double *costs_s, int32_t *kernel_rc);
 
-/* Evict [p, p+n) from the CPU caches (clflush on x86-64, dc civac on AArch64). */
+/* Evict [p, p+n) from the CPU caches (clflush + mfence on x86-64, dc civac + dsb on
+** AArch64; elsewhere only a fence).  The contents are unchanged. */
 void kn_rt_flush(const void *p, size_t n);
 
 /* ---- inputs and comparison ---------------------------------------------------------- */
@@ -133,17 +151,25 @@ void kn_rt_flush(const void *p, size_t n);
 /* Fill 'n' elements of type 'dt' with values that depend only on (seed, stream, index),
 ** identical on every machine: floats uniform in [-1, 1) and never 0, integers in
 ** [-16, 16] and never 0, bools alternating pseudo-randomly.  'stream' separates buffers
-** filled from one seed (use the buffer's argument index). */
+** filled from one seed (use the buffer's argument index).  Element i depends on
+** (seed, stream, i) only (formula in docs/kernel_abi.md): floats are odd multiples of
+** 2^-24 (float16: 2^-11), the same numbers in float32 and float64.  n <= 0, a NULL 'p'
+** or an unknown dtype writes nothing. */
 void kn_rt_fill(void *p, at_dtype dt, int64_t n, uint64_t seed, uint32_t stream);
 
 /* max|out - ref| / max|ref| over n elements (max|out - ref| when ref is all zero);
-** NaN in 'out' where 'ref' is not NaN gives +inf.  The error bound of the project is
-** 1e-4 for float32. */
+** NaN in 'out' where 'ref' is not NaN gives +inf, and so does NaN where NaN is not
+** expected or an infinity that differs; equal infinities and NaN against NaN count as
+** equal.  Integers compare exactly (as doubles), bools by truth (any non-zero byte is
+** true), float16 after conversion.  n <= 0 gives 0; NULL buffers or an unknown dtype
+** give +inf.  The error bound of the project is 1e-4 for float32. */
 double kn_rt_rel_err(const void *out, const void *ref, at_dtype dt, int64_t n);
 
 /* ---- aligned buffers ---------------------------------------------------------------- */
 
-/* 64-byte aligned memory of n bytes (at least 64), zeroed; kn_rt_free releases it. */
+/* 64-byte aligned memory of n bytes (at least 64, rounded up to 64), zeroed, or NULL;
+** kn_rt_free releases it (NULL is fine).  Allocated through at_malloc, so the test
+** allocation limit applies. */
 void *kn_rt_alloc(size_t n);
 void kn_rt_free(void *p);
 
