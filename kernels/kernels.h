@@ -159,6 +159,16 @@ void kn_artifact_free(kn_artifact *a);
 at_err kn_build_llvm_text(const kn_ir *ir, const kn_target *target, int optimized, char **out,
                           char *errmsg, size_t errmsg_size);
 
+/* ---- hand-written schedules (kn_hand.c) ---------------------------------------------- */
+
+/* Apply the hand-written schedule of a matmul (the naive state of a 3-tensor A x B DAG):
+** a cache-written block per parallel task, an 8 x (2 vectors) register tile, packed
+** panels of B.  AT_EINVAL when 'st' is not such a state. */
+at_err kn_hand_matmul(ss_state *st, const kn_target *t, char *errmsg, size_t errmsg_size);
+/* Inline elementwise stages, parallelize the outer loops and vectorize the inner loop of
+** each remaining stage: a reasonable schedule for any DAG. */
+at_err kn_hand_elementwise(ss_state *st, const kn_target *t, char *errmsg, size_t errmsg_size);
+
 /* ---- running artifacts here (kn_run.c) ----------------------------------------------- */
 
 /* Buffers for an artifact's arguments, filled from 'seed' (inputs) or zeroed (outputs). */

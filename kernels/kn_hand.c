@@ -1,0 +1,117 @@
+/* kernels/kn_hand.c -- hand-written schedules of library operators, used by the demo and
+** the benchmarks as the reference of what the code generator can do, and by tests. */
+#include "kernels_int.h"
+
+#include <string.h>
+
+static int64_t divisor_le(int64_t n, int64_t cap)
+{
+    for (int64_t d = cap < n ? cap : n; d > 1; d--)
+        if (n % d == 0)
+            return d;
+    return 1;
+}
+
+#define STEP(x)                                                                                \
+    do {                                                                                       \
+        at_err e_ = (x);                                                                       \
+        if (e_ != AT_OK)                                                                       \
+            return e_;                                                                         \
+    } while (0)
+
+at_err kn_hand_matmul(ss_state *st, const kn_target *t, char *errmsg, size_t errmsg_size)
+{
+    const ss_op *c;
+    int64_t M, N, K, mr, nr, mb, nb, kc, vw;
+    if (st->n_steps != 0 || st->n_stages != 3 || st->dag->ops[2].reduce != SS_RED_SUM ||
+        st->dag->ops[2].n_axes != 2 || st->dag->ops[2].n_raxes != 1)
+        return kn__fail(errmsg, errmsg_size, AT_EINVAL,
+                        "kn_hand_matmul: expects the naive state of a matmul (A, B, C)");
+    c = &st->dag->ops[2];
+    M = c->axes[0].extent, N = c->axes[1].extent, K = c->axes[2].extent;
+    vw = t->vector_bytes / 4;
+    /* register tile mr x nr (nr two vectors wide), a block of mb x nb per task, K in
+    ** panels of kc */
+    mr = divisor_le(M, 8);
+    nr = divisor_le(N, 2 * vw);
+    mb = divisor_le(M, 64 / mr * mr);
+    if (mb % mr)
+        mb = mr;
+    nb = divisor_le(N, 256);
+    if (nb % nr)
+        nb = nr;
+    kc = divisor_le(K, 256);
+    /* 0 A, 1 B, 2 C */
+    STEP(ss_state_cache_write(st, 2, "local", errmsg, errmsg_size));   /* 2 C.local, 3 C */
+    STEP(ss_state_cache_read(st, 1, "local", 1, (int64_t[]){2}, errmsg, errmsg_size));
+    /* 2 B.local, 3 C.local, 4 C */
+    STEP(ss_state_split(st, 4, 0, 1, (int64_t[]){mb}, errmsg, errmsg_size));
+    STEP(ss_state_split(st, 4, 2, 1, (int64_t[]){nb}, errmsg, errmsg_size));
+    STEP(ss_state_reorder(st, 4, 4, (int64_t[]){0, 2, 1, 3}, errmsg, errmsg_size));
+    STEP(ss_state_fuse(st, 4, 2, (int64_t[]){0, 1}, errmsg, errmsg_size));
+    STEP(ss_state_annotate(st, 4, 0, SS_ANN_PARALLEL, errmsg, errmsg_size));
+    if (nb % vw == 0 && nb > vw) {
+        STEP(ss_state_split(st, 4, 2, 1, (int64_t[]){vw}, errmsg, errmsg_size));
+        STEP(ss_state_annotate(st, 4, 3, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    } else if (nb <= 64) {
+        STEP(ss_state_annotate(st, 4, 2, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    }
+    STEP(ss_state_compute_at(st, 3, 4, 0, errmsg, errmsg_size));
+    /* C.local: k.0 j.0 i.0 k.1 i.1 j.1 */
+    STEP(ss_state_split(st, 3, 0, 1, (int64_t[]){mr}, errmsg, errmsg_size));
+    STEP(ss_state_split(st, 3, 2, 1, (int64_t[]){nr}, errmsg, errmsg_size));
+    STEP(ss_state_split(st, 3, 4, 1, (int64_t[]){kc}, errmsg, errmsg_size));
+    STEP(ss_state_reorder(st, 3, 6, (int64_t[]){4, 2, 0, 5, 1, 3}, errmsg, errmsg_size));
+    STEP(ss_state_annotate(st, 3, 4, SS_ANN_UNROLL, errmsg, errmsg_size));
+    STEP(ss_state_annotate(st, 3, 5, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    /* B.local: the kc x nr panel of B, packed at j.0 */
+    STEP(ss_state_compute_at(st, 2, 3, 1, errmsg, errmsg_size));
+    STEP(ss_state_annotate(st, 2, 1, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    (void)N;
+    (void)K;
+    return AT_OK;
+}
+
+at_err kn_hand_elementwise(ss_state *st, const kn_target *t, char *errmsg, size_t errmsg_size)
+{
+    /* inline every non-output stage that is not a reduction; for each root stage, fuse
+    ** the outer loops for parallelism and vectorize the innermost when it fits */
+    int64_t vw = t->vector_bytes / 4;
+    for (int s = st->n_stages - 1; s >= 0; s--) {
+        const ss_op *op = &st->dag->ops[s];
+        if (op->kind != SS_OP_COMPUTE)
+            continue;
+        if (!op->is_output && op->reduce == SS_RED_NONE && op->n_readers == 1) {
+            int reader = -1;
+            for (int r = s + 1; r < st->n_stages; r++)
+                if (ss_op_reads(&st->dag->ops[r], s))
+                    reader = r;
+            /* inline into elementwise readers only: a reduction would recompute it */
+            if (reader > 0 && st->dag->ops[reader].reduce == SS_RED_NONE &&
+                ss_state_compute_inline(st, s, NULL, 0) == AT_OK)
+                continue;
+        }
+    }
+    for (int s = 0; s < st->n_stages; s++) {
+        const ss_op *op = &st->dag->ops[s];
+        const ss_stage *sg = &st->stages[s];
+        int n_sp = op->n_axes;
+        int64_t inner;
+        if (op->kind != SS_OP_COMPUTE || sg->loc != SS_LOC_ROOT || n_sp == 0)
+            continue;
+        inner = sg->ivars[sg->leaves[n_sp - 1]].extent;
+        if (op->reduce == SS_RED_NONE && inner % vw == 0 && inner > vw) {
+            STEP(ss_state_split(st, s, n_sp - 1, 1, (int64_t[]){vw}, errmsg, errmsg_size));
+            STEP(ss_state_annotate(st, s, n_sp, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+        } else if (op->reduce == SS_RED_NONE && inner <= 64 && n_sp > 1) {
+            STEP(ss_state_annotate(st, s, n_sp - 1, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+        }
+        if (n_sp > 1) {
+            STEP(ss_state_fuse(st, s, n_sp - 1 > 1 ? n_sp - 1 : 1,
+                               (int64_t[]){0, 1, 2, 3, 4, 5, 6, 7}, errmsg, errmsg_size));
+        }
+        if (st->stages[s].ivars[st->stages[s].leaves[0]].ann == SS_ANN_NONE)
+            STEP(ss_state_annotate(st, s, 0, SS_ANN_PARALLEL, errmsg, errmsg_size));
+    }
+    return AT_OK;
+}

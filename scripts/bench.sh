@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# 'make bench': every benchmark program, one figure per line:
+#   bench NAME VALUE UNIT          a measurement
+#   bench NAME/REFERENCE RATIO x   a comparison measured in the same run
+# Vendor references run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (this machine's
+# environment forces OpenBLAS onto slower AVX2 kernels otherwise).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=build/rel/tests/bench
+status=0
+run() {
+  echo "# $*" >&2
+  "$@" || { echo "bench: $1 failed" >&2; status=1; }
+}
+echo "# vendor references: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=2"
+run env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=2 $B/bench_matmul --threads 2 --reps 7
+for b in $B/bench_*; do
+  case "$(basename "$b")" in
+    bench_matmul) ;;
+    *) run "$b" ;;
+  esac
+done
+exit $status
