@@ -582,11 +582,15 @@ out:
 static at_err best_pair(best_ctx *c, const pair_task *tasks, int n)
 {
     const rec_best_query *q = c->q;
-    int found = 0, skipped0 = c->res->pub.n_skipped;
+    int found = 0, skipped0 = c->res->pub.n_skipped, has_exact = 0;
     at_err err;
-    for (int i = 0; i < n; i++)
-        if (is_exact(c, &tasks[i]) && (err = best_exact_task(c, &tasks[i], &found)) != AT_OK)
+    for (int i = 0; i < n; i++) {
+        if (!is_exact(c, &tasks[i]))
+            continue;
+        has_exact = 1;
+        if ((err = best_exact_task(c, &tasks[i], &found)) != AT_OK)
             return err;
+    }
     if (found > 0)
         return AT_OK;
     if (c->res->pub.n_skipped > skipped0 &&
@@ -609,6 +613,10 @@ static at_err best_pair(best_ctx *c, const pair_task *tasks, int n)
                         tasks[0].target, asked_device(c));
         return best_other_devices(c, tasks, n, 1, &found);
     }
+    /* A broad query (no task named) stays quiet about tasks never tuned on the device
+    ** asked for; a task it was tuned on, or the task asked for, gets its note. */
+    if (q->workload_key == NULL && !has_exact)
+        return AT_OK;
     return best_other_devices(c, tasks, n, 0, &found);
 }
 
@@ -716,6 +724,10 @@ at_err rec_best(rec_store *st, const rec_best_query *q, rec_best_result **out)
         if ((err = best_pair(&c, tasks + i, j - i)) != AT_OK)
             goto fail_tx;
     }
+    if (res->pub.n_rows == 0 && res->pub.n_notes == 0 &&
+        (err = note(&c, "no successful record matches%s%s", q->device_key ? " on device " : "",
+                    q->device_key ? q->device_key : "")) != AT_OK)
+        goto fail_tx;
     if (!st->in_tx)
         sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
     at_free(tasks);

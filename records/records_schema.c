@@ -320,27 +320,38 @@ static at_err pragma_int(rec_store *st, const char *sql, int64_t *out)
         }
     }
     sqlite3_finalize(s);
-    return rc == SQLITE_OK ? AT_OK : rec__sqlfail(st, rc, "reading the file's header");
+    return rc == SQLITE_OK ? AT_OK : rec__sqlfail(st, rc, "reading the store");
 }
 
 typedef struct probe {
     int64_t app_id, version, n_objects;
 } probe;
 
+/* Read the header fields and the number of schema objects in one statement, so that all
+** three come from one snapshot even while another process is migrating the file. */
 static at_err probe_file(rec_store *st, probe *p)
 {
-    at_err err;
-    if ((err = pragma_int(st, "PRAGMA application_id", &p->app_id)) != AT_OK ||
-        (err = pragma_int(st, "PRAGMA user_version", &p->version)) != AT_OK ||
-        (err = pragma_int(st, "SELECT count(*) FROM sqlite_schema", &p->n_objects)) != AT_OK) {
-        if (err == AT_ECORRUPT)
-            return rec__fail(st, AT_ECORRUPT,
-                             "%s: not a records store: the file is not a SQLite database or "
-                             "is damaged (%s)",
-                             st->path, sqlite3_errmsg(st->db));
-        return err;
+    sqlite3_stmt *s;
+    int rc = sqlite3_prepare_v2(st->db,
+                                "SELECT (SELECT application_id FROM pragma_application_id),"
+                                " (SELECT user_version FROM pragma_user_version),"
+                                " (SELECT count(*) FROM sqlite_schema)",
+                                -1, &s, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        p->app_id = sqlite3_column_int64(s, 0);
+        p->version = sqlite3_column_int64(s, 1);
+        p->n_objects = sqlite3_column_int64(s, 2);
+        rc = SQLITE_OK;
     }
-    return AT_OK;
+    sqlite3_finalize(s);
+    if (rc == SQLITE_OK)
+        return AT_OK;
+    if (rec__sql_err(rc) == AT_ECORRUPT)
+        return rec__fail(st, AT_ECORRUPT,
+                         "%s: not a records store: the file is not a SQLite database or is "
+                         "damaged (%s)",
+                         st->path, sqlite3_errmsg(st->db));
+    return rec__sqlfail(st, rc, "reading the file's header");
 }
 
 /* AT_OK if 'p' describes one of our stores this build can read, or an empty file when

@@ -80,13 +80,34 @@ static void run_launches(int n_threads, int n_launches, int batch, double *us_pe
     kn_rt_pool_free(pool);
 }
 
+/* The 1-minute load average, or 0 if unknown. */
+static double load_avg(void)
+{
+    double l = 0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = 0;
+        fclose(f);
+    }
+    return l;
+}
+
 static void test_pool_many_launches(void **unused)
 {
-    double us;
+    double us, load, bound;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     (void)unused;
     run_launches(2, 100000, 5000, &us);
-    printf("# 2 threads: %.2f us per launch (100000 launches, fastest batch of 5000)\n", us);
-    assert_true(us < 20.0); /* ~0.2 us here, release or ASan, when the machine is quiet */
+    /* ~0.2 us here (release or ASan) on a quiet machine; a launch needs both threads on
+    ** a CPU at once, so when other processes keep the CPUs busy it costs scheduling
+    ** delays that say nothing about the pool: then only a loose bound */
+    load = load_avg();
+    bound = load <= (double)(ncpu > 0 ? ncpu : 1) ? 20.0 : 500.0;
+    printf("# 2 threads: %.2f us per launch (100000 launches, fastest batch of 5000; "
+           "load %.1f, bound %.0f us)\n",
+           us, load, bound);
+    assert_true(us < bound);
     run_launches(1, 1000, 1000, &us);
     run_launches(4, 5000, 1000, &us); /* more threads than cores here: still correct */
     printf("# 4 threads: %.2f us per launch (5000 launches, fastest batch of 1000)\n", us);

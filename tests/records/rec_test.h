@@ -197,16 +197,18 @@ static inline at_err rt_replay(void *ctx, const char *dag, const char *state, ch
 
 /* The tuner binary of this test's build flavour: build/<flavour>/bin/tuner, derived from
 ** /proc/self/exe (build/<flavour>/tests/records/test_x).  Used when it is at least as new
-** as this test (built by the same make run); otherwise the test runs the same entry point,
-** tn_cli_main, in a forked child, which is what the binary's main does. */
+** as every archive of that flavour (so it holds today's code); otherwise the test runs the
+** same entry point, tn_cli_main, in a forked child, which is all the binary's main does. */
 static inline const char *rt_tuner_bin(void)
 {
-    static char bin[PATH_MAX];
+    static char bin[PATH_MAX + 16], lib[PATH_MAX + 300];
     static int done;
     char exe[PATH_MAX];
-    struct stat sb_bin, sb_exe;
+    struct stat sb_bin, sb_lib;
+    struct dirent *e;
     ssize_t n;
     char *p;
+    DIR *d;
     if (done)
         return bin[0] ? bin : NULL;
     done = 1;
@@ -219,15 +221,26 @@ static inline const char *rt_tuner_bin(void)
         return NULL;
     *p = 0;
     snprintf(bin, sizeof bin, "%s/bin/tuner", exe);
-    *p = '/';
-    if (stat(bin, &sb_bin) != 0 || stat(exe, &sb_exe) != 0 ||
-        sb_bin.st_mtime < sb_exe.st_mtime) {
-        fprintf(stderr, "note: %s missing or older than this test: running tn_cli_main in a "
-                        "child process instead\n", bin);
+    snprintf(lib, sizeof lib, "%s/lib", exe);
+    if (stat(bin, &sb_bin) != 0 || (d = opendir(lib)) == NULL) {
+        fprintf(stderr, "note: no %s: running tn_cli_main in a child process instead\n", bin);
         bin[0] = 0;
         return NULL;
     }
-    return bin;
+    while ((e = readdir(d)) != NULL) {
+        snprintf(lib, sizeof lib, "%s/lib/%s", exe, e->d_name);
+        if (e->d_name[0] != '.' && stat(lib, &sb_lib) == 0 &&
+            sb_lib.st_mtime > sb_bin.st_mtime) {
+            fprintf(stderr, "note: %s is older than %s: running tn_cli_main in a child "
+                            "process instead\n", bin, lib);
+            bin[0] = 0;
+            break;
+        }
+    }
+    closedir(d);
+    if (bin[0])
+        fprintf(stderr, "note: running %s\n", bin);
+    return bin[0] ? bin : NULL;
 }
 
 /* Run 'tuner args...' (NULL-terminated) with stdin from 'in_path' (or /dev/null); its

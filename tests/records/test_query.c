@@ -195,6 +195,7 @@ static void test_best_no_silent_fallback(void **unused)
 {
     int64_t tb, t7, t6;
     rec_store *st = sample_store(&tb, &t7, &t6);
+    char key2[REC_KEY_LEN + 1];
     rec_best_query q;
     rec_best_result *r;
     (void)unused;
@@ -210,12 +211,19 @@ static void test_best_no_silent_fallback(void **unused)
     assert_int_equal(rec_best(st, &q, &r), AT_OK);
     assert_int_equal(r->n_rows, 1); /* task 1 only: task 2 has nothing on pixel7 */
     assert_string_equal(r->rows[0].rec.device_key, "pixel7");
+    assert_int_equal(r->n_notes, 0); /* a broad query lists what there is */
+    rec_best_free(r);
+    rt_key(2, key2);
+    q.workload_key = key2; /* asked for by name: the answer says where it was measured */
+    assert_int_equal(rec_best(st, &q, &r), AT_OK);
+    assert_int_equal(r->n_rows, 0);
     if (!has_note(r, "nothing measured on pixel7; other devices have records") ||
-        !has_note(r, "pixel6/") || !has_note(r, "--fallback arch")) {
+        !has_note(r, "pixel6/") || !has_note(r, "gpu/") || !has_note(r, "--fallback arch")) {
         dump_notes(r);
         fail();
     }
     rec_best_free(r);
+    q.workload_key = NULL;
 
     q.fallback = REC_FALLBACK_ARCH;
     assert_int_equal(rec_best(st, &q, &r), AT_OK);
