@@ -436,7 +436,7 @@ at_err rec__migrate(rec_store *st, int to)
 ** names (only when the table misses some, so a normal open writes nothing). */
 static at_err refresh_error_codes(rec_store *st)
 {
-    int64_t n;
+    int64_t n = 0;
     at_err err;
     int own;
     if ((err = pragma_int(st, "SELECT count(*) FROM error_codes", &n)) != AT_OK)
