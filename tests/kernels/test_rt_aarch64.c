@@ -390,6 +390,32 @@ static void test_aarch64_objects_under_qemu(void **unused)
             fail_msg("no object of this test has relocation type %u", want[i]);
 }
 
+/* kn_rt_time and kn_rt_flush (dc civac) on AArch64: three positive costs. */
+static void test_aarch64_timing_under_qemu(void **unused)
+{
+    char cmd[2048], line[256];
+    double c[3];
+    FILE *f;
+    (void)unused;
+    need_file(a64_runner, "the aarch64 runner");
+    build("aarch64-linux-gnu-gcc -O2 -fPIC", "a64_time", ka_source_a64);
+    fmt(cmd, sizeof cmd,
+        "qemu-aarch64 -L /usr/aarch64-linux-gnu '%s' a64_time.o ka_main --threads 2 " KA_BUFS
+        " --time 3 >time.txt",
+        a64_runner);
+    if (sh(cmd) != 0)
+        fail_msg("%s: %s", cmd, last_err());
+    fmt(line, sizeof line, "%s/time.txt", tmpdir);
+    f = fopen(line, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    printf("# %s", line);
+    assert_int_equal(sscanf(line, "cost_s %lf %lf %lf", &c[0], &c[1], &c[2]), 3);
+    for (int i = 0; i < 3; i++)
+        assert_true(c[i] > 0 && c[i] < 1.0);
+}
+
 static void test_runner_on_host(void **unused)
 {
     char cmd[2048];
@@ -428,6 +454,7 @@ static void test_runner_errors(void **unused)
         {"host.o ka_main --seed x1", "--seed", 2},
         {"host.o ka_main --frobnicate", "unknown option", 2},
         {"host.o ka_main extra", "unexpected argument", 2},
+        {"host.o ka_main --time 0", "--time", 2},
         {"a64_foreign.o ka_main", "AArch64", 2},
         {"fail.o kfail", "returned 5", 3},
         {"fail.o kfail --out /nonexistent/dir/x.bin", "returned 5", 3},
@@ -471,6 +498,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_aarch64_objects_under_qemu),
+        cmocka_unit_test(test_aarch64_timing_under_qemu),
         cmocka_unit_test(test_runner_on_host),
         cmocka_unit_test(test_runner_errors),
     };

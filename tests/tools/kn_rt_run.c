@@ -1,13 +1,16 @@
 /* tests/tools/kn_rt_run.c -- load a kernel object with the kernel runtime and run it once.
 **
 **   kn_rt_run OBJ.o ENTRY [--threads N] [--seed S] [--ws BYTES]
-**             [--buf DTYPE:SHAPE:in|out]... [--out FILE]
+**             [--buf DTYPE:SHAPE:in|out]... [--out FILE] [--time REPEAT]
 **
 ** Buffers are the kernel's 'bufs' in the order given; SHAPE is like 64x128 (one
 ** dimension is fine).  An 'in' buffer i is filled with kn_rt_fill(seed, stream i), an
 ** 'out' buffer starts zeroed.  After one call, the raw bytes of the 'out' buffers, in
-** order, are written to FILE.  Exit status: 0 success, 2 bad arguments or a load error
-** (the message names the problem), 3 the kernel returned non-zero.
+** order, are written to FILE.  With --time, the kernel is then timed with kn_rt_time
+** (one warm-up call, REPEAT repeats of at least 1 ms, every buffer flushed from the
+** caches before each) and the seconds per call are printed, one line "cost_s C1 C2 ...".
+** Exit status: 0 success, 2 bad arguments or a load error (the message names the
+** problem), 3 the kernel returned non-zero.
 **
 ** Built for the host (build/<flavour>/tests/tools/kn_rt_run) and, statically, for
 ** aarch64 (build/aarch64/bin/kn_rt_run, 'make rt-aarch64') to run under qemu-aarch64. */
@@ -36,7 +39,7 @@ typedef struct buf_spec {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: kn_rt_run OBJ.o ENTRY [--threads N] [--seed S] [--ws BYTES]\n"
-               "                 [--buf DTYPE:SHAPE:in|out]... [--out FILE]\n"
+               "                 [--buf DTYPE:SHAPE:in|out]... [--out FILE] [--time REPEAT]\n"
                "  DTYPE  float32 int32 bool float16 int8 float64 int64 (or f32, i32, ...)\n"
                "  SHAPE  dimensions joined by 'x', e.g. 64x128\n"
                "  exit   0 ok, 2 bad argument or load error, 3 kernel returned non-zero\n");
@@ -127,11 +130,35 @@ static int write_outputs(const char *path, const buf_spec *bufs, int n_bufs)
     return 0;
 }
 
+static int time_kernel(kn_rt_kernel_fn fn, void **ptrs, void *ws, const kn_rt_par *par,
+                       const buf_spec *bufs, int n_bufs, int repeat, const char *entry)
+{
+    kn_rt_time_opts o = {.number = 1, .repeat = repeat, .min_repeat_ms = 1.0,
+                         .flush_cache = 1, .n_warmup = 1};
+    size_t n_bytes[MAX_BUFS];
+    double costs[1000];
+    int32_t rc;
+    at_err e;
+    for (int i = 0; i < n_bufs; i++)
+        n_bytes[i] = bufs[i].n_bytes;
+    if ((e = kn_rt_time(fn, ptrs, ws, par, &o, n_bufs, n_bytes, costs, &rc)) != AT_OK)
+        return die("timing failed: %s", at_strerror(e));
+    if (rc != 0) {
+        fprintf(stderr, "kn_rt_run: kernel '%s' returned %d while timed\n", entry, (int)rc);
+        return EXIT_KERNEL;
+    }
+    printf("cost_s");
+    for (int i = 0; i < repeat; i++)
+        printf(" %.9g", costs[i]);
+    printf("\n");
+    return 0;
+}
+
 static int run(int argc, char **argv, buf_spec *bufs, int *n_bufs, kn_rt_module **mod,
                kn_rt_pool **pool, void **ws)
 {
     const char *obj_path = NULL, *entry = NULL, *out_path = NULL;
-    uint64_t threads = 1, seed = 0, ws_bytes = 0;
+    uint64_t threads = 1, seed = 0, ws_bytes = 0, repeat = 0;
     char *obj = NULL, err[512];
     size_t obj_n = 0;
     void *ptrs[MAX_BUFS + 1];
@@ -150,6 +177,9 @@ static int run(int argc, char **argv, buf_spec *bufs, int *n_bufs, kn_rt_module 
             i++;
         } else if (strcmp(a, "--seed") == 0) {
             bad = parse_num(a, v, 0, UINT64_MAX, &seed);
+            i++;
+        } else if (strcmp(a, "--time") == 0) {
+            bad = parse_num(a, v, 1, 1000, &repeat);
             i++;
         } else if (strcmp(a, "--ws") == 0) {
             bad = parse_num(a, v, 0, MAX_BYTES, &ws_bytes);
@@ -216,6 +246,9 @@ static int run(int argc, char **argv, buf_spec *bufs, int *n_bufs, kn_rt_module 
     }
     if (out_path && write_outputs(out_path, bufs, *n_bufs) != 0)
         return EXIT_USAGE;
+    if (repeat)
+        return time_kernel(fn, ptrs, *ws, kn_rt_pool_par(*pool), bufs, *n_bufs, (int)repeat,
+                           entry);
     return 0;
 }
 
