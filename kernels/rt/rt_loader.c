@@ -451,6 +451,8 @@ static at_err scan_relocs(loader *L)
             if (sym >= L->nsyms)
                 return fail(L, "%s[%zu]: symbol index %u out of range (%zu symbols)",
                             L->sec[i].name, k, sym, L->nsyms);
+            if (sym == 0 && (kind & KN_RT__RK_GOT))
+                return fail(L, "%s[%zu]: GOT relocation without a symbol", L->sec[i].name, k);
             if (sym == 0)
                 continue; /* no symbol: S is 0 */
             si = &L->si[sym];

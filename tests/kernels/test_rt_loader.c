@@ -652,6 +652,25 @@ static void test_relocation_and_symbol_errors(void **unused)
     WITH_RELA(r.r_offset = UINT64_MAX - 2, "outside section");
 #undef WITH_RELA
 
+    /* a GOT relocation (the kernel's globals go through the GOT) without a symbol */
+    at = 0;
+    for (size_t k = 0; k < rs.sh_size / sizeof r && at == 0; k++) {
+        size_t kat = (size_t)rs.sh_offset + k * sizeof r;
+        uint32_t type;
+        memcpy(&orig, p + kat, sizeof orig);
+        type = (uint32_t)ELF64_R_TYPE(orig.r_info);
+        if (type != R_X86_64_REX_GOTPCRELX && type != R_X86_64_GOTPCRELX &&
+            type != R_X86_64_GOTPCREL && type != R_AARCH64_ADR_GOT_PAGE)
+            continue;
+        r = orig;
+        r.r_info = ELF64_R_INFO(0, type);
+        memcpy(p + kat, &r, sizeof r);
+        expect_eload(p, good_n, "without a symbol");
+        memcpy(p + kat, &orig, sizeof orig);
+        at = kat;
+    }
+    assert_true(at != 0); /* the object has a GOT relocation to break */
+
     /* a symbol whose section index is out of range, or whose value is past its section */
     for (uint64_t i = 1; i < nsyms; i++) {
         size_t sat = (size_t)(ss.sh_offset + i * sizeof sym);
