@@ -362,7 +362,8 @@ static at_err best_exact_task(best_ctx *c, const pair_task *t, int *found)
 
     at_buf_init(&fps);
     rc = sqlite3_prepare_v2(c->st->db,
-                            "SELECT d.id, d.fingerprint, d.model FROM devices d WHERE d.id IN"
+                            "SELECT d.id, d.fingerprint, d.model, d.os, d.driver FROM devices"
+                            " d WHERE d.id IN"
                             " (SELECT device_id FROM records WHERE task_id = ?1 AND"
                             " error_code = 0) AND (?2 IS NULL OR d.fingerprint = ?2)"
                             " ORDER BY d.fingerprint",
@@ -389,9 +390,12 @@ static at_err best_exact_task(best_ctx *c, const pair_task *t, int *found)
         if (n_added > 0) {
             c->group++;
             n_groups++;
-            at_buf_printf(&fps, "%s%s (%s)", n_groups > 1 ? ", " : "",
+            const char *drv = (const char *)sqlite3_column_text(devs, 4);
+            at_buf_printf(&fps, "%s%s (%s, os %s%s%s)", n_groups > 1 ? ", " : "",
                           (const char *)sqlite3_column_text(devs, 1),
-                          (const char *)sqlite3_column_text(devs, 2));
+                          (const char *)sqlite3_column_text(devs, 2),
+                          (const char *)sqlite3_column_text(devs, 3),
+                          drv && drv[0] ? ", driver " : "", drv ? drv : "");
         }
     }
     if (rc != SQLITE_DONE) {

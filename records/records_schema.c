@@ -564,8 +564,8 @@ at_err rec_store_open(const char *path, int flags, rec_store **out, char *errmsg
             goto fail;
     } else {
         if ((err = set_wal(st)) != AT_OK ||
-            (err = rec__exec(st, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON")) !=
-                AT_OK)
+            (err = rec__exec(st, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"
+                                 " PRAGMA cache_size = -65536")) != AT_OK)
             goto fail;
         if (p.version < REC_SCHEMA_VERSION && (err = rec__migrate(st, REC_SCHEMA_VERSION)) !=
                                                    AT_OK)
