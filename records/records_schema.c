@@ -381,6 +381,29 @@ static at_err judge(rec_store *st, const probe *p, int may_create)
     return AT_OK;
 }
 
+/* PRAGMA quick_check: every page read, every b-tree's structure checked (not the index
+** contents, which integrity_check in rec_store_check compares as well). */
+static at_err quick_check(rec_store *st)
+{
+    sqlite3_stmt *s;
+    at_err err = AT_OK;
+    int rc = sqlite3_prepare_v2(st->db, "PRAGMA quick_check(1)", -1, &s, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *first = (const char *)sqlite3_column_text(s, 0);
+        if (first == NULL || strcmp(first, "ok") != 0)
+            err = rec__fail(st, AT_ECORRUPT, "%s: damaged records store: %s (see 'tuner db "
+                            "check')", st->path, first ? first : "?");
+        rc = SQLITE_OK;
+    }
+    if (rc != SQLITE_OK)
+        err = rec__sql_err(rc) == AT_ECORRUPT
+                  ? rec__fail(st, AT_ECORRUPT, "%s: damaged records store: %s (see 'tuner db "
+                              "check')", st->path, sqlite3_errmsg(st->db))
+                  : rec__sqlfail(st, rc, "checking the store");
+    sqlite3_finalize(s);
+    return err;
+}
+
 /* ---- migrations ---- */
 
 static at_err fill_error_codes(rec_store *st)
@@ -556,6 +579,8 @@ at_err rec_store_open(const char *path, int flags, rec_store **out, char *errmsg
         (err = judge(st, &p, (flags & REC_OPEN_CREATE) != 0)) != AT_OK)
         goto fail;
     st->disk_version = (int)p.version;
+    if ((flags & REC_OPEN_VERIFY) && p.n_objects > 0 && (err = quick_check(st)) != AT_OK)
+        goto fail;
 
     if (st->readonly) {
         if (p.version < REC_SCHEMA_VERSION && (err = migrate_copy(st)) != AT_OK)

@@ -486,10 +486,11 @@ int tn_cmd_merge(const tn_cmd *cmd, int argc, char **argv)
     }
     /* every input must open before OUT is touched */
     for (int i = 0; i < n_in; i++)
-        if ((in[i] = open_store(cmd, argv[2 + i], REC_OPEN_READONLY)) == NULL)
+        if ((in[i] = open_store(cmd, argv[2 + i], REC_OPEN_READONLY | REC_OPEN_VERIFY)) ==
+            NULL)
             goto out;
     created = !exists(out_path);
-    if ((out = open_store(cmd, out_path, REC_OPEN_CREATE)) == NULL) {
+    if ((out = open_store(cmd, out_path, REC_OPEN_CREATE | REC_OPEN_VERIFY)) == NULL) {
         if (created)
             remove_store(out_path);
         goto out;
@@ -603,7 +604,7 @@ int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv)
         done)
         return rc;
     created = !exists(db);
-    if ((st = open_store(cmd, db, REC_OPEN_CREATE)) == NULL) {
+    if ((st = open_store(cmd, db, REC_OPEN_CREATE | REC_OPEN_VERIFY)) == NULL) {
         if (created)
             remove_store(db);
         return TN_EXIT_FAIL;

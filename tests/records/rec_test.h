@@ -83,6 +83,25 @@ static inline void rt_write_file(const char *path, const char *text)
     }
 }
 
+/* Damage the page in the middle of a closed store: 3000 bytes of a pattern over its
+** b-tree header and cells, the header of the file left alone.  The file must have at
+** least 8 pages. */
+static inline void rt_damage(const char *path)
+{
+    struct stat sb;
+    FILE *f;
+    if (stat(path, &sb) != 0 || sb.st_size < 8 * 4096) {
+        fprintf(stderr, "rt_damage: %s is too small to damage\n", path);
+        abort();
+    }
+    f = fopen(path, "r+b");
+    if (f == NULL || fseek(f, (long)(sb.st_size / 4096 / 2) * 4096 + 8, SEEK_SET) != 0)
+        abort();
+    for (int i = 0; i < 3000; i++)
+        fputc((0xA5 ^ (i * 31)) & 0xff, f);
+    fclose(f);
+}
+
 /* ---- sample data ---- */
 
 /* Workload key number 'i': 32 hex characters. */

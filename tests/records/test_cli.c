@@ -302,23 +302,11 @@ static void test_export_import_merge_commands(void **unused)
     at_free(t1);
 }
 
-/* Overwrite 'n' bytes at 'offset' of 'path' with a pattern. */
-static void scribble(const char *path, long offset, size_t n)
-{
-    FILE *f = fopen(path, "r+b");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, offset, SEEK_SET), 0);
-    for (size_t i = 0; i < n; i++)
-        fputc((int)(0xA5 ^ (i * 31)), f);
-    fclose(f);
-}
-
 static void test_db_check_command(void **unused)
 {
     char good[PATH_MAX], bad[PATH_MAX], newer[PATH_MAX], foreign[PATH_MAX], d1[65], d2[65];
     char *out;
     sqlite3 *db;
-    struct stat sb;
     (void)unused;
     rt_path(good, dir, "good.db");
     rt_path(bad, dir, "damaged.db");
@@ -349,14 +337,23 @@ static void test_db_check_command(void **unused)
         assert_int_equal(fwrite(data, 1, n, f), n);
         fclose(f);
         at_free(data);
-        assert_int_equal(stat(bad, &sb), 0);
-        assert_true(sb.st_size >= 8 * 4096);
-        scribble(bad, (sb.st_size / 4096 / 2) * 4096 + 8, 3000);
+        rt_damage(bad);
     }
     rt_file_digest(bad, d1);
     out = EXPECT_OUT(1, "FAILED", "", "db", "check", "--db", bad);
     assert_non_null(strstr(out, "DAMAGE"));
     at_free(out);
+    /* the writers refuse a damaged store, as output and as input */
+    {
+        char f1[PATH_MAX], m[PATH_MAX];
+        rt_path(f1, dir, "check.jsonl");
+        rt_path(m, dir, "merged.db");
+        EXPECT(0, "", "", "export", "--db", good, "-o", f1, "-q");
+        EXPECT(1, "", "damaged records store", "import", "--db", bad, f1);
+        EXPECT(1, "", "damaged records store", "merge", bad, good);
+        EXPECT(1, "", "damaged records store", "merge", m, good, bad);
+        assert_false(rt_exists(m));
+    }
     rt_file_digest(bad, d2);
     assert_string_equal(d1, d2);
 
