@@ -116,7 +116,7 @@ clean:
 # A common/ file that needs a third-party library goes in A64_COMMON_SKIP.
 A64_CC          ?= aarch64-linux-gnu-gcc
 A64_CFLAGS      := -std=c11 $(WARN) -D_GNU_SOURCE -I. -O2 -MMD -MP
-A64_COMMON_SKIP :=
+A64_COMMON_SKIP := common/at_wire.c common/at_wire_auth.c common/at_wire_client.c
 A64_SRCS        := $(filter-out $(A64_COMMON_SKIP),$(wildcard common/*.c)) \
                    $(wildcard kernels/rt/*.c) tests/tools/kn_rt_run.c
 A64_OBJS        := $(patsubst %.c,build/aarch64/obj/%.o,$(A64_SRCS))
