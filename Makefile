@@ -133,3 +133,28 @@ build/aarch64/bin/kn_rt_run: $(A64_OBJS)
 rt-aarch64: build/aarch64/bin/kn_rt_run
 tests-san: rt-aarch64
 # ---- end of aarch64 runtime ----
+
+# ---- aarch64 agent (rpc_agent) ----
+# 'make agent-aarch64' cross-builds the measuring agent for aarch64 Linux (phones, boards)
+# into one static file, build/aarch64/bin/rpc_agent: common/ (wire protocol included),
+# the kernel runtime and rpc_agent/, linked against Debian's arm64 multiarch archives of
+# nng (with mbed TLS), msgpack-c and libseccomp ('make deps' installs them).  glibc is
+# static too, so the agent takes numeric tracker addresses (no name service in a static
+# glibc); docs/fleet.md says how to deploy it.
+A64_LIBDIR      := /usr/lib/aarch64-linux-gnu
+A64_AGENT_SRCS  := $(wildcard common/*.c) $(wildcard kernels/rt/*.c) $(wildcard rpc_agent/*.c)
+A64_AGENT_OBJS  := $(patsubst %.c,build/aarch64/obj/%.o,$(A64_AGENT_SRCS))
+A64_AGENT_LIBS  := $(A64_LIBDIR)/libnng.a $(A64_LIBDIR)/libmbedtls.a $(A64_LIBDIR)/libmbedx509.a \
+                   $(A64_LIBDIR)/libmbedcrypto.a $(A64_LIBDIR)/libmsgpackc.a \
+                   $(A64_LIBDIR)/libseccomp.a -lm -lpthread
+
+build/aarch64/bin/rpc_agent: $(A64_AGENT_OBJS)
+	@mkdir -p $(@D)
+	$(Q)echo "  LD[aarch64] $@"; $(A64_CC) -static -O2 -o $@ $^ $(A64_AGENT_LIBS) 2>&1 | \
+	    grep -v 'statically linked applications requires at runtime' | grep -v 'in function' || true
+	$(Q)test -x $@
+
+.PHONY: agent-aarch64
+agent-aarch64: build/aarch64/bin/rpc_agent
+tests-san: agent-aarch64
+# ---- end of aarch64 agent ----

@@ -1521,9 +1521,11 @@ at_err at_wire_decode(at_wire_session *s, const void *pv, size_t n, at_wire_msg 
             msgpack_unpacked_destroy(&up);
             REFUSE(AT_EPROTO, "%s is not a network message", at_wire_type_name(t));
         }
+        int tagged = 1;
         if (t == AT_WIRE_T_HELLO || (t == AT_WIRE_T_ERROR && !s->keyed) ||
             (t == AT_WIRE_T_CHALLENGE && !s->keyed)) {
             /* no tag yet: a CHALLENGE's tag is checked by the client once it has the key */
+            tagged = 0;
         } else if (!s->keyed) {
             msgpack_unpacked_destroy(&up);
             REFUSE(AT_EAUTH, "%s before authentication", at_wire_type_name(t));
@@ -1536,7 +1538,7 @@ at_err at_wire_decode(at_wire_session *s, const void *pv, size_t n, at_wire_msg 
             msgpack_unpacked_destroy(&up);
             REFUSE(AT_EAUTH, "%s before authentication", at_wire_type_name(t));
         }
-        if (out->seq <= s->recv_seq) {
+        if (tagged && out->seq <= s->recv_seq) {
             msgpack_unpacked_destroy(&up);
             REFUSE(AT_EAUTH, "%s with sequence number %llu, not above %llu: replayed",
                    at_wire_type_name(t), (unsigned long long)out->seq,

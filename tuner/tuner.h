@@ -33,4 +33,101 @@ int tn_cli_main(int argc, char **argv);
 at_err tn_replay_check(void *ctx, const char *dag_text, const char *state_json, char *errmsg,
                        size_t n);
 
+
+/* ---- measuring through the fleet (tn_fleet.c) -------------------------------------------
+**
+**   tn_fleet_prepare();                       first thing in main (forks the agent launcher)
+**   tn_fleet *f;  tn_fleet_open(&(tn_fleet_cfg){.tracker = NULL, .store = st}, &f, ...);
+**   tn_fleet_add_ref(f, ref_artifact, ref_id);            the task's naive reference
+**   tn_fleet_submit(f, jobs, n);                          queued at the tracker
+**   while (tn_fleet_pending(f) > 0)
+**       tn_fleet_wait(f, 1000, on_result, ctx);           each result is committed first
+**   tn_fleet_close(f);
+**
+** With 'tracker' NULL the tracker and one agent run inside this process over inproc://
+** (the embedded default): the same code as a fleet, no special measuring path.  With a
+** tracker, this client dials it (tcp), and after a reconnection (or a tracker restart) it
+** resubmits every job that has no result yet; duplicates are harmless because the store
+** keeps one row per job id.  Not thread-safe: one thread uses a tn_fleet. */
+
+#include "common/wire.h"
+#include "kernels/kernels.h"
+#include "records/records.h"
+
+typedef struct tn_fleet tn_fleet;
+
+typedef struct tn_fleet_cfg {
+    const char *tracker;        /* "host:9190" or an nng URL; NULL: embedded */
+    const at_wire_key *keys;    /* the fleet key(s); NULL in embedded mode (a random key) */
+    int n_keys;
+    const char *device_key;     /* where jobs go; embedded default "local" */
+    const char *name;           /* shown by the tracker; NULL: "tuner host:pid" */
+    int priority;               /* higher first among tuners sharing a key; default 1 */
+    int wait_timeout_ms;        /* give up when no agent serves the key this long (600000) */
+    rec_store *store;           /* results are committed here as they arrive; may be NULL */
+    int embedded_threads;       /* embedded agent: kernel threads (0: online CPUs) */
+    int embedded_no_seccomp;    /* embedded agent: no seccomp filter */
+} tn_fleet_cfg;
+
+/* A job to measure and where its result goes in the records store. */
+typedef struct tn_fleet_job {
+    at_wire_job w;              /* id (unique, e.g. run uuid + counter), artifact, settings,
+                                ** seed, reference id; copied by tn_fleet_submit */
+    int64_t task_id;            /* rec_task_add id in cfg.store */
+    const char *state;          /* the schedule's JSON text (stored with the result) */
+    int64_t run_id;             /* rec_run_begin id, or 0 */
+    int64_t trial;              /* trial index, or -1 */
+} tn_fleet_job;
+
+/* Called for each result after it was committed to the store (if any).  'job' and 'r' are
+** valid during the call. */
+typedef void (*tn_fleet_result_fn)(void *ctx, const tn_fleet_job *job, const at_wire_result *r);
+
+/* Fork the embedded agent's launcher now, while the process has one thread (optional; a
+** later tn_fleet_open does it otherwise, which a sanitizer build may not survive). */
+void tn_fleet_prepare(void);
+
+/* Connect (or start the embedded tracker and agent).  On AT_OK the caller owns *out
+** (tn_fleet_close).  AT_EINVAL for a bad configuration, AT_EIO. */
+at_err tn_fleet_open(const tn_fleet_cfg *cfg, tn_fleet **out, char *errmsg, size_t n);
+void tn_fleet_close(tn_fleet *f); /* cancels what is pending; NULL is fine */
+
+/* Fill 'w' (and 'args', its argument array) from a built artifact; 'w' points into 'a'. */
+void tn_fleet_artifact(const kn_artifact *a, at_wire_artifact *w, at_wire_arg args[64]);
+
+/* Register a task's reference artifact (the naive schedule built for the same target);
+** sets id[] (SHA-256 of its object bytes and entry) for at_wire_job.ref.  Copied. */
+at_err tn_fleet_add_ref(tn_fleet *f, const kn_artifact *ref, uint8_t id[AT_WIRE_REFID_BYTES]);
+
+/* Queue jobs (copied); they are sent by the next tn_fleet_wait (or now when connected).
+** AT_EEXIST when a job id is pending already (nothing queued), AT_EINVAL, AT_ENOMEM. */
+at_err tn_fleet_submit(tn_fleet *f, const tn_fleet_job *jobs, int n);
+
+/* Send what is queued, then wait up to 'timeout_ms' for results; each one is committed to
+** the store (rec_put) before 'fn' sees it.  Returns AT_OK (results or not), AT_ETIMEDOUT
+** when no agent has served the key for cfg.wait_timeout_ms (the jobs stay pending: call
+** tn_fleet_fail_pending or keep waiting), AT_EAUTH / AT_EVERSION when the tracker refuses
+** us, AT_EIO when the store cannot commit (the result is not acknowledged, so the tracker
+** sends it again). */
+at_err tn_fleet_wait(tn_fleet *f, int timeout_ms, tn_fleet_result_fn fn, void *ctx);
+
+int tn_fleet_pending(const tn_fleet *f);
+
+/* Cancel every pending job (at the tracker) and record each as 'status' with 'text'
+** (e.g. DEVICE_LOST "no agent served key pixel7 within 600 s"), calling 'fn' for each. */
+at_err tn_fleet_fail_pending(tn_fleet *f, int status, const char *text, tn_fleet_result_fn fn,
+                             void *ctx);
+
+/* A line for the user: "waiting for an agent of key 'pixel7' (keys: x86 3 agents)", or
+** "12 queued, 4 in flight on 3 agents". */
+const char *tn_fleet_status(const tn_fleet *f);
+
+typedef struct tn_fleet_stats {
+    int64_t n_submitted, n_results, n_duplicates, n_resubmitted, n_sessions;
+} tn_fleet_stats;
+void tn_fleet_get_stats(const tn_fleet *f, tn_fleet_stats *out);
+
+/* The embedded tracker's TCP-free address ("inproc://...") or NULL when remote. */
+const char *tn_fleet_embedded_url(const tn_fleet *f);
+
 #endif /* TN_TUNER_H */

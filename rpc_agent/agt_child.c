@@ -1,0 +1,636 @@
+/* rpc_agent/agt_child.c -- a sandboxed child: runs one batch of jobs and reports events.
+**
+** Order of work (the sandbox is entered only once nothing more must be allocated):
+**   1. decode the batch; reset fatal signals to their default action (so a crash is seen by
+**      the agent as a death by that signal, also under a sanitizer); no core dumps;
+**   2. load every artifact and reference with the runtime's loader; allocate argument
+**      buffers per (signature, seed) with guard pages and canaries, fill inputs from the
+**      seed and hash them; one workspace for the largest need; one thread pool per thread
+**      count; report jobs that fail here (COMPILE_DEVICE, UNKNOWN_ERROR) at once;
+**   3. resource limits (CPU time, no files, address space), then the seccomp filter;
+**   4. per job: START, cool-down, the reference output on the same inputs if not cached
+**      (reported in REFOUT chunks for the agent's cache), one checked run (return code,
+**      canaries, inputs untouched, every output within 1e-4 of the reference), timing with
+**      the job's number/repeat/min-repeat/flush settings, checks again, RESULT.
+** Every event is one datagram on a SOCK_SEQPACKET socket, built in a buffer reserved in
+** step 2, so a child killed mid-way never leaves half an event behind.  Nothing here
+** returns: the child ends with _exit. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/kernels_rt.h"
+#include "rpc_agent/agt_int.h"
+
+#define CANARY 0xa5
+#define REL_ERR_BOUND 1e-4
+#define CHUNK (32u << 10)
+
+/* A buffer with a guard page on each side; the bytes between the guards and the buffer
+** (alignment slack) hold canaries. */
+typedef struct gbuf {
+    uint8_t *map;
+    size_t map_n;
+    uint8_t *p;     /* 64-byte aligned */
+    size_t n;       /* bytes asked for */
+    uint8_t *lo, *hi; /* usable region between the guards */
+} gbuf;
+
+static int gbuf_alloc(gbuf *g, size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), body, rounded = (n + 63) & ~(size_t)63;
+    if (rounded == 0)
+        rounded = 64;
+    body = (rounded + page - 1) / page * page;
+    g->map_n = body + 2 * page;
+    g->map = mmap(NULL, g->map_n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g->map == MAP_FAILED) {
+        g->map = NULL;
+        return -1;
+    }
+    mprotect(g->map, page, PROT_NONE);
+    mprotect(g->map + page + body, page, PROT_NONE);
+    g->lo = g->map + page;
+    g->hi = g->map + page + body;
+    g->p = g->hi - rounded; /* the end of the buffer (rounded to 64) touches the guard */
+    g->n = n;
+    memset(g->lo, CANARY, (size_t)(g->p - g->lo));
+    memset(g->p + n, CANARY, (size_t)(g->hi - (g->p + n)));
+    return 0;
+}
+
+/* 0 if both canary regions are intact. */
+static int gbuf_intact(const gbuf *g)
+{
+    for (const uint8_t *c = g->lo; c < g->p; c++)
+        if (*c != CANARY)
+            return -1;
+    for (const uint8_t *c = g->p + g->n; c < g->hi; c++)
+        if (*c != CANARY)
+            return -1;
+    return 0;
+}
+
+static void gbuf_recanary(gbuf *g)
+{
+    memset(g->lo, CANARY, (size_t)(g->p - g->lo));
+    memset(g->p + g->n, CANARY, (size_t)(g->hi - (g->p + g->n)));
+}
+
+/* Argument buffers of one signature filled from one seed. */
+typedef struct bufset {
+    const at_wire_artifact *sig; /* a job with this signature */
+    uint64_t seed;
+    gbuf b[AT_WIRE_MAX_ARGS];
+    int64_t n_elems[AT_WIRE_MAX_ARGS];
+    uint64_t in_hash[AT_WIRE_MAX_ARGS];
+} bufset;
+
+/* A reference's outputs on one seed. */
+typedef struct refout {
+    const at_wire_ref *ref;
+    uint64_t seed;
+    bufset *set;       /* its inputs */
+    gbuf out[AT_WIRE_MAX_ARGS];
+    int ready;         /* computed, or given by the agent */
+    int failed;
+    char why[256];
+} refout;
+
+typedef struct cjob {
+    const at_wire_job *w;
+    kn_rt_kernel_fn fn;
+    bufset *set;
+    refout *ro;        /* NULL: no check */
+    int threads;
+    int failed;        /* reported during setup */
+} cjob;
+
+typedef struct child {
+    int ev;
+    at_buf out;        /* reserved before the sandbox; never grows after */
+    at_wire_sbx_batch *b;
+    cjob *jobs;
+    bufset *sets;
+    int n_sets;
+    refout *ros;
+    int n_ros;
+    kn_rt_kernel_fn *ref_fns; /* per batch reference */
+    gbuf ws;
+    kn_rt_pool *pools[8];
+    int pool_threads[8];
+    int n_pools;
+} child;
+
+static void send_msg(child *c, at_wire_msg *m)
+{
+    at_buf_reset(&c->out);
+    if (at_wire_encode(NULL, m, &c->out) != AT_OK || c->out.err != AT_OK)
+        return;
+    while (write(c->ev, c->out.data, c->out.len) < 0 && errno == EINTR)
+        ;
+}
+
+static void send_result(child *c, int index, int status, const double *costs, int n_costs,
+                        const char *text)
+{
+    at_wire_msg m;
+    at_wire_msg_init(&m, AT_WIRE_T_SBX_EVENT);
+    m.u.event.kind = AT_WIRE_SBX_RESULT;
+    m.u.event.index = index;
+    m.u.event.result.id = c->b->jobs[index].id;
+    m.u.event.result.status = status;
+    m.u.event.result.costs = (double *)costs;
+    m.u.event.result.n_costs = n_costs;
+    m.u.event.result.error = text;
+    send_msg(c, &m);
+}
+
+static void send_start(child *c, int index, const char *note)
+{
+    at_wire_msg m;
+    at_wire_msg_init(&m, AT_WIRE_T_SBX_EVENT);
+    m.u.event.kind = AT_WIRE_SBX_START;
+    m.u.event.index = index;
+    m.u.event.note = note;
+    send_msg(c, &m);
+}
+
+static int same_sig(const at_wire_artifact *a, const at_wire_artifact *b)
+{
+    if (a->n_args != b->n_args)
+        return 0;
+    for (int i = 0; i < a->n_args; i++) {
+        const at_wire_arg *x = &a->args[i], *y = &b->args[i];
+        if (x->dtype != y->dtype || x->is_output != y->is_output || x->n_dims != y->n_dims)
+            return 0;
+        for (int d = 0; d < x->n_dims; d++)
+            if (x->shape[d] != y->shape[d])
+                return 0;
+    }
+    return 1;
+}
+
+static int64_t arg_elems(const at_wire_arg *a)
+{
+    int64_t n = 1;
+    for (int d = 0; d < a->n_dims; d++)
+        n *= a->shape[d];
+    return n;
+}
+
+static size_t arg_bytes(const at_wire_arg *a)
+{
+    return (size_t)arg_elems(a) * (size_t)at_dtype_bytes((at_dtype)a->dtype);
+}
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+    return at_hash64(p, n);
+}
+
+static void fill_inputs(bufset *s)
+{
+    for (int i = 0; i < s->sig->n_args; i++) {
+        const at_wire_arg *a = &s->sig->args[i];
+        if (a->is_output)
+            continue;
+        kn_rt_fill(s->b[i].p, (at_dtype)a->dtype, s->n_elems[i], s->seed, (uint32_t)i);
+        s->in_hash[i] = hash_bytes(s->b[i].p, s->b[i].n);
+    }
+}
+
+static bufset *get_set(child *c, const at_wire_artifact *sig, uint64_t seed, char *why, size_t n)
+{
+    bufset *s;
+    for (int i = 0; i < c->n_sets; i++)
+        if (c->sets[i].seed == seed && same_sig(c->sets[i].sig, sig))
+            return &c->sets[i];
+    s = &c->sets[c->n_sets];
+    memset(s, 0, sizeof *s);
+    s->sig = sig;
+    s->seed = seed;
+    for (int i = 0; i < sig->n_args; i++) {
+        s->n_elems[i] = arg_elems(&sig->args[i]);
+        if (gbuf_alloc(&s->b[i], arg_bytes(&sig->args[i])) != 0) {
+            snprintf(why, n, "cannot allocate %zu bytes for argument %d", arg_bytes(&sig->args[i]),
+                     i);
+            return NULL;
+        }
+    }
+    fill_inputs(s);
+    c->n_sets++;
+    return s;
+}
+
+static const at_wire_ref *find_ref(const at_wire_sbx_batch *b, const uint8_t id[AT_WIRE_REFID_BYTES])
+{
+    for (int i = 0; i < b->n_refs; i++)
+        if (memcmp(b->refs[i].id, id, AT_WIRE_REFID_BYTES) == 0)
+            return &b->refs[i];
+    return NULL;
+}
+
+static refout *get_refout(child *c, const at_wire_ref *r, bufset *set, char *why, size_t n)
+{
+    refout *ro;
+    for (int i = 0; i < c->n_ros; i++)
+        if (c->ros[i].ref == r && c->ros[i].seed == set->seed)
+            return &c->ros[i];
+    ro = &c->ros[c->n_ros];
+    memset(ro, 0, sizeof *ro);
+    ro->ref = r;
+    ro->seed = set->seed;
+    ro->set = set;
+    for (int i = 0; i < r->art.n_args; i++) {
+        if (!r->art.args[i].is_output)
+            continue;
+        if (gbuf_alloc(&ro->out[i], arg_bytes(&r->art.args[i])) != 0) {
+            snprintf(why, n, "cannot allocate the reference's output %d", i);
+            return NULL;
+        }
+    }
+    /* outputs the agent kept from an earlier child */
+    for (int k = 0; k < c->b->n_refouts; k++) {
+        const at_wire_refout *o = &c->b->refouts[k];
+        int ok = 1, j = 0;
+        if (memcmp(o->ref, r->id, AT_WIRE_REFID_BYTES) != 0 || o->seed != set->seed)
+            continue;
+        for (int i = 0; i < r->art.n_args; i++) {
+            if (!r->art.args[i].is_output)
+                continue;
+            if (j >= o->n_outputs || o->n_bytes[j] != ro->out[i].n) {
+                ok = 0;
+                break;
+            }
+            j++;
+        }
+        if (!ok || j != o->n_outputs)
+            continue;
+        j = 0;
+        for (int i = 0; i < r->art.n_args; i++)
+            if (r->art.args[i].is_output) {
+                memcpy(ro->out[i].p, o->data[j], o->n_bytes[j]);
+                j++;
+            }
+        ro->ready = 1;
+    }
+    c->n_ros++;
+    return ro;
+}
+
+static const kn_rt_par *par_for(child *c, int threads)
+{
+    for (int i = 0; i < c->n_pools; i++)
+        if (c->pool_threads[i] == threads)
+            return kn_rt_pool_par(c->pools[i]);
+    return kn_rt_serial_par();
+}
+
+/* Run the reference of 'j' if its output is not known yet; sends REFOUT chunks. */
+static int ensure_ref(child *c, int index, cjob *j, kn_rt_kernel_fn ref_fn)
+{
+    refout *ro = j->ro;
+    void *bufs[AT_WIRE_MAX_ARGS];
+    int32_t rc;
+    int n_out = 0, k = 0;
+
+    if (ro->ready || ro->failed)
+        return ro->failed ? -1 : 0;
+    send_start(c, index, "reference");
+    for (int i = 0; i < ro->ref->art.n_args; i++) {
+        bufs[i] = ro->ref->art.args[i].is_output ? ro->out[i].p : ro->set->b[i].p;
+        n_out += ro->ref->art.args[i].is_output;
+    }
+    rc = ref_fn(bufs, c->ws.p, kn_rt_serial_par());
+    if (rc != 0) {
+        ro->failed = 1;
+        snprintf(ro->why, sizeof ro->why, "the task's reference kernel returned %d", (int)rc);
+        return -1;
+    }
+    for (int i = 0; i < ro->ref->art.n_args; i++)
+        if (ro->ref->art.args[i].is_output && gbuf_intact(&ro->out[i]) != 0) {
+            ro->failed = 1;
+            snprintf(ro->why, sizeof ro->why, "the task's reference kernel wrote out of bounds");
+            return -1;
+        }
+    ro->ready = 1;
+    /* hand the outputs to the agent's cache, in chunks */
+    for (int i = 0; i < ro->ref->art.n_args; i++) {
+        at_wire_msg m;
+        size_t total;
+        if (!ro->ref->art.args[i].is_output)
+            continue;
+        total = ro->out[i].n;
+        for (size_t off = 0; off < total || (total == 0 && off == 0); off += CHUNK) {
+            at_wire_msg_init(&m, AT_WIRE_T_SBX_EVENT);
+            m.u.event.kind = AT_WIRE_SBX_REFOUT;
+            memcpy(m.u.event.ref, ro->ref->id, AT_WIRE_REFID_BYTES);
+            m.u.event.seed = ro->seed;
+            m.u.event.output = k;
+            m.u.event.n_outputs = n_out;
+            m.u.event.offset = off;
+            m.u.event.total = total;
+            m.u.event.data = ro->out[i].p + off;
+            m.u.event.n = total - off < CHUNK ? total - off : CHUNK;
+            send_msg(c, &m);
+            if (total == 0)
+                break;
+        }
+        k++;
+    }
+    return 0;
+}
+
+/* Which argument's canaries or input bytes changed; -1 if none. */
+static int check_args(child *c, cjob *j, int *input_written)
+{
+    const at_wire_artifact *a = &j->w->art;
+    *input_written = 0;
+    for (int i = 0; i < a->n_args; i++) {
+        if (gbuf_intact(&j->set->b[i]) != 0)
+            return i;
+        if (!a->args[i].is_output && hash_bytes(j->set->b[i].p, j->set->b[i].n) != j->set->in_hash[i]) {
+            *input_written = 1;
+            return i;
+        }
+    }
+    if (c->ws.map && gbuf_intact(&c->ws) != 0)
+        return a->n_args; /* the workspace */
+    return -1;
+}
+
+/* Put the argument buffers of 'j' back in shape after a failed check. */
+static void repair(child *c, cjob *j)
+{
+    for (int i = 0; i < j->w->art.n_args; i++)
+        gbuf_recanary(&j->set->b[i]);
+    fill_inputs(j->set);
+    if (c->ws.map)
+        gbuf_recanary(&c->ws);
+}
+
+static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
+{
+    cjob *j = &c->jobs[index];
+    const at_wire_job *w = j->w;
+    const at_wire_artifact *a = &w->art;
+    void *bufs[AT_WIRE_MAX_ARGS];
+    size_t n_bytes[AT_WIRE_MAX_ARGS];
+    double costs[AT_WIRE_MAX_COSTS];
+    char text[512];
+    const kn_rt_par *par = par_for(c, j->threads);
+    kn_rt_time_opts opts;
+    int n_inputs = 0, bad, input_written;
+    int32_t rc;
+
+    if (w->run.cooldown_ms > 0) {
+        struct timespec ts = {w->run.cooldown_ms / 1000, (long)(w->run.cooldown_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+    send_start(c, index, "");
+    if (j->ro && ensure_ref(c, index, j, ref_fn) != 0) {
+        send_result(c, index, AT_MEASURE_UNKNOWN_ERROR, NULL, 0, j->ro->why);
+        return;
+    }
+    if (j->ro)
+        send_start(c, index, ""); /* the job's own time starts now */
+    for (int i = 0; i < a->n_args; i++) {
+        bufs[i] = j->set->b[i].p;
+        n_bytes[i] = j->set->b[i].n;
+        if (a->args[i].is_output)
+            memset(j->set->b[i].p, 0xff, j->set->b[i].n); /* NaN: unwritten outputs show */
+        else if (n_inputs == i)
+            n_inputs++;
+    }
+    rc = j->fn(bufs, c->ws.p, par);
+    if (rc != 0) {
+        snprintf(text, sizeof text, "the kernel returned %d (a parallel launch failed)", (int)rc);
+        send_result(c, index, AT_MEASURE_RUNTIME_DEVICE, NULL, 0, text);
+        return;
+    }
+    if ((bad = check_args(c, j, &input_written)) >= 0) {
+        if (bad == a->n_args)
+            snprintf(text, sizeof text, "the kernel wrote out of bounds of its workspace");
+        else if (input_written)
+            snprintf(text, sizeof text, "the kernel wrote into its input argument %d (inputs are "
+                     "read-only)", bad);
+        else
+            snprintf(text, sizeof text, "the kernel wrote out of bounds of argument %d", bad);
+        repair(c, j);
+        send_result(c, index, AT_MEASURE_RUNTIME_DEVICE, NULL, 0, text);
+        return;
+    }
+    if (j->ro) {
+        for (int i = 0; i < a->n_args; i++) {
+            double e;
+            if (!a->args[i].is_output)
+                continue;
+            e = kn_rt_rel_err(j->set->b[i].p, j->ro->out[i].p, (at_dtype)a->args[i].dtype,
+                              j->set->n_elems[i]);
+            if (!(e <= REL_ERR_BOUND)) {
+                snprintf(text, sizeof text, "output argument %d differs from the reference: "
+                         "relative error %.3g (bound %g)", i, e, REL_ERR_BOUND);
+                send_result(c, index, AT_MEASURE_WRONG_ANSWER, NULL, 0, text);
+                return;
+            }
+        }
+    }
+    memset(&opts, 0, sizeof opts);
+    opts.number = w->run.number;
+    opts.repeat = w->run.repeat;
+    opts.min_repeat_ms = w->run.min_repeat_ms;
+    opts.flush_cache = w->run.flush_cache;
+    opts.n_warmup = w->run.n_warmup;
+    if (kn_rt_time(j->fn, bufs, c->ws.p, par, &opts, opts.flush_cache ? n_inputs : 0, n_bytes,
+                   costs, &rc) != AT_OK) {
+        send_result(c, index, AT_MEASURE_UNKNOWN_ERROR, NULL, 0, "bad run settings");
+        return;
+    }
+    if (rc != 0) {
+        snprintf(text, sizeof text, "the kernel returned %d while being timed", (int)rc);
+        send_result(c, index, AT_MEASURE_RUNTIME_DEVICE, NULL, 0, text);
+        return;
+    }
+    if ((bad = check_args(c, j, &input_written)) >= 0) {
+        snprintf(text, sizeof text, "the kernel wrote out of bounds or into an input (argument "
+                 "%d) while being timed", bad);
+        repair(c, j);
+        send_result(c, index, AT_MEASURE_RUNTIME_DEVICE, NULL, 0, text);
+        return;
+    }
+    send_result(c, index, AT_MEASURE_NO_ERROR, costs, w->run.repeat, "");
+}
+
+static const char *arch_of(const char *triple, char *buf, size_t n)
+{
+    const char *dash = strchr(triple, '-');
+    size_t k = dash ? (size_t)(dash - triple) : strlen(triple);
+    snprintf(buf, n, "%.*s", (int)k, triple);
+    if (strcmp(buf, "arm64") == 0)
+        snprintf(buf, n, "aarch64");
+    return buf;
+}
+
+void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int64_t mem_limit)
+{
+    static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS, SIGTRAP,
+                                SIGXCPU, SIGPIPE};
+    at_wire_msg m;
+    child c;
+    char err[512], why[256], mine[32], theirs[32];
+    kn_rt_module **mods, **ref_mods;
+    kn_rt_kernel_fn *ref_fns;
+    size_t ws_need = 0;
+    double cpu_budget_s = 10;
+    struct rlimit rl;
+    const char *sandbox_note;
+    agt_device dev;
+
+    memset(&c, 0, sizeof c);
+    c.ev = ev;
+    for (size_t i = 0; i < AT_ARRAY_LEN(fatal); i++)
+        signal(fatal[i], SIG_DFL);
+    rl.rlim_cur = rl.rlim_max = 0;
+    setrlimit(RLIMIT_CORE, &rl);
+    at_buf_init(&c.out);
+    at_buf_put(&c.out, "", 0);
+    {
+        static char reserve[CHUNK + (64u << 10)];
+        at_buf_put(&c.out, reserve, sizeof reserve); /* capacity for any event */
+        at_buf_reset(&c.out);
+    }
+    if (at_wire_decode(NULL, batch, n, &m, err, sizeof err) != AT_OK ||
+        m.type != AT_WIRE_T_SBX_BATCH)
+        _exit(3);
+    c.b = &m.u.batch;
+    c.jobs = at_calloc((size_t)c.b->n_jobs + 1, sizeof *c.jobs);
+    c.sets = at_calloc((size_t)c.b->n_jobs + 1, sizeof *c.sets);
+    c.ros = at_calloc((size_t)c.b->n_jobs + 1, sizeof *c.ros);
+    mods = at_calloc((size_t)c.b->n_jobs + 1, sizeof *mods);
+    ref_mods = at_calloc((size_t)c.b->n_refs + 1, sizeof *ref_mods);
+    ref_fns = at_calloc((size_t)c.b->n_refs + 1, sizeof *ref_fns);
+    if (!c.jobs || !c.sets || !c.ros || !mods || !ref_mods || !ref_fns)
+        _exit(4);
+    agt_device_read(&dev);
+
+    /* references first: every job with a reference needs it loaded */
+    for (int r = 0; r < c.b->n_refs; r++) {
+        const at_wire_ref *ref = &c.b->refs[r];
+        if (kn_rt_module_load(ref->art.obj, ref->art.obj_size, NULL, &ref_mods[r], err,
+                              sizeof err) == AT_OK)
+            ref_fns[r] = (kn_rt_kernel_fn)kn_rt_module_sym(ref_mods[r], ref->art.entry);
+        size_t need = (size_t)(ref->art.ws_fixed + ref->art.ws_per_thread);
+        if (need > ws_need)
+            ws_need = need;
+    }
+    for (int i = 0; i < c.b->n_jobs; i++) {
+        cjob *j = &c.jobs[i];
+        const at_wire_job *w = &c.b->jobs[i];
+        const char *fail_text = NULL;
+        int status = AT_MEASURE_COMPILE_DEVICE;
+        size_t need;
+        j->w = w;
+        j->threads = w->run.n_threads > 0 ? w->run.n_threads : c.b->default_threads;
+        cpu_budget_s += (w->run.timeout_ms / 1000.0 + 1.0) * j->threads;
+        if (strcmp(arch_of(w->art.triple, theirs, sizeof theirs),
+                   arch_of(dev.triple, mine, sizeof mine)) != 0) {
+            snprintf(err, sizeof err, "the artifact was built for %s (%s); this device is %s",
+                     theirs, w->art.triple, mine);
+            fail_text = err;
+        } else if (kn_rt_module_load(w->art.obj, w->art.obj_size, NULL, &mods[i], err,
+                                     sizeof err) != AT_OK) {
+            static char t[640];
+            snprintf(t, sizeof t, "the device cannot load the kernel: %s", err);
+            fail_text = t;
+        } else if ((j->fn = (kn_rt_kernel_fn)kn_rt_module_sym(mods[i], w->art.entry)) == NULL) {
+            snprintf(err, sizeof err, "the kernel object defines no symbol '%s'", w->art.entry);
+            fail_text = err;
+        } else if ((j->set = get_set(&c, &w->art, w->seed, why, sizeof why)) == NULL) {
+            status = AT_MEASURE_UNKNOWN_ERROR;
+            fail_text = why;
+        } else if (w->has_ref) {
+            const at_wire_ref *ref = find_ref(c.b, w->ref);
+            status = AT_MEASURE_UNKNOWN_ERROR;
+            if (ref == NULL)
+                fail_text = "the task's reference artifact did not reach the device";
+            else if (!same_sig(&ref->art, &w->art))
+                fail_text = "the task's reference has another argument signature than the "
+                            "kernel (a tuner bug)";
+            else if (ref_fns[ref - c.b->refs] == NULL)
+                fail_text = "the task's reference kernel does not load on this device";
+            else if ((j->ro = get_refout(&c, ref, j->set, why, sizeof why)) == NULL)
+                fail_text = why;
+        }
+        if (fail_text) {
+            j->failed = 1;
+            send_result(&c, i, status, NULL, 0, fail_text);
+            continue;
+        }
+        need = (size_t)(w->art.ws_fixed + w->art.ws_per_thread * j->threads);
+        if (need > ws_need)
+            ws_need = need;
+        if (c.n_pools < 8) {
+            int have = 0;
+            for (int k = 0; k < c.n_pools; k++)
+                have |= c.pool_threads[k] == j->threads;
+            if (!have && j->threads > 1 &&
+                kn_rt_pool_new(j->threads, &c.pools[c.n_pools]) == AT_OK)
+                c.pool_threads[c.n_pools++] = j->threads;
+        }
+    }
+    if (ws_need > 0 && gbuf_alloc(&c.ws, ws_need) != 0) {
+        for (int i = 0; i < c.b->n_jobs; i++)
+            if (!c.jobs[i].failed) {
+                c.jobs[i].failed = 1;
+                send_result(&c, i, AT_MEASURE_UNKNOWN_ERROR, NULL, 0,
+                            "cannot allocate the workspace");
+            }
+    }
+
+    /* limits, then the filter */
+    rl.rlim_cur = rl.rlim_max = (rlim_t)(cpu_budget_s + 1);
+    setrlimit(RLIMIT_CPU, &rl);
+    rl.rlim_cur = rl.rlim_max = 0;
+    setrlimit(RLIMIT_FSIZE, &rl);
+#if !AGT_SANITIZER
+    if (mem_limit > 0) {
+        rl.rlim_cur = rl.rlim_max = (rlim_t)mem_limit;
+        setrlimit(RLIMIT_AS, &rl);
+    }
+#else
+    (void)mem_limit;
+#endif
+    sandbox_note = "no seccomp (disabled or unavailable): process isolation, limits, timeouts";
+    if (flags & AGT_LAUNCH_SECCOMP) {
+        if (agt__seccomp_enter(err, sizeof err) == 0)
+            sandbox_note = AGT_SANITIZER ? "seccomp (sanitizer build: a wider allow-list)"
+                                         : "seccomp";
+        else
+            sandbox_note = err;
+    }
+    {
+        at_wire_msg r;
+        at_wire_msg_init(&r, AT_WIRE_T_SBX_EVENT);
+        r.u.event.kind = AT_WIRE_SBX_READY;
+        r.u.event.note = sandbox_note;
+        send_msg(&c, &r);
+    }
+    for (int i = 0; i < c.b->n_jobs; i++) {
+        kn_rt_kernel_fn rf = NULL;
+        if (c.jobs[i].failed)
+            continue;
+        if (c.jobs[i].ro)
+            rf = ref_fns[c.jobs[i].ro->ref - c.b->refs];
+        run_job(&c, i, rf);
+    }
+    _exit(0);
+}

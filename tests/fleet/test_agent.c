@@ -1,0 +1,354 @@
+/* tests/fleet/test_agent.c -- the agent as a real process behind a real tracker process:
+** kernels that crash, loop forever, write out of bounds (into a guard page and into the
+** canary slack), write into an input, make a system call, return a wrong result, do not
+** load, or were built for another CPU each end with the right status in the records store,
+** and the agent serves the next job after each.  Also: a clean stop on SIGTERM gives the
+** jobs back, and another agent finishes them.
+**
+** The kernels are C compiled with gcc at test time; one object holds them all (one entry
+** symbol each); the reference is the correct one. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "fleet_test.h"
+#include "records/records.h"
+#include "rpc_agent/rpc_agent.h"
+#include "tuner/tuner.h"
+
+#define N_ELEMS 250 /* 1000 bytes: 24 bytes of canary slack before the guard page */
+
+static const char kernels_src[] =
+    "#include <stdint.h>\n"
+    "#define N 250\n"
+    "static void good(void *const *b) { const float *x = b[0]; float *o = b[1];\n"
+    "  for (int i = 0; i < N; i++) o[i] = x[i] * 2.0f + 1.0f; }\n"
+    "int32_t k_good(void *const *b, void *ws, const void *par) { (void)ws; (void)par; good(b); return 0; }\n"
+    "int32_t k_wrong(void *const *b, void *ws, const void *par) { const float *x = b[0]; float *o = b[1];\n"
+    "  (void)ws; (void)par; for (int i = 0; i < N; i++) o[i] = x[i] * 3.0f; return 0; }\n"
+    "int32_t k_segv(void *const *b, void *ws, const void *par) { (void)b; (void)ws; (void)par;\n"
+    "  *(volatile int *)(uintptr_t)16 = 1; return 0; }\n"
+    "int32_t k_loop(void *const *b, void *ws, const void *par) { volatile int go = 1; (void)b; (void)ws;\n"
+    "  (void)par; while (go) {} return 0; }\n"
+    "int32_t k_oob_guard(void *const *b, void *ws, const void *par) { float *o = b[1]; (void)ws; (void)par;\n"
+    "  good(b); ((volatile float *)o)[256 + 8] = 1.0f; return 0; }\n"
+    "int32_t k_oob_canary(void *const *b, void *ws, const void *par) { float *o = b[1]; (void)ws; (void)par;\n"
+    "  good(b); ((volatile float *)o)[N + 1] = 1.0f; return 0; }\n"
+    "int32_t k_input(void *const *b, void *ws, const void *par) { (void)ws; (void)par; good(b);\n"
+    "  ((volatile float *)b[0])[3] = 42.0f; return 0; }\n"
+    "int32_t k_ret(void *const *b, void *ws, const void *par) { (void)ws; (void)par; good(b); return 7; }\n"
+    "int32_t k_spin(void *const *b, void *ws, const void *par) { volatile long s = 0; (void)ws; (void)par;\n"
+    "  for (long i = 0; i < 300000000L; i++) s += i; good(b); return 0; }\n"
+    "#if defined(__x86_64__)\n"
+    "int32_t k_syscall(void *const *b, void *ws, const void *par) { long r; (void)ws; (void)par;\n"
+    "  __asm__ volatile(\"syscall\" : \"=a\"(r) : \"a\"(41L), \"D\"(2L), \"S\"(1L), \"d\"(0L)\n"
+    "                   : \"rcx\", \"r11\", \"memory\");\n"
+    "  (void)r; good(b); return 0; }\n"
+    "#endif\n";
+
+static uint8_t *obj;
+static size_t obj_n;
+static at_wire_key fleet_key;
+static const char *key_path;
+static char tracker_out[PATH_MAX], tracker_err[PATH_MAX];
+static pid_t tracker_pid;
+static int port;
+
+static at_wire_arg sig[2] = {
+    {AT_DT_F32, 0, 1, {N_ELEMS}},
+    {AT_DT_F32, 1, 1, {N_ELEMS}},
+};
+
+static void art_of(at_wire_artifact *a, const char *entry)
+{
+    memset(a, 0, sizeof *a);
+    a->obj = obj;
+    a->obj_size = obj_n;
+    a->entry = entry;
+    a->triple = "x86_64-pc-linux-gnu";
+    a->n_args = 2;
+    a->args = sig;
+}
+
+static pid_t start_agent(const char *name, const char *extra)
+{
+    char bin[PATH_MAX], url[64], out[PATH_MAX];
+    char *argv[20];
+    int n = 0;
+    snprintf(url, sizeof url, "127.0.0.1:%d", port);
+    snprintf(out, sizeof out, "%s/%s.log", ft_tmpdir(), name);
+    argv[n++] = (char *)ft_path("bin/rpc_agent", bin, sizeof bin);
+    argv[n++] = (char *)"--tracker";
+    argv[n++] = url;
+    argv[n++] = (char *)"--key";
+    argv[n++] = (char *)"x86";
+    argv[n++] = (char *)"--fleet-key";
+    argv[n++] = (char *)key_path;
+    argv[n++] = (char *)"--name";
+    argv[n++] = (char *)name;
+    argv[n++] = (char *)"--threads";
+    argv[n++] = (char *)"1";
+    argv[n++] = (char *)"--reconnect-max-ms";
+    argv[n++] = (char *)"300";
+    if (extra)
+        argv[n++] = (char *)extra;
+    argv[n] = NULL;
+    return ft_spawn(argv, out, out);
+}
+
+typedef struct got {
+    int n;
+    char ids[64][64];
+    int status[64];
+    char text[64][512];
+} got;
+
+static void on_result(void *ctx, const tn_fleet_job *job, const at_wire_result *r)
+{
+    got *g = ctx;
+    (void)job;
+    if (g->n >= 64)
+        return;
+    snprintf(g->ids[g->n], sizeof g->ids[0], "%s", r->id);
+    g->status[g->n] = r->status;
+    snprintf(g->text[g->n], sizeof g->text[0], "%s", r->error ? r->error : "");
+    g->n++;
+}
+
+static int find(const got *g, const char *id)
+{
+    for (int i = 0; i < g->n; i++)
+        if (strcmp(g->ids[i], id) == 0)
+            return i;
+    return -1;
+}
+
+static void test_bad_kernels_each_get_their_code(void **unused)
+{
+    static const struct {
+        const char *id, *entry;
+        int status;
+        const char *text; /* a piece of the error text */
+        int timeout_ms;
+    } cases[] = {
+        {"good-1", "k_good", AT_MEASURE_NO_ERROR, "", 5000},
+        {"segv", "k_segv", AT_MEASURE_RUNTIME_DEVICE, "SIGSEGV", 5000},
+        {"good-2", "k_good", AT_MEASURE_NO_ERROR, "", 5000},
+        {"loop", "k_loop", AT_MEASURE_RUN_TIMEOUT, "longer than 700 ms", 700},
+        {"good-3", "k_good", AT_MEASURE_NO_ERROR, "", 5000},
+        {"oob-guard", "k_oob_guard", AT_MEASURE_RUNTIME_DEVICE, "SIGSEGV", 5000},
+        {"oob-canary", "k_oob_canary", AT_MEASURE_RUNTIME_DEVICE, "out of bounds", 5000},
+        {"wrong", "k_wrong", AT_MEASURE_WRONG_ANSWER, "relative error", 5000},
+        {"input", "k_input", AT_MEASURE_RUNTIME_DEVICE, "input", 5000},
+        {"ret", "k_ret", AT_MEASURE_RUNTIME_DEVICE, "returned 7", 5000},
+        {"nosym", "k_missing", AT_MEASURE_COMPILE_DEVICE, "no symbol", 5000},
+        {"badobj", "k_good", AT_MEASURE_COMPILE_DEVICE, "cannot load", 5000},
+        {"arm", "k_good", AT_MEASURE_COMPILE_DEVICE, "built for aarch64", 5000},
+        {"syscall", "k_syscall", AT_MEASURE_RUNTIME_DEVICE, "SIGSYS", 5000},
+        {"good-4", "k_good", AT_MEASURE_NO_ERROR, "", 5000},
+    };
+    enum { N = sizeof cases / sizeof cases[0] };
+    tn_fleet *f;
+    tn_fleet_job jobs[N];
+    char err[512], db[PATH_MAX], url[64];
+    uint8_t ref_id[AT_WIRE_REFID_BYTES], garbage[512];
+    kn_artifact ref;
+    rec_store *st;
+    int64_t task;
+    pid_t agent;
+    got g;
+    double end;
+    (void)unused;
+
+    agent = start_agent("agent-errors", NULL);
+    snprintf(db, sizeof db, "%s/errors.db", ft_tmpdir());
+    assert_int_equal(rec_store_open(db, REC_OPEN_CREATE, &st, err, sizeof err), AT_OK);
+    assert_int_equal(rec_task_add(st, &(rec_task){"0123456789abcdef0123456789abcdef",
+                                                  "llvm -mcpu=native", "x86", "test kernels", 500},
+                                  &task),
+                     AT_OK);
+    snprintf(url, sizeof url, "127.0.0.1:%d", port);
+    assert_int_equal(tn_fleet_open(&(tn_fleet_cfg){.tracker = url, .keys = &fleet_key, .n_keys = 1,
+                                                   .device_key = "x86", .store = st},
+                                   &f, err, sizeof err),
+                     AT_OK);
+    memset(&ref, 0, sizeof ref);
+    ref.obj = obj;
+    ref.obj_size = obj_n;
+    snprintf(ref.entry, sizeof ref.entry, "k_good");
+    snprintf(ref.triple, sizeof ref.triple, "x86_64-pc-linux-gnu");
+    ref.n_args = 2;
+    ref.args[0].dtype = AT_DT_F32;
+    ref.args[0].n_dims = 1;
+    ref.args[0].shape[0] = N_ELEMS;
+    ref.args[1] = ref.args[0];
+    ref.args[1].is_output = 1;
+    assert_int_equal(tn_fleet_add_ref(f, &ref, ref_id), AT_OK);
+    for (size_t i = 0; i < sizeof garbage; i++)
+        garbage[i] = (uint8_t)(i * 37 + 11);
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < N; i++) {
+        art_of(&jobs[i].w.art, cases[i].entry);
+        jobs[i].w.id = cases[i].id;
+        at_wire_settings_default(&jobs[i].w.run);
+        jobs[i].w.run.repeat = 2;
+        jobs[i].w.run.timeout_ms = cases[i].timeout_ms;
+        jobs[i].w.seed = 7;
+        jobs[i].w.has_ref = 1;
+        memcpy(jobs[i].w.ref, ref_id, sizeof ref_id);
+        jobs[i].task_id = task;
+        jobs[i].state = cases[i].id; /* distinct state texts */
+        jobs[i].trial = i;
+        if (strcmp(cases[i].id, "badobj") == 0) {
+            jobs[i].w.art.obj = garbage;
+            jobs[i].w.art.obj_size = sizeof garbage;
+        }
+        if (strcmp(cases[i].id, "arm") == 0)
+            jobs[i].w.art.triple = "aarch64-linux-gnu";
+    }
+    assert_int_equal(tn_fleet_submit(f, jobs, N), AT_OK);
+    memset(&g, 0, sizeof g);
+    end = ft_now() + 120; /* generous: it is not a timing */
+    while (tn_fleet_pending(f) > 0 && ft_now() < end)
+        assert_true(tn_fleet_wait(f, 1000, on_result, &g) == AT_OK);
+    assert_int_equal(tn_fleet_pending(f), 0);
+    for (int i = 0; i < N; i++) {
+        int k = find(&g, cases[i].id);
+        assert_true(k >= 0);
+        if (g.status[k] != cases[i].status || strstr(g.text[k], cases[i].text) == NULL)
+            fail_msg("job %s: status %s (%s), expected %s with '%s'", cases[i].id,
+                     at_measure_name(g.status[k]), g.text[k], at_measure_name(cases[i].status),
+                     cases[i].text);
+    }
+    /* the records store has one row per job with that status */
+    {
+        rec_iter *it;
+        const rec_record *r;
+        int rows = 0;
+        assert_int_equal(rec_iter_open(st, NULL, REC_ORDER_ID, &it), AT_OK);
+        while (rec_iter_next(it, &r) == AT_OK && r != NULL) {
+            int k = find(&g, r->job_id);
+            assert_true(k >= 0);
+            assert_int_equal(r->status, g.status[k]);
+            rows++;
+        }
+        rec_iter_close(it);
+        assert_int_equal(rows, N);
+    }
+    /* the agent is still serving */
+    assert_int_equal(kill(agent, 0), 0);
+    assert_int_equal(ft_wait(agent, 0), -1);
+    tn_fleet_close(f);
+    rec_store_close(st);
+    kill(agent, SIGTERM);
+    assert_true(ft_wait(agent, 20) >= 0);
+}
+
+/* SIGTERM while a job runs: the agent finishes or gives back its jobs, exits 0; a second
+** agent measures the rest; every job gets exactly one result. */
+static void test_sigterm_returns_jobs(void **unused)
+{
+    enum { N = 6 };
+    tn_fleet *f;
+    tn_fleet_job jobs[N];
+    char ids[N][32], err[512], url[64];
+    uint8_t ref_id[AT_WIRE_REFID_BYTES];
+    kn_artifact ref;
+    pid_t a1, a2;
+    int st;
+    got g;
+    double end;
+    (void)unused;
+
+    a1 = start_agent("agent-term-1", NULL);
+    snprintf(url, sizeof url, "127.0.0.1:%d", port);
+    assert_int_equal(tn_fleet_open(&(tn_fleet_cfg){.tracker = url, .keys = &fleet_key, .n_keys = 1,
+                                                   .device_key = "x86"},
+                                   &f, err, sizeof err),
+                     AT_OK);
+    memset(&ref, 0, sizeof ref);
+    ref.obj = obj;
+    ref.obj_size = obj_n;
+    snprintf(ref.entry, sizeof ref.entry, "k_good");
+    ref.n_args = 2;
+    ref.args[0].dtype = AT_DT_F32;
+    ref.args[0].n_dims = 1;
+    ref.args[0].shape[0] = N_ELEMS;
+    ref.args[1] = ref.args[0];
+    ref.args[1].is_output = 1;
+    assert_int_equal(tn_fleet_add_ref(f, &ref, ref_id), AT_OK);
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof ids[i], "spin-%d", i);
+        art_of(&jobs[i].w.art, "k_spin");
+        jobs[i].w.id = ids[i];
+        at_wire_settings_default(&jobs[i].w.run);
+        jobs[i].w.run.repeat = 1;
+        jobs[i].w.run.n_warmup = 0;
+        jobs[i].w.run.timeout_ms = 30000;
+        jobs[i].w.has_ref = 1;
+        memcpy(jobs[i].w.ref, ref_id, sizeof ref_id);
+    }
+    assert_int_equal(tn_fleet_submit(f, jobs, N), AT_OK);
+    memset(&g, 0, sizeof g);
+    /* let the first agent take the jobs and start one, then stop it */
+    end = ft_now() + 60;
+    while (g.n == 0 && ft_now() < end)
+        assert_true(tn_fleet_wait(f, 300, on_result, &g) == AT_OK);
+    assert_true(g.n >= 1);
+    kill(a1, SIGTERM);
+    st = ft_wait(a1, 60);
+    assert_true(st >= 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    a2 = start_agent("agent-term-2", NULL);
+    end = ft_now() + 120;
+    while (tn_fleet_pending(f) > 0 && ft_now() < end)
+        assert_true(tn_fleet_wait(f, 1000, on_result, &g) == AT_OK);
+    assert_int_equal(tn_fleet_pending(f), 0);
+    assert_int_equal(g.n, N);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(g.status[find(&g, ids[i])], AT_MEASURE_NO_ERROR);
+    }
+    tn_fleet_close(f);
+    kill(a2, SIGTERM);
+    assert_true(ft_wait(a2, 30) >= 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    key_path = ft_keyfile("fleet.key", &fleet_key);
+    snprintf(tracker_out, sizeof tracker_out, "%s/tracker.out", ft_tmpdir());
+    snprintf(tracker_err, sizeof tracker_err, "%s/tracker.err", ft_tmpdir());
+    if (ft_compile("gcc", "-O2 -fPIC", kernels_src, "kernels", &obj, &obj_n) != 0)
+        return -1;
+    tracker_pid = ft_start_tracker(key_path, 0, tracker_out, tracker_err,
+                                   (const char *const[]){"--log-level", "debug", NULL}, &port);
+    return port > 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (tracker_pid > 0) {
+        kill(tracker_pid, SIGTERM);
+        if (ft_wait(tracker_pid, 10) < 0)
+            ft_kill(tracker_pid);
+    }
+    at_free(obj);
+    if (getenv("AT_KEEP_TMP") == NULL)
+        ft_rmtmp();
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_kernels_each_get_their_code),
+        cmocka_unit_test(test_sigterm_returns_jobs),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
