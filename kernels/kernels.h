@@ -155,6 +155,10 @@ at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry,
                 kn_artifact **out, char *errmsg, size_t errmsg_size);
 void kn_artifact_free(kn_artifact *a);
 
+/* Generate the LLVM module of 'ir' and run LLVM's verifier on it, without optimising or
+** emitting code (fast): AT_ECODEGEN with the verifier's message when it is rejected. */
+at_err kn_verify(const kn_ir *ir, const kn_target *target, char *errmsg, size_t errmsg_size);
+
 /* The LLVM IR text of 'ir' (after optimisation when 'optimized'), for debugging. */
 at_err kn_build_llvm_text(const kn_ir *ir, const kn_target *target, int optimized, char **out,
                           char *errmsg, size_t errmsg_size);

@@ -1156,6 +1156,23 @@ void kn_artifact_free(kn_artifact *a)
     at_free(a);
 }
 
+at_err kn_verify(const kn_ir *ir, const kn_target *target, char *errmsg, size_t errmsg_size)
+{
+    cg c;
+    LLVMTargetMachineRef tm;
+    at_err err;
+    memset(&c, 0, sizeof c);
+    c.errmsg = errmsg;
+    c.errmsg_size = errmsg_size;
+    tm = make_tm(target, errmsg, errmsg_size);
+    if (tm == NULL)
+        return AT_ECODEGEN;
+    err = generate(&c, ir, target, "at_kernel", tm, 0);
+    cg_fini(&c);
+    LLVMDisposeTargetMachine(tm);
+    return err;
+}
+
 at_err kn_build_llvm_text(const kn_ir *ir, const kn_target *target, int optimized, char **out,
                           char *errmsg, size_t errmsg_size)
 {

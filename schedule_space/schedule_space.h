@@ -170,7 +170,8 @@ typedef struct ss_op {
     ss_axis axes[SS_MAX_AXES];
     ss_reduce reduce;
     ss_expr *body;         /* compute: the value (the reduced source when reduce != NONE) */
-    const char *tag;       /* free text kept with the op (e.g. "pad"), may be NULL */
+    const char *tag;       /* what made it: NULL for the task's ops, "cache_write" (the
+                           ** new compute stage), "cache_read", "rfactor" (the .rf stage) */
     /* derived by ss_dag_finish */
     int n_readers;         /* number of compute ops that load this op */
     int is_output;         /* compute op nobody reads */
@@ -451,5 +452,86 @@ ss_expr *ss_state_body(const ss_state *st, int stage, at_arena *arena);
 /* Stride of each child of split relation 'rel' of 'stage' (product of the lengths of
 ** the children inside it) into stride[n_out]; 0 if a length is unknown. */
 int ss_rel_strides(const ss_stage *sg, const ss_rel *rel, int64_t *stride);
+
+/* ---- the schedule space: sketches, sampling, mutation (ss_sketch.c, ss_sample.c) ------ */
+
+/* What the rules know of the hardware (filled from the compilation target). */
+typedef struct ss_hw {
+    int n_cores;           /* threads a kernel runs on */
+    int vector_bytes;      /* widest SIMD register */
+    int64_t l1_bytes, l2_bytes;
+    int max_innermost;     /* largest innermost tile length (default 64) */
+    int max_vectorize;     /* largest vectorized extent in elements (default 4 vectors) */
+    int n_unroll;          /* auto-unroll candidates in 'unroll' (default {0,16,64,512}) */
+    int unroll[8];
+} ss_hw;
+
+/* Fill the defaults of a CPU with 'n_cores' cores and 'vector_bytes' SIMD registers. */
+void ss_hw_cpu(ss_hw *hw, int n_cores, int vector_bytes, int64_t l1_bytes, int64_t l2_bytes);
+
+/* One derivation rule of the sketch generator: a condition on a stage of a state and an
+** action producing new states.  The table (ss_rules()) is tried in order for each stage,
+** from the last stage to the first; see docs/schedule_space.md. */
+typedef enum { SS_RULE_SKIP, SS_RULE_APPLY, SS_RULE_APPLY_AND_SKIP_REST } ss_rule_answer;
+
+typedef struct ss_rule_ctx ss_rule_ctx; /* private: the generator's work list */
+
+typedef struct ss_rule {
+    const char *name;
+    const char *condition; /* the condition it checks, in words (docs, --help) */
+    ss_rule_answer (*check)(const ss_state *st, int stage, const ss_hw *hw);
+    /* Append the derived (state, next stage) pairs with ss_rule_emit; 'st' is not changed. */
+    at_err (*apply)(ss_rule_ctx *ctx, const ss_state *st, int stage, const ss_hw *hw);
+} ss_rule;
+
+/* The CPU rule table, terminated by a rule with name NULL. */
+const ss_rule *ss_rules_cpu(void);
+/* For rules: hand a derived state (ownership moves to the generator on AT_OK) and the
+** stage to continue from (-1: finished). */
+at_err ss_rule_emit(ss_rule_ctx *ctx, ss_state *st, int next_stage);
+
+typedef struct ss_space ss_space;
+
+/* Derive the sketches of 'dag' for the hardware 'hw' with the rule table 'rules' (NULL:
+** ss_rules_cpu()).  On AT_OK the caller owns *out (ss_space_free).  AT_EUNSUPPORTED with a
+** message if no sketch can be derived (e.g. a DAG with no compute tensor). */
+at_err ss_space_new(ss_dag *dag, const ss_hw *hw, const ss_rule *rules, ss_space **out,
+                    char *errmsg, size_t errmsg_size);
+void ss_space_free(ss_space *sp);
+int ss_space_n_sketches(const ss_space *sp);
+/* Sketch i: its state (split lengths not chosen yet) and the rules that made it. */
+const ss_state *ss_space_sketch(const ss_space *sp, int i);
+const char *ss_space_sketch_desc(const ss_space *sp, int i);
+ss_dag *ss_space_dag(const ss_space *sp);
+
+/* A random complete state: a sketch chosen uniformly, tile sizes from the extents'
+** factorizations, compute locations, parallel, unroll and vectorize annotations.  The
+** same rng state gives the same result.  Thread-safe for distinct rngs.  AT_ESCHED when
+** the drawn annotation does not replay (rare; draw again). */
+at_err ss_space_sample(const ss_space *sp, at_rng *rng, ss_state **out);
+
+/* Mutation kinds, with their default weights. */
+#define SS_MUTATION_MAP(X)                                                                 \
+    X(TILE_SIZE, "tile_size", 0.90)                                                        \
+    X(AUTO_UNROLL, "auto_unroll", 0.04)                                                    \
+    X(COMPUTE_LOCATION, "compute_location", 0.05)                                          \
+    X(PARALLEL, "parallel", 0.01)
+
+typedef enum {
+#define X(id, name, w) SS_MUT_##id,
+    SS_MUTATION_MAP(X)
+#undef X
+        SS_N_MUTATIONS
+} ss_mutation;
+
+/* A mutant of 'st' (a state this space produced): one mutation chosen by weight (or the
+** given kind when kind >= 0).  AT_ESCHED when the mutation does not apply or gives an
+** invalid state (cheap: draw again); on AT_OK the caller owns *out. */
+at_err ss_space_mutate(const ss_space *sp, const ss_state *st, at_rng *rng, int kind,
+                       ss_state **out);
+
+/* Replay steps on a task DAG: the state they describe. */
+at_err ss_state_replay(ss_dag *dag, const ss_step *steps, int n_steps, ss_state **out,
+                       char *errmsg, size_t errmsg_size);
 
 #endif /* SS_SCHEDULE_SPACE_H */

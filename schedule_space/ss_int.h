@@ -26,4 +26,9 @@ int ss__reads_through_inline(const ss_state *st, int reader, int tensor);
 void ss__pass_down(ss_stage *sg);
 void ss__recompute_concrete(ss_state *st);
 
+/* Sketch analysis shared with sampling (ss_sketch.c). */
+const ss_hw *ss__space_hw(const ss_space *sp);
+int ss__needs_mlt(const ss_state *st, int s);
+int ss__consumer(const ss_state *st, int s);
+
 #endif

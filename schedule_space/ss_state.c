@@ -258,23 +258,28 @@ static void recompute_concrete(ss_state *st)
     }
 }
 
-/* Extents of the children of every relation, from the root extents down. */
+/* Extents of the children of every relation, from the root extents down.  A split is a
+** chain of splits by each length, innermost first: a child gets its length, or what is
+** left of the parent when that is less (so a tile that covers a whole region leaves its
+** outer loops at extent 1 instead of overshooting), and the outermost child the rest. */
 static void pass_down(ss_stage *sg)
 {
     for (int r = 0; r < sg->n_rels; r++) {
         ss_rel *rel = &sg->rels[r];
         if (rel->kind == SS_REL_SPLIT) {
-            int64_t E = sg->ivars[rel->in[0]].extent, p = 1;
-            int known = E > 0;
-            for (int k = 1; k < rel->n_out; k++) {
+            int64_t rem = sg->ivars[rel->in[0]].extent;
+            int known = rem > 0;
+            for (int k = rel->n_out - 1; k >= 1; k--) {
                 int64_t l = sg->ivars[rel->out[k]].len;
-                sg->ivars[rel->out[k]].extent = l;
-                if (l <= 0)
+                if (l <= 0 || !known) {
+                    sg->ivars[rel->out[k]].extent = l > 0 ? l : 0;
                     known = 0;
-                else
-                    p *= l;
+                    continue;
+                }
+                sg->ivars[rel->out[k]].extent = l < rem ? l : rem;
+                rem = (rem + l - 1) / l;
             }
-            sg->ivars[rel->out[0]].extent = known ? (E + p - 1) / p : 0;
+            sg->ivars[rel->out[0]].extent = known ? rem : 0;
         } else {
             int64_t p = 1;
             for (int k = 0; k < rel->n_in; k++) {
@@ -341,10 +346,10 @@ static at_err do_split(ss_state *st, const ss_step *s, const int64_t *lengths, i
         c->rel = (int8_t)sg->n_rels;
         c->axis = -1;
         c->len = k == 0 ? 0 : lengths[k - 1];
-        c->extent = k == 0 ? (E > 0 && P > 0 ? (E + P - 1) / P : 0) : lengths[k - 1];
         rel->out[k] = (int8_t)sg->n_ivars++;
     }
     sg->n_rels++;
+    pass_down(sg);
     memmove(&sg->leaves[pos + n + 1], &sg->leaves[pos + 1],
             (size_t)(sg->n_leaves - pos - 1) * sizeof sg->leaves[0]);
     for (int k = 0; k <= n; k++)
@@ -735,6 +740,7 @@ static at_err fill_copy(void *vctx, ss_dag *nd, const int *map)
     op->name = at_arena_strdup(&nd->arena, c->name);
     if (op->name == NULL)
         return AT_ENOMEM;
+    op->tag = c->src_id >= 0 ? "cache_read" : "cache_write";
     op->kind = SS_OP_COMPUTE;
     op->dtype = c->src->dtype;
     op->n_dims = op->n_axes = c->src->n_dims;
@@ -949,6 +955,7 @@ static at_err fill_rf(void *vctx, ss_dag *nd, const int *map)
     op->name = at_arena_strdup(&nd->arena, c->name);
     if (op->name == NULL)
         return AT_ENOMEM;
+    op->tag = "rfactor";
     op->kind = SS_OP_COMPUTE;
     op->dtype = src->dtype;
     op->reduce = src->reduce;

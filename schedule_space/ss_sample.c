@@ -1,0 +1,508 @@
+/* schedule_space/ss_sample.c -- random annotation of sketches and mutation of states.
+**
+** A sample starts from a sketch's step list: every split gets lengths drawn uniformly from
+** the ordered factorizations of its extent (innermost length bounded), the steps are
+** replayed on the task's DAG, and annotation rules append steps: compute locations of
+** simple stages, one fused parallel loop per root stage, an auto-unroll pragma on
+** reductions, and vectorization of the innermost spatial loops.  Everything draws from the
+** caller's at_rng, so a seed replays a run exactly.  Mutations edit a state's step list
+** (a tile length moved between levels, an unroll value, a compute location, the
+** parallel granularity) and replay it; a mutation that does not replay is rejected. */
+#include "ss_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+
+/* ---- tile sizes ----------------------------------------------------------------------- */
+
+/* Number of ordered factorizations of n into k factors (the last <= cap). */
+static int64_t count_fact(int64_t n, int k, int64_t cap)
+{
+    int64_t c = 0;
+    if (k == 1)
+        return n <= cap ? 1 : 0;
+    for (int64_t d = 1; d <= n; d++)
+        if (n % d == 0)
+            c += count_fact(n / d, k - 1, cap);
+    return c;
+}
+
+/* The idx-th factorization (in the order count_fact walks) into out[0..k). */
+static void nth_fact(int64_t n, int k, int64_t cap, int64_t idx, int64_t *out)
+{
+    if (k == 1) {
+        out[0] = n;
+        return;
+    }
+    for (int64_t d = 1; d <= n; d++) {
+        int64_t c;
+        if (n % d != 0)
+            continue;
+        c = count_fact(n / d, k - 1, cap);
+        if (idx < c) {
+            out[0] = d;
+            nth_fact(n / d, k - 1, cap, idx, out + 1);
+            return;
+        }
+        idx -= c;
+    }
+}
+
+/* Lengths of a split of 'extent' into n+1 loops: factors 1..n of a random factorization
+** (factor 0, the outermost, is implied). */
+static int sample_lengths(int64_t extent, int n, int64_t cap, at_rng *rng, int64_t *lengths)
+{
+    int64_t f[SS_MAX_SPLIT + 1], total;
+    if (extent <= 0 || n < 1 || n >= SS_MAX_SPLIT)
+        return 0;
+    total = count_fact(extent, n + 1, cap);
+    if (total <= 0)
+        return 0;
+    nth_fact(extent, n + 1, cap, (int64_t)at_rng_below(rng, (uint64_t)total), f);
+    for (int i = 0; i < n; i++)
+        lengths[i] = f[i + 1];
+    return 1;
+}
+
+/* ---- annotation rules ---------------------------------------------------------------- */
+
+static int attached_at(const ss_state *st, int s, int iv)
+{
+    for (int t = 0; t < st->n_stages; t++)
+        if (st->stages[t].loc == SS_LOC_AT && st->stages[t].attach_stage == s &&
+            st->stages[t].attach_ivar == iv)
+            return 1;
+    return 0;
+}
+
+static int is_tiled(const ss_state *st, int s)
+{
+    return st->stages[s].n_rels > 0;
+}
+
+/* Candidate attach positions of stage s in its consumer. */
+static int location_candidates(const ss_state *st, int s, int *out, int max)
+{
+    int c = ss__consumer(st, s), n = 0, seen_reduce = 0;
+    const ss_stage *cg;
+    if (c < 0 || st->stages[c].loc == SS_LOC_INLINE)
+        return 0;
+    cg = &st->stages[c];
+    for (int q = 0; q < cg->n_leaves && n < max; q++) {
+        const ss_ivar *v = &cg->ivars[cg->leaves[q]];
+        if (v->kind != SS_ITER_SPATIAL) {
+            if (!is_tiled(st, c))
+                break;
+            seen_reduce = 1;
+            continue;
+        }
+        if (seen_reduce)
+            break;
+        if (v->ann == SS_ANN_UNROLL || v->ann == SS_ANN_VECTORIZE)
+            break;
+        if (v->extent == 1)
+            continue;
+        out[n++] = q;
+        if (attached_at(st, c, cg->leaves[q]))
+            break;
+    }
+    return n;
+}
+
+static at_err change_compute_location(ss_state *st, const ss_hw *hw, at_rng *rng)
+{
+    (void)hw;
+    for (int s = st->n_stages - 1; s >= 0; s--) {
+        const ss_op *op = &st->dag->ops[s];
+        int cand[SS_MAX_LEAVES], n, choice, c;
+        if (op->kind != SS_OP_COMPUTE || op->is_output || st->stages[s].loc == SS_LOC_INLINE ||
+            is_tiled(st, s) || ss__needs_mlt(st, s))
+            continue;
+        if (op->tag && strcmp(op->tag, "rfactor") == 0)
+            continue;
+        c = ss__consumer(st, s);
+        if (c < 0)
+            continue;
+        n = location_candidates(st, s, cand, SS_MAX_LEAVES);
+        choice = (int)at_rng_below(rng, (uint64_t)n + 2);
+        if (choice == 0) {
+            if (op->reduce == SS_RED_NONE)
+                ss_state_compute_inline(st, s, NULL, 0); /* may be refused: keep going */
+        } else if (choice == 1) {
+            if (st->stages[s].loc != SS_LOC_ROOT)
+                ss_state_compute_root(st, s, NULL, 0);
+        } else {
+            at_err err = ss_state_compute_at(st, s, c, cand[choice - 2], NULL, 0);
+            if (err == AT_ENOMEM)
+                return err;
+        }
+    }
+    return AT_OK;
+}
+
+static at_err annotate_parallel(ss_state *st, const ss_hw *hw)
+{
+    for (int s = 0; s < st->n_stages; s++) {
+        const ss_stage *sg = &st->stages[s];
+        int n = 0;
+        int64_t prod = 1, fuse[SS_MAX_LEAVES];
+        at_err err;
+        if (st->dag->ops[s].kind != SS_OP_COMPUTE || sg->loc != SS_LOC_ROOT)
+            continue;
+        while (n < sg->n_leaves && n < SS_MAX_FUSE) {
+            const ss_ivar *v = &sg->ivars[sg->leaves[n]];
+            if (v->kind != SS_ITER_SPATIAL || v->ann != SS_ANN_NONE)
+                break;
+            prod *= v->extent;
+            n++;
+            if (attached_at(st, s, sg->leaves[n - 1]) || prod > 16 * hw->n_cores)
+                break;
+        }
+        if (n == 0 || prod <= 1)
+            continue;
+        for (int i = 0; i < n; i++)
+            fuse[i] = i;
+        if ((err = ss_state_fuse(st, s, n, fuse, NULL, 0)) != AT_OK) {
+            if (err == AT_ENOMEM)
+                return err;
+            continue;
+        }
+        if ((err = ss_state_annotate(st, s, 0, SS_ANN_PARALLEL, NULL, 0)) == AT_ENOMEM)
+            return err;
+    }
+    return AT_OK;
+}
+
+static at_err annotate_unroll(ss_state *st, const ss_hw *hw, at_rng *rng)
+{
+    for (int s = 0; s < st->n_stages; s++) {
+        const ss_stage *sg = &st->stages[s];
+        int has_reduce = 0;
+        at_err err;
+        if (st->dag->ops[s].kind != SS_OP_COMPUTE || sg->loc == SS_LOC_INLINE || sg->n_leaves == 0)
+            continue;
+        for (int q = 0; q < sg->n_leaves; q++)
+            has_reduce |= sg->ivars[sg->leaves[q]].kind != SS_ITER_SPATIAL;
+        if (!has_reduce || hw->n_unroll == 0)
+            continue;
+        err = ss_state_pragma_unroll(st, s, 0, hw->unroll[at_rng_below(rng, (uint64_t)hw->n_unroll)],
+                                     NULL, 0);
+        if (err == AT_ENOMEM)
+            return err;
+    }
+    return AT_OK;
+}
+
+static at_err annotate_vectorize(ss_state *st, const ss_hw *hw, at_rng *rng)
+{
+    for (int s = 0; s < st->n_stages; s++) {
+        const ss_stage *sg = &st->stages[s];
+        int n = 0, k, last;
+        int64_t prod = 1, fuse[SS_MAX_LEAVES];
+        at_err err;
+        if (st->dag->ops[s].kind != SS_OP_COMPUTE || sg->loc == SS_LOC_INLINE || sg->n_leaves == 0)
+            continue;
+        for (int q = sg->n_leaves - 1; q >= 0; q--) {
+            const ss_ivar *v = &sg->ivars[sg->leaves[q]];
+            if (v->kind != SS_ITER_SPATIAL || v->ann != SS_ANN_NONE ||
+                attached_at(st, s, sg->leaves[q]) || prod * v->extent > hw->max_vectorize)
+                break;
+            prod *= v->extent;
+            n++;
+            if (ss__needs_mlt(st, s) && n == 1)
+                break; /* a tiled stage vectorizes its innermost tile only */
+        }
+        if (n == 0 || prod < 2)
+            continue;
+        k = 1 + (int)at_rng_below(rng, (uint64_t)n);
+        last = sg->n_leaves - 1;
+        if (k > 1) {
+            for (int i = 0; i < k; i++)
+                fuse[i] = last - k + 1 + i;
+            if ((err = ss_state_fuse(st, s, k, fuse, NULL, 0)) != AT_OK) {
+                if (err == AT_ENOMEM)
+                    return err;
+                continue;
+            }
+            last = st->stages[s].n_leaves - 1;
+        }
+        if (st->stages[s].ivars[st->stages[s].leaves[last]].extent < 2)
+            continue;
+        if ((err = ss_state_annotate(st, s, last, SS_ANN_VECTORIZE, NULL, 0)) == AT_ENOMEM)
+            return err;
+    }
+    return AT_OK;
+}
+
+/* ---- sampling ------------------------------------------------------------------------- */
+
+static at_err fill_and_replay(const ss_space *sp, const ss_state *sketch, at_rng *rng,
+                              ss_state **out)
+{
+    const ss_hw *hw = ss__space_hw(sp);
+    ss_step *steps;
+    at_err err;
+    int n = sketch->n_steps;
+    steps = at_malloc((size_t)(n ? n : 1) * sizeof *steps);
+    if (steps == NULL)
+        return AT_ENOMEM;
+    if (n)
+        memcpy(steps, sketch->steps, (size_t)n * sizeof *steps);
+    for (int i = 0; i < n; i++) {
+        if (steps[i].kind != SS_STEP_SPLIT)
+            continue;
+        if (!sample_lengths(steps[i].extent, steps[i].n_ints, hw->max_innermost, rng,
+                            steps[i].ints)) {
+            at_free(steps);
+            return AT_ESCHED;
+        }
+    }
+    err = ss_state_replay(ss_space_dag(sp), steps, n, out, NULL, 0);
+    at_free(steps);
+    return err;
+}
+
+at_err ss_space_sample(const ss_space *sp, at_rng *rng, ss_state **out)
+{
+    const ss_hw *hw = ss__space_hw(sp);
+    const ss_state *sketch;
+    ss_state *st;
+    at_err err;
+    *out = NULL;
+    sketch = ss_space_sketch(sp, (int)at_rng_below(rng, (uint64_t)ss_space_n_sketches(sp)));
+    if ((err = fill_and_replay(sp, sketch, rng, &st)) != AT_OK)
+        return err;
+    if ((err = change_compute_location(st, hw, rng)) || (err = annotate_parallel(st, hw)) ||
+        (err = annotate_unroll(st, hw, rng)) || (err = annotate_vectorize(st, hw, rng))) {
+        ss_state_free(st);
+        return err;
+    }
+    *out = st;
+    return AT_OK;
+}
+
+/* ---- mutations ------------------------------------------------------------------------ */
+
+static at_err replay_steps(const ss_space *sp, ss_step *steps, int n, ss_state **out)
+{
+    at_err err = ss_state_replay(ss_space_dag(sp), steps, n, out, NULL, 0);
+    at_free(steps);
+    return err;
+}
+
+static ss_step *copy_steps(const ss_state *st)
+{
+    ss_step *s = at_malloc((size_t)(st->n_steps ? st->n_steps : 1) * sizeof *s);
+    if (s && st->n_steps)
+        memcpy(s, st->steps, (size_t)st->n_steps * sizeof *s);
+    return s;
+}
+
+static at_err mutate_tile(const ss_space *sp, const ss_state *st, at_rng *rng, ss_state **out)
+{
+    const ss_hw *hw = ss__space_hw(sp);
+    int cand[256], n = 0;
+    ss_step *steps, *s;
+    int64_t f[SS_MAX_SPLIT + 1];
+    int k, order[SS_MAX_SPLIT + 1], from = -1, to;
+    for (int i = 0; i < st->n_steps && n < 256; i++)
+        if (st->steps[i].kind == SS_STEP_SPLIT && st->steps[i].extent > 1)
+            cand[n++] = i;
+    if (n == 0)
+        return AT_ESCHED;
+    steps = copy_steps(st);
+    if (steps == NULL)
+        return AT_ENOMEM;
+    s = &steps[cand[at_rng_below(rng, (uint64_t)n)]];
+    k = s->n_ints + 1;
+    f[0] = s->extent;
+    for (int i = 0; i < s->n_ints; i++) {
+        f[i + 1] = s->ints[i];
+        f[0] /= s->ints[i] > 0 ? s->ints[i] : 1;
+    }
+    for (int i = 0; i < k; i++)
+        order[i] = i;
+    for (int i = k - 1; i > 0; i--) {
+        int j = (int)at_rng_below(rng, (uint64_t)i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (int i = 0; i < k; i++)
+        if (f[order[i]] > 1) {
+            from = i;
+            break;
+        }
+    if (from < 0) {
+        at_free(steps);
+        return AT_ESCHED;
+    }
+    to = order[(from + 1) % k];
+    from = order[from];
+    {
+        int64_t divs[64], nd = 0, d, v = f[from];
+        for (int64_t x = 2; x <= v && nd < 64; x++)
+            if (v % x == 0 && (to != k - 1 || f[to] * x <= hw->max_innermost))
+                divs[nd++] = x;
+        if (nd == 0) {
+            at_free(steps);
+            return AT_ESCHED;
+        }
+        d = divs[at_rng_below(rng, (uint64_t)nd)];
+        f[from] /= d;
+        f[to] *= d;
+    }
+    for (int i = 0; i < s->n_ints; i++)
+        s->ints[i] = f[i + 1];
+    return replay_steps(sp, steps, st->n_steps, out);
+}
+
+static at_err mutate_unroll(const ss_space *sp, const ss_state *st, at_rng *rng, ss_state **out)
+{
+    const ss_hw *hw = ss__space_hw(sp);
+    int cand[256], n = 0, i, v;
+    ss_step *steps;
+    for (i = 0; i < st->n_steps && n < 256; i++)
+        if (st->steps[i].kind == SS_STEP_PRAGMA)
+            cand[n++] = i;
+    if (n == 0 || hw->n_unroll < 2)
+        return AT_ESCHED;
+    steps = copy_steps(st);
+    if (steps == NULL)
+        return AT_ENOMEM;
+    i = cand[at_rng_below(rng, (uint64_t)n)];
+    do
+        v = hw->unroll[at_rng_below(rng, (uint64_t)hw->n_unroll)];
+    while (v == steps[i].a);
+    steps[i].a = v;
+    return replay_steps(sp, steps, st->n_steps, out);
+}
+
+static at_err mutate_location(const ss_space *sp, const ss_state *st, at_rng *rng, ss_state **out)
+{
+    int cand[256], n = 0, i;
+    ss_step *steps;
+    ss_state *prefix;
+    at_err err;
+    int locs[SS_MAX_LEAVES], nl;
+    for (i = 0; i < st->n_steps && n < 256; i++)
+        if (st->steps[i].kind == SS_STEP_COMPUTE_AT)
+            cand[n++] = i;
+    if (n == 0)
+        return AT_ESCHED;
+    i = cand[at_rng_below(rng, (uint64_t)n)];
+    /* the candidates as of that step */
+    if ((err = ss_state_replay(ss_space_dag(sp), st->steps, i, &prefix, NULL, 0)) != AT_OK)
+        return err == AT_ENOMEM ? err : AT_ESCHED;
+    if (is_tiled(prefix, st->steps[i].stage) || ss__needs_mlt(prefix, st->steps[i].stage)) {
+        ss_state_free(prefix);
+        return AT_ESCHED;
+    }
+    nl = location_candidates(prefix, st->steps[i].stage, locs, SS_MAX_LEAVES);
+    ss_state_free(prefix);
+    if (nl < 2)
+        return AT_ESCHED;
+    steps = copy_steps(st);
+    if (steps == NULL)
+        return AT_ENOMEM;
+    {
+        int old = steps[i].b, v;
+        do
+            v = locs[at_rng_below(rng, (uint64_t)nl)];
+        while (v == old);
+        steps[i].b = v;
+    }
+    return replay_steps(sp, steps, st->n_steps, out);
+}
+
+/* Change how many outer loops the parallel loop fuses: shift later positions of that
+** stage by the difference. */
+static at_err mutate_parallel(const ss_space *sp, const ss_state *st, at_rng *rng, ss_state **out)
+{
+    int cand[256], n = 0, i, s, old_n, new_n, max_n = 0, delta;
+    ss_step *steps;
+    ss_state *prefix;
+    at_err err;
+    for (i = 0; i + 1 < st->n_steps && n < 256; i++)
+        if (st->steps[i].kind == SS_STEP_FUSE && st->steps[i].n_ints >= 1 &&
+            st->steps[i].ints[0] == 0 &&
+            st->steps[i + 1].kind == SS_STEP_ANNOTATE && st->steps[i + 1].a == SS_ANN_PARALLEL &&
+            st->steps[i + 1].stage == st->steps[i].stage && st->steps[i + 1].iter == 0)
+            cand[n++] = i;
+    if (n == 0)
+        return AT_ESCHED;
+    i = cand[at_rng_below(rng, (uint64_t)n)];
+    s = st->steps[i].stage;
+    old_n = st->steps[i].n_ints;
+    for (int j = i + 2; j < st->n_steps; j++) {
+        ss_step_kind k = st->steps[j].kind;
+        if (k == SS_STEP_CACHE_WRITE || k == SS_STEP_CACHE_READ || k == SS_STEP_RFACTOR ||
+            (st->steps[j].stage == s && (k == SS_STEP_REORDER || k == SS_STEP_SPLIT ||
+                                         k == SS_STEP_FOLLOW_SPLIT)))
+            return AT_ESCHED;
+    }
+    if ((err = ss_state_replay(ss_space_dag(sp), st->steps, i, &prefix, NULL, 0)) != AT_OK)
+        return err == AT_ENOMEM ? err : AT_ESCHED;
+    while (max_n < prefix->stages[s].n_leaves && max_n < SS_MAX_FUSE &&
+           prefix->stages[s].ivars[prefix->stages[s].leaves[max_n]].kind == SS_ITER_SPATIAL &&
+           prefix->stages[s].ivars[prefix->stages[s].leaves[max_n]].ann == SS_ANN_NONE)
+        max_n++;
+    ss_state_free(prefix);
+    if (max_n < 2)
+        return AT_ESCHED;
+    new_n = 1 + (int)at_rng_below(rng, (uint64_t)max_n);
+    if (new_n == old_n)
+        return AT_ESCHED;
+    delta = old_n - new_n;
+    steps = copy_steps(st);
+    if (steps == NULL)
+        return AT_ENOMEM;
+    steps[i].n_ints = new_n;
+    for (int q = 0; q < new_n; q++)
+        steps[i].ints[q] = q;
+    for (int j = i + 2; j < st->n_steps; j++) {
+        ss_step *t = &steps[j];
+        if (t->stage == s && t->iter > 0 &&
+            (t->kind == SS_STEP_ANNOTATE || t->kind == SS_STEP_PRAGMA))
+            t->iter += delta;
+        if (t->stage == s && t->kind == SS_STEP_FUSE)
+            for (int q = 0; q < t->n_ints; q++)
+                t->ints[q] += delta;
+        if (t->kind == SS_STEP_COMPUTE_AT && t->a == s && t->b > 0)
+            t->b += delta;
+    }
+    return replay_steps(sp, steps, st->n_steps, out);
+}
+
+at_err ss_space_mutate(const ss_space *sp, const ss_state *st, at_rng *rng, int kind,
+                       ss_state **out)
+{
+    static const double weights[] = {
+#define X(id, name, w) w,
+        SS_MUTATION_MAP(X)
+#undef X
+    };
+    at_err err;
+    *out = NULL;
+    if (kind < 0) {
+        double r = at_rng_double(rng), acc = 0;
+        kind = SS_N_MUTATIONS - 1;
+        for (int k = 0; k < SS_N_MUTATIONS; k++) {
+            acc += weights[k];
+            if (r < acc) {
+                kind = k;
+                break;
+            }
+        }
+    }
+    switch (kind) {
+    case SS_MUT_TILE_SIZE: err = mutate_tile(sp, st, rng, out); break;
+    case SS_MUT_AUTO_UNROLL: err = mutate_unroll(sp, st, rng, out); break;
+    case SS_MUT_COMPUTE_LOCATION: err = mutate_location(sp, st, rng, out); break;
+    case SS_MUT_PARALLEL: err = mutate_parallel(sp, st, rng, out); break;
+    default: return AT_EINVAL;
+    }
+    if (err != AT_OK && err != AT_ENOMEM)
+        err = AT_ESCHED;
+    return err;
+}
