@@ -854,8 +854,11 @@ static void parse_compute(parser *ps)
     }
     if (op < (int)AT_ARRAY_LEN(ps->decl_line))
         ps->decl_line[op] = nt.line;
-    if (ss__check_op(ps->dag, op, msg, sizeof msg) != AT_OK)
-        perr(ps, &nt, AT_EINVAL, "%s", msg);
+    {
+        at_err e = ss__check_op(ps->dag, op, msg, sizeof msg);
+        if (e != AT_OK)
+            perr(ps, &nt, e, "%s", msg);
+    }
 }
 
 at_err ss_dag_parse(const char *text, size_t n, ss_dag **out, char *errmsg, size_t errmsg_size)

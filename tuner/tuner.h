@@ -25,11 +25,10 @@
 int tn_cli_main(int argc, char **argv);
 
 /* The replay check the command uses for records ('tuner best', 'tuner db check'), shaped
-** as records.h's rec_replay_fn: AT_OK if 'state_json' is a schedule state that can be
-** replayed on 'dag_text', otherwise AT_ESCHED with the reason in errmsg[0..n).  Until the
-** schedule module's replay is wired in (it is being written), it checks the state's form
-** only: a JSON object {"v":1,"steps":[[tag, ...], ...]} with a string tag first in every
-** step.  It rejects nothing that the schedule module's JSON form allows. */
+** as records.h's rec_replay_fn: AT_OK if 'state_json' is a schedule state that replays on
+** the DAG of 'dag_text' (ss_state_from_json), otherwise AT_ESCHED with the reason in
+** errmsg[0..n) (AT_ENOMEM when memory runs out).  The last parsed DAG is cached per
+** thread; calling it with NULL texts releases the cache. */
 at_err tn_replay_check(void *ctx, const char *dag_text, const char *state_json, char *errmsg,
                        size_t n);
 

@@ -100,11 +100,10 @@ static void batch_fill(batch *b, int n, const int64_t *tasks, int n_tasks, long 
         memset(r, 0, sizeof *r);
         snprintf(b->jobs[k], sizeof b->jobs[k], "%s-%ld", prefix, i);
         snprintf(b->states[k], sizeof b->states[k],
-                 "{\"v\":1,\"steps\":[[\"SP\",2,0,%ld,[%d,%d,%d],1],[\"SP\",2,4,256,[%d,%d],1],"
-                 "[\"RE\",2,[0,4,1,5,8,2,6,9,3,7]],[\"FU\",2,[0,1]],[\"AN\",2,0,3],"
-                 "[\"PR\",2,0,\"auto_unroll_max_step$%d\"],[\"AN\",2,9,2]],\"seq\":%ld}",
-                 64 + i % n_tasks, (int)(i % 7) + 1, (int)(i % 5) + 2, (int)(i % 3) + 4,
-                 (int)(i % 11) + 1, (int)(i % 13) + 1, 16 << (i % 3), i);
+                 "{\"v\":1,\"steps\":[[\"SP\",2,1,256,[%d,%d],1],[\"SP\",2,4,256,[%d],1],"
+                 "[\"AN\",2,0,3],[\"PR\",2,0,\"auto_unroll_max_step$%d\"],"
+                 "[\"AN\",2,3,2]],\"seq\":%ld}",
+                 1 << (i % 4), 4 << (i % 5 % 4), 1 << (i % 7), 16 << (i % 3), i);
         b->costs[k][0] = c;
         b->costs[k][1] = c * 1.02;
         b->costs[k][2] = c * 0.99;

@@ -795,11 +795,6 @@ static void test_out_of_memory(void **unused)
                     assert_int_equal(at_test_live_allocs(), live);
                     break;
                 }
-                /* Known problem in schedule_space/ss_dag.c (axis_bounds): a failed scratch
-                ** allocation while checking a load's index is reported as AT_EINVAL "cannot
-                ** bound index"; accept exactly that until it is fixed there. */
-                if (e == AT_EINVAL && build && strstr(err, "cannot bound index"))
-                    e = AT_ENOMEM;
                 if (e != AT_ENOMEM)
                     fail_msg("%s %s with %zu allocations: %s: %s", build ? "build" : "text",
                              specs[i], limit, at_errname(e), err);

@@ -119,11 +119,16 @@ static inline void rt_dag(int i, char *out, size_t n)
                      "C[i:%d, j:64] = sum[k:64](A[i, k] * B[k, j])\n", 16 * (i + 1), 16 * (i + 1));
 }
 
-/* A state text that replays (has a "steps" array), unique per 'i'. */
+/* A state text that replays on every rt_dag (splits of j and k, an unroll pragma), unique
+** for each 'i' below 65536 * 49. */
 static inline void rt_state(long i, char *out, size_t n)
 {
-    snprintf(out, n, "{\"v\":1,\"steps\":[[\"SP\",0,0,64,[%ld,4],1],[\"AN\",0,0,3]]}",
-             (i % 1000000) + 1);
+    static const int div64[7] = {1, 2, 4, 8, 16, 32, 64};
+    long v = i % 65536, r = i / 65536;
+    snprintf(out, n,
+             "{\"v\":1,\"steps\":[[\"SP\",2,1,64,[%d],1],[\"SP\",2,3,64,[%d],1],"
+             "[\"PR\",2,0,\"auto_unroll_max_step$%ld\"]]}",
+             div64[r % 7], div64[(r / 7) % 7], v);
 }
 
 static const rec_device rt_dev_x86 = {"x86_64", "AMD EPYC 9654", 96, "6.1.0-18-amd64", ""};
