@@ -84,7 +84,8 @@ deps:
 	$(Q)scripts/deps.sh
 
 tests-san: $(LIBS_san) $(addprefix build/san/tests/,$(TEST_NAMES)) \
-           $(patsubst tests/%.c,build/san/tests/%,$(TOOL_SRCS))
+           $(patsubst tests/%.c,build/san/tests/%,$(TOOL_SRCS)) \
+           $(addprefix build/san/bin/,$(COMMANDS))
 tests-rel: all $(addprefix build/rel/tests/,$(TEST_NAMES))
 
 test: deps
