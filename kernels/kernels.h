@@ -86,6 +86,17 @@ typedef struct kn_var {
     int64_t extent;
 } kn_var;
 
+/* One argument of a generated function. */
+typedef struct kn_arg_desc {
+    at_dtype dtype;
+    int n_dims;
+    int64_t shape[SS_MAX_DIMS];
+    int is_output;
+    int is_const;
+} kn_arg_desc;
+
+#define KN_MAX_ARGS 64
+
 typedef struct kn_ir {
     at_arena arena;
     int n_bufs;
@@ -93,9 +104,15 @@ typedef struct kn_ir {
     int n_vars;
     kn_var *vars;
     kn_stmt *body;
-    ss_dag *dag;      /* reference: the task DAG (argument signature) */
-    int n_args;       /* == dag->n_args */
+    ss_dag *dag;      /* reference: the task DAG */
+    int n_args;       /* the function's arguments */
+    kn_arg_desc args[KN_MAX_ARGS];
+    int arg_src[KN_MAX_ARGS]; /* kernel: the task argument a rewritten weight comes from
+                              ** (-1: the task argument itself); pre-transform: the task
+                              ** input of each original weight */
     double flops;
+    struct kn_ir *pre; /* the pre-transform of rewritten weights, or NULL: its arguments
+                       ** are the original weights then their new layouts */
 } kn_ir;
 
 /* Lower a concrete state to loop IR.  On AT_OK the caller owns *out (kn_ir_free).  On
@@ -128,23 +145,26 @@ at_err kn_target_parse(const char *text, kn_target *out, char *errmsg, size_t er
 at_err kn_target_host(kn_target *out);
 
 /* A compiled candidate: a relocatable object and what is needed to call it. */
-typedef struct kn_arg_desc {
-    at_dtype dtype;
-    int n_dims;
-    int64_t shape[SS_MAX_DIMS];
-    int is_output;
-    int is_const;
-} kn_arg_desc;
 
 typedef struct kn_artifact {
     uint8_t *obj;       /* ELF relocatable object (at_malloc'd) */
     size_t obj_size;
     char entry[64];     /* symbol of the kernel entry point */
     char triple[96];
-    int n_args;
-    kn_arg_desc args[64];
+    int n_args;         /* the task's arguments: inputs, then outputs */
+    kn_arg_desc args[KN_MAX_ARGS];
     int64_t ws_fixed, ws_per_thread; /* workspace: fixed + per_thread * n_threads bytes */
     double compile_s;   /* seconds spent in LLVM */
+    /* Layout rewrite: when pre_entry[0] != 0 the kernel takes some weights in a new
+    ** layout.  kernel_args[i] describes the kernel's argument i; kernel_src[i] >= 0 says it
+    ** is the new layout of task argument kernel_src[i], made by the pre-transform
+    ** pre_entry(bufs = [the n_pre original weights, then their n_pre new layouts], NULL,
+    ** par), whose weights are task arguments pre_src[0..n_pre). */
+    char pre_entry[64];
+    int n_pre;
+    int pre_src[KN_MAX_ARGS];
+    kn_arg_desc kernel_args[KN_MAX_ARGS];
+    int kernel_src[KN_MAX_ARGS];
 } kn_artifact;
 
 /* Compile 'ir' for 'target' into an artifact whose entry symbol is 'entry' (NULL:
@@ -187,8 +207,9 @@ typedef struct kn_bufset {
 at_err kn_bufset_alloc(const kn_artifact *a, uint64_t seed, kn_bufset *out);
 void kn_bufset_free(kn_bufset *b);
 
-/* Load an artifact with the runtime's loader and run it once on 'bufs' with 'par'.
-** AT_ELOAD / the kernel's non-zero return as AT_EIO, with a message. */
+/* Load an artifact with the runtime's loader and run it once on 'bufs' (the task's
+** arguments) with 'par': the pre-transform first when the artifact has one (into buffers
+** of its own).  AT_ELOAD / the kernel's non-zero return as AT_EIO, with a message. */
 at_err kn_run_once(const kn_artifact *a, kn_bufset *bufs, const kn_rt_par *par, char *errmsg,
                    size_t errmsg_size);
 

@@ -924,7 +924,7 @@ static void emit_module(cg *c, const char *entry)
     LLVMTypeRef entry_params[3] = {c->ptr, c->ptr, c->ptr}, entry_ty, body_ty;
     LLVMTypeRef *body_params = at_malloc((size_t)(n_args + 2) * sizeof *body_params);
     LLVMValueRef efn, bfn, *bargs;
-    char bname[96];
+    char bname[160];
     if (body_params == NULL) {
         cfail(c, AT_ENOMEM, "out of memory");
         return;
@@ -1031,17 +1031,38 @@ static at_err generate(cg *c, const kn_ir *ir, const kn_target *t, const char *e
         LLVMDisposeMessage(dl);
         LLVMDisposeTargetData(td);
     }
-    c->var = at_calloc((size_t)ir->n_vars + 1, sizeof *c->var);
-    c->buf = at_calloc((size_t)ir->n_bufs + 1, sizeof *c->buf);
-    c->tbaa = at_calloc((size_t)ir->n_bufs + 1, sizeof *c->tbaa);
-    c->buf_off = at_calloc((size_t)ir->n_bufs + 1, sizeof *c->buf_off);
-    if (!c->var || !c->buf || !c->tbaa || !c->buf_off) {
-        cfail(c, AT_ENOMEM, "out of memory");
-        return c->err;
+    /* the kernel, then the pre-transform of rewritten weights (if any) */
+    for (const kn_ir *f = ir; f && !c->err; f = f->pre) {
+        char name[96];
+        int64_t ws_fixed = c->ws_fixed, ws_per_thread = c->ws_per_thread;
+        snprintf(name, sizeof name, "%s%s", entry, f == ir ? "" : "_pre");
+        at_free(c->var);
+        at_free(c->buf);
+        at_free(c->tbaa);
+        at_free(c->buf_off);
+        c->ir = f;
+        c->n_tasks_fn = f == ir ? 0 : 1000;
+        c->var = at_calloc((size_t)f->n_vars + 1, sizeof *c->var);
+        c->buf = at_calloc((size_t)f->n_bufs + 1, sizeof *c->buf);
+        c->tbaa = at_calloc((size_t)f->n_bufs + 1, sizeof *c->tbaa);
+        c->buf_off = at_calloc((size_t)f->n_bufs + 1, sizeof *c->buf_off);
+        if (!c->var || !c->buf || !c->tbaa || !c->buf_off) {
+            cfail(c, AT_ENOMEM, "out of memory");
+            return c->err;
+        }
+        setup_tbaa(c);
+        plan_workspace(c);
+        if (f != ir) {
+            if (c->ws_fixed || c->ws_per_thread) {
+                cfail(c, AT_ECODEGEN, "the pre-transform needs a workspace");
+                return c->err;
+            }
+            c->ws_fixed = ws_fixed;
+            c->ws_per_thread = ws_per_thread;
+        }
+        emit_module(c, name);
     }
-    setup_tbaa(c);
-    plan_workspace(c);
-    emit_module(c, entry);
+    c->ir = ir;
     if (c->err)
         return c->err;
     if (LLVMVerifyModule(c->mod, LLVMReturnStatusAction, &msg)) {
@@ -1095,7 +1116,7 @@ at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry, kn_
     *out = NULL;
     if (entry == NULL)
         entry = "at_kernel";
-    if (strlen(entry) >= sizeof a->entry)
+    if (strlen(entry) + 4 >= sizeof a->entry)
         return kn__fail(errmsg, errmsg_size, AT_EINVAL, "entry name too long");
     memset(&c, 0, sizeof c);
     c.errmsg = errmsg;
@@ -1125,14 +1146,22 @@ at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry, kn_
             a->obj_size = n;
             snprintf(a->entry, sizeof a->entry, "%s", entry);
             snprintf(a->triple, sizeof a->triple, "%s", target->triple);
-            a->n_args = ir->n_args;
-            for (int i = 0; i < ir->n_args; i++) {
+            a->n_args = ir->dag->n_args;
+            for (int i = 0; i < a->n_args; i++) {
                 const ss_op *op = &ir->dag->ops[ir->dag->args[i]];
                 a->args[i].dtype = op->dtype;
                 a->args[i].n_dims = op->n_dims;
                 memcpy(a->args[i].shape, op->shape, sizeof op->shape);
                 a->args[i].is_output = op->is_output;
                 a->args[i].is_const = op->is_const;
+                a->kernel_args[i] = ir->args[i];
+                a->kernel_src[i] = ir->arg_src[i];
+            }
+            if (ir->pre) {
+                snprintf(a->pre_entry, sizeof a->pre_entry, "%s_pre", entry);
+                a->n_pre = ir->pre->n_args / 2;
+                for (int k = 0; k < a->n_pre; k++)
+                    a->pre_src[k] = ir->pre->arg_src[k];
             }
             a->ws_fixed = c.ws_fixed;
             a->ws_per_thread = c.ws_per_thread;

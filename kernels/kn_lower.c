@@ -665,19 +665,166 @@ static kn_stmt *emit_stage(lower *L, int s)
     }
 }
 
-at_err kn_lower(const ss_state *st, kn_ir **out, char *errmsg, size_t errmsg_size)
+static int is_layout_stage(const ss_state *st, int s)
+{
+    const char *tag = st->dag->ops[s].tag;
+    return tag && strcmp(tag, "layout_rewrite") == 0;
+}
+
+/* The layout stage that holds task input 'name' in its new layout, or -1. */
+static int layout_of(const ss_state *st, const char *name)
+{
+    for (int s = 0; s < st->n_stages; s++) {
+        const ss_op *op = &st->dag->ops[s];
+        size_t n = strlen(name);
+        if (is_layout_stage(st, s) && strncmp(op->name, name, n) == 0 &&
+            strcmp(op->name + n, ".layout") == 0)
+            return s;
+    }
+    return -1;
+}
+
+static void set_arg(kn_ir *ir, int i, const ss_op *op, int is_output, int src)
+{
+    kn_arg_desc *d = &ir->args[i];
+    d->dtype = op->dtype;
+    d->n_dims = op->n_dims;
+    memcpy(d->shape, op->shape, sizeof d->shape);
+    d->is_output = is_output;
+    d->is_const = op->is_const;
+    ir->arg_src[i] = src;
+}
+
+/* Lower one function: the kernel (pre == 0: every stage but the layout stages, with the
+** rewritten weights as arguments) or the pre-transform (pre == 1: the layout stages only;
+** arguments are the original weights, then their new layouts). */
+static at_err lower_fn(const ss_state *st, int pre, kn_ir **out, char *errmsg, size_t errmsg_size)
 {
     lower L;
     kn_ir *ir;
-    ss_state *cp = NULL;
     kn_stmt **roots;
     int n_roots = 0;
-    at_err err;
     *out = NULL;
     memset(&L, 0, sizeof L);
     L.errmsg = errmsg;
     L.errmsg_size = errmsg_size;
     L.cur_par = L.cur_scope = -1;
+    ir = at_calloc(1, sizeof *ir);
+    if (ir == NULL)
+        return AT_ENOMEM;
+    at_arena_init(&ir->arena, 65536);
+    ir->dag = ss_dag_ref(st->base);
+    ir->flops = pre ? 0 : st->base->flops;
+    L.st = st;
+    L.ir = ir;
+    L.ar = &ir->arena;
+    L.regs = at_calloc((size_t)st->n_stages, sizeof *L.regs);
+    L.stage_buf = at_malloc((size_t)st->n_stages * sizeof *L.stage_buf);
+    L.n_leafsub = st->n_stages * SS_MAX_LEAVES;
+    L.leafsub = at_calloc((size_t)L.n_leafsub, sizeof *L.leafsub);
+    roots = at_calloc((size_t)st->n_stages + 1, sizeof *roots);
+    if (L.regs == NULL || L.stage_buf == NULL || L.leafsub == NULL || roots == NULL) {
+        lfail(&L, AT_ENOMEM, "out of memory");
+        goto done;
+    }
+    {
+        at_err err = ss_state_regions(st, L.ar, L.regs, errmsg, errmsg_size);
+        if (err != AT_OK) {
+            L.err = err;
+            goto done;
+        }
+    }
+    for (int s = 0; s < st->n_stages; s++)
+        L.stage_buf[s] = -1;
+    if (!pre) {
+        /* the task's inputs then outputs, matched by name in the state's DAG (steps may
+        ** have inserted stages, so ids differ); a rewritten weight is passed in its new
+        ** layout */
+        for (int a = 0; a < st->base->n_args && !L.err; a++) {
+            const ss_op *bop = &st->base->ops[st->base->args[a]];
+            int s = ss_dag_find(st->dag, bop->name), lay, b;
+            if (s < 0) {
+                lfail(&L, AT_ESCHED, "tensor %s of the task is missing from the state",
+                      bop->name);
+                break;
+            }
+            if (st->stages[s].loc == SS_LOC_INLINE) {
+                lfail(&L, AT_ESCHED, "output %s is inlined", bop->name);
+                break;
+            }
+            lay = bop->kind == SS_OP_PLACEHOLDER ? layout_of(st, bop->name) : -1;
+            if (lay >= 0) {
+                const ss_op *lop = &st->dag->ops[lay];
+                b = new_buf(&L, lop->name, lop->dtype, lop->n_dims, lop->shape, a, lay);
+                L.stage_buf[lay] = b;
+                set_arg(ir, a, lop, 0, a);
+            } else {
+                b = new_buf(&L, bop->name, bop->dtype, bop->n_dims, bop->shape, a, s);
+                L.stage_buf[s] = b;
+                set_arg(ir, a, bop, bop->is_output, -1);
+            }
+        }
+        ir->n_args = st->base->n_args;
+    } else {
+        int n = 0, lays[64];
+        for (int s = 0; s < st->n_stages && n < 64; s++)
+            if (is_layout_stage(st, s))
+                lays[n++] = s;
+        for (int k = 0; k < n; k++) {
+            /* the layout stage reads its weight directly */
+            const ss_op *lop = &st->dag->ops[lays[k]];
+            int w = lop->body->id, a = -1;
+            const ss_op *wop = &st->dag->ops[w];
+            for (int i = 0; i < st->base->n_args; i++)
+                if (strcmp(st->base->ops[st->base->args[i]].name, wop->name) == 0)
+                    a = i;
+            L.stage_buf[w] = new_buf(&L, wop->name, wop->dtype, wop->n_dims, wop->shape, k, w);
+            set_arg(ir, k, wop, 0, a);
+        }
+        for (int k = 0; k < n; k++) {
+            const ss_op *lop = &st->dag->ops[lays[k]];
+            L.stage_buf[lays[k]] = new_buf(&L, lop->name, lop->dtype, lop->n_dims, lop->shape,
+                                           n + k, lays[k]);
+            set_arg(ir, n + k, lop, 1, -1);
+        }
+        ir->n_args = 2 * n;
+    }
+    for (int s = 0; s < st->n_stages && !L.err; s++) {
+        const ss_op *op = &st->dag->ops[s];
+        if (op->kind != SS_OP_COMPUTE || is_layout_stage(st, s) != pre)
+            continue;
+        if (st->stages[s].loc != SS_LOC_ROOT && !pre)
+            continue;
+        roots[n_roots] = emit_stage(&L, s);
+        if (roots[n_roots])
+            n_roots++;
+    }
+    if (!L.err)
+        ir->body = seq(&L, roots, n_roots);
+    if (!L.err && ir->body == NULL)
+        lfail(&L, AT_ESCHED, "the state computes nothing");
+done:
+    at_free(L.regs);
+    at_free(L.stage_buf);
+    at_free(L.leafsub);
+    at_free(L.lo);
+    at_free(L.hi);
+    at_free(roots);
+    if (L.err) {
+        kn_ir_free(ir);
+        return L.err;
+    }
+    *out = ir;
+    return AT_OK;
+}
+
+at_err kn_lower(const ss_state *st, kn_ir **out, char *errmsg, size_t errmsg_size)
+{
+    ss_state *cp = NULL;
+    kn_ir *ir = NULL;
+    at_err err;
+    int has_layout = 0;
+    *out = NULL;
     if (errmsg && errmsg_size)
         errmsg[0] = 0;
     if (st->bounds_dirty) {
@@ -696,82 +843,27 @@ at_err kn_lower(const ss_state *st, kn_ir **out, char *errmsg, size_t errmsg_siz
             snprintf(errmsg, errmsg_size, "the state has split lengths not chosen yet");
         return AT_ESCHED;
     }
-    ir = at_calloc(1, sizeof *ir);
-    if (ir == NULL) {
-        ss_state_free(cp);
-        return AT_ENOMEM;
-    }
-    at_arena_init(&ir->arena, 65536);
-    ir->dag = ss_dag_ref(st->base);
-    ir->n_args = st->base->n_args;
-    ir->flops = st->base->flops;
-    L.st = st;
-    L.ir = ir;
-    L.ar = &ir->arena;
-    L.regs = at_calloc((size_t)st->n_stages, sizeof *L.regs);
-    L.stage_buf = at_malloc((size_t)st->n_stages * sizeof *L.stage_buf);
-    L.n_leafsub = st->n_stages * SS_MAX_LEAVES;
-    L.leafsub = at_calloc((size_t)L.n_leafsub, sizeof *L.leafsub);
-    roots = at_calloc((size_t)st->n_stages + 1, sizeof *roots);
-    if (L.regs == NULL || L.stage_buf == NULL || L.leafsub == NULL || roots == NULL) {
-        lfail(&L, AT_ENOMEM, "out of memory");
-        goto done;
-    }
-    if ((err = ss_state_regions(st, L.ar, L.regs, errmsg, errmsg_size)) != AT_OK) {
-        L.err = err;
-        goto done;
-    }
-    /* argument buffers: the task's inputs then outputs, matched by name in the state's
-    ** DAG (steps may have inserted stages, so ids differ) */
     for (int s = 0; s < st->n_stages; s++)
-        L.stage_buf[s] = -1;
-    for (int a = 0; a < st->base->n_args && !L.err; a++) {
-        const ss_op *bop = &st->base->ops[st->base->args[a]];
-        int s = ss_dag_find(st->dag, bop->name);
-        int b;
-        if (s < 0) {
-            lfail(&L, AT_ESCHED, "tensor %s of the task is missing from the state", bop->name);
-            break;
+        has_layout |= is_layout_stage(st, s);
+    err = lower_fn(st, 0, &ir, errmsg, errmsg_size);
+    if (err == AT_OK && has_layout) {
+        err = lower_fn(st, 1, &ir->pre, errmsg, errmsg_size);
+        if (err != AT_OK) {
+            kn_ir_free(ir);
+            ir = NULL;
         }
-        if (st->stages[s].loc == SS_LOC_INLINE) {
-            lfail(&L, AT_ESCHED, "output %s is inlined", bop->name);
-            break;
-        }
-        b = new_buf(&L, bop->name, bop->dtype, bop->n_dims, bop->shape, a, s);
-        L.stage_buf[s] = b;
     }
-    for (int s = 0; s < st->n_stages && !L.err; s++) {
-        const ss_op *op = &st->dag->ops[s];
-        if (op->kind != SS_OP_COMPUTE || st->stages[s].loc != SS_LOC_ROOT)
-            continue;
-        roots[n_roots] = emit_stage(&L, s);
-        if (roots[n_roots])
-            n_roots++;
-    }
-    if (!L.err)
-        ir->body = seq(&L, roots, n_roots);
-    if (!L.err && ir->body == NULL)
-        lfail(&L, AT_ESCHED, "the state computes nothing");
-done:
-    at_free(L.regs);
-    at_free(L.stage_buf);
-    at_free(L.leafsub);
-    at_free(L.lo);
-    at_free(L.hi);
-    at_free(roots);
     ss_state_free(cp);
-    if (L.err) {
-        kn_ir_free(ir);
-        return L.err;
-    }
-    *out = ir;
-    return AT_OK;
+    if (err == AT_OK)
+        *out = ir;
+    return err;
 }
 
 void kn_ir_free(kn_ir *ir)
 {
     if (ir == NULL)
         return;
+    kn_ir_free(ir->pre);
     at_arena_fini(&ir->arena);
     at_free(ir->bufs);
     at_free(ir->vars);

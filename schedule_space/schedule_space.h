@@ -150,8 +150,8 @@ typedef enum {
         SS_N_REDUCES
 } ss_reduce;
 
-#define SS_MAX_DIMS 8
-#define SS_MAX_AXES 12 /* spatial + reduce axes of one op */
+#define SS_MAX_DIMS 10
+#define SS_MAX_AXES 16 /* spatial + reduce axes of one op */
 
 typedef struct ss_axis {
     const char *name;
@@ -171,7 +171,9 @@ typedef struct ss_op {
     ss_reduce reduce;
     ss_expr *body;         /* compute: the value (the reduced source when reduce != NONE) */
     const char *tag;       /* what made it: NULL for the task's ops, "cache_write" (the
-                           ** new compute stage), "cache_read", "rfactor" (the .rf stage) */
+                           ** new compute stage), "cache_read", "rfactor" (the .rf stage),
+                           ** "layout_rewrite" (a weight in its new layout: computed once,
+                           ** outside the kernel, by the artifact's pre-transform) */
     /* derived by ss_dag_finish */
     int n_readers;         /* number of compute ops that load this op */
     int is_output;         /* compute op nobody reads */
@@ -283,7 +285,8 @@ typedef enum { SS_LOC_ROOT, SS_LOC_INLINE, SS_LOC_AT } ss_loc;
     X(COMPUTE_ROOT, "CR")                                                                  \
     X(CACHE_WRITE, "CHW")                                                                  \
     X(CACHE_READ, "CHR")                                                                   \
-    X(RFACTOR, "RF")
+    X(RFACTOR, "RF")                                                                       \
+    X(LAYOUT_REWRITE, "LR")
 
 typedef enum {
 #define X(id, tag) SS_STEP_##id,
@@ -307,7 +310,9 @@ typedef enum {
 **   COMPUTE_INLINE stage          COMPUTE_ROOT stage
 **   CACHE_WRITE    stage, scope   (new stage inserted at 'stage'; the op moves to stage+1)
 **   CACHE_READ     stage, scope, ints = reader stages (new stage at stage+1)
-**   RFACTOR        stage, iter, a = factor position (new stage inserted at 'stage') */
+**   RFACTOR        stage, iter, a = factor position (new stage inserted at 'stage')
+**   LAYOUT_REWRITE stage (the reader), a = the constant input whose layout follows the
+**                  reader's loops (new stage "<input>.layout" inserted at a + 1) */
 typedef struct ss_step {
     ss_step_kind kind;
     int stage, iter;
@@ -403,6 +408,13 @@ at_err ss_state_cache_read(ss_state *st, int stage, const char *scope, int n_rea
                            const int64_t *readers, char *errmsg, size_t errmsg_size);
 at_err ss_state_rfactor(ss_state *st, int stage, int iter, int factor_pos, char *errmsg,
                         size_t errmsg_size);
+/* Store constant input 'input' (a weight) in the order stage 'stage' reads it: one
+** dimension per loop of the stage (outer to inner) that walks one of the input's axes, so
+** the innermost tiles read it contiguously.  The input's indices in the stage must be
+** plain axes (or 0), the splits of those axes must divide them, and no fuse may involve
+** them.  Apply it after the stage's tiling steps. */
+at_err ss_state_layout_rewrite(ss_state *st, int stage, int input, char *errmsg,
+                               size_t errmsg_size);
 
 /* Stage by name (op name in the state's DAG), or -1. */
 int ss_state_find_stage(const ss_state *st, const char *name);
@@ -464,6 +476,7 @@ typedef struct ss_hw {
     int max_vectorize;     /* largest vectorized extent in elements (default 4 vectors) */
     int n_unroll;          /* auto-unroll candidates in 'unroll' (default {0,16,64,512}) */
     int unroll[8];
+    int layout_rewrite;    /* store weights in the order tiled stages read them (default 1) */
 } ss_hw;
 
 /* Fill the defaults of a CPU with 'n_cores' cores and 'vector_bytes' SIMD registers. */
@@ -505,7 +518,8 @@ const char *ss_space_sketch_desc(const ss_space *sp, int i);
 ss_dag *ss_space_dag(const ss_space *sp);
 
 /* A random complete state: a sketch chosen uniformly, tile sizes from the extents'
-** factorizations, compute locations, parallel, unroll and vectorize annotations.  The
+** factorizations, compute locations, parallel, unroll and vectorize annotations, and
+** (hw->layout_rewrite) the layout rewrite of the weights read by tiled stages.  The
 ** same rng state gives the same result.  Thread-safe for distinct rngs.  AT_ESCHED when
 ** the drawn annotation does not replay (rare; draw again). */
 at_err ss_space_sample(const ss_space *sp, at_rng *rng, ss_state **out);

@@ -31,4 +31,15 @@ const ss_hw *ss__space_hw(const ss_space *sp);
 int ss__needs_mlt(const ss_state *st, int s);
 int ss__consumer(const ss_state *st, int s);
 
+/* Derive a new DAG for a stage-inserting step (ss_state.c): the new op is built by 'fill'
+** at position 'at'; loads of 'redirect_from' by the ops in 'readers' (old ids) point at
+** 'redirect_to' (new id); op 'replace_op' (old id) is rebuilt by 'fill_repl' if not NULL.
+** On success the state's stages and DAG are updated. */
+typedef at_err (*ss__fill_fn)(void *ctx, ss_dag *nd, const int *map);
+typedef at_err (*ss__repl_fn)(void *ctx, ss_dag *nd, ss_op *op);
+at_err ss__derive(ss_state *st, int at, ss__fill_fn fill, void *ctx, int redirect_from,
+                  int redirect_to, const int64_t *readers, int n_readers, int replace_op,
+                  ss__repl_fn fill_repl, char *errmsg, size_t errmsg_size);
+at_err ss__do_layout_rewrite(ss_state *st, const ss_step *s, char *errmsg, size_t errmsg_size);
+
 #endif

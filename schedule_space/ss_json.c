@@ -68,6 +68,9 @@ void ss_step_to_json(const ss_step *s, at_buf *b)
     case SS_STEP_RFACTOR:
         at_buf_printf(b, ",%d,%d", s->iter, s->a);
         break;
+    case SS_STEP_LAYOUT_REWRITE:
+        at_buf_printf(b, ",%d", s->a);
+        break;
     default:
         break;
     }
@@ -222,6 +225,10 @@ static at_err parse_step(reader *r, const at_json *j, ss_step *s)
         NEED(4);
         INT_AT(2, 0, SS_MAX_LEAVES, s->iter);
         INT_AT(3, 0, SS_MAX_DIMS, s->a);
+        break;
+    case SS_STEP_LAYOUT_REWRITE:
+        NEED(3);
+        INT_AT(2, 0, 1 << 20, s->a);
         break;
     default:
         return bad(r, j, "unknown step");

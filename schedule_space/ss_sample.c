@@ -235,6 +235,29 @@ static at_err annotate_vectorize(ss_state *st, const ss_hw *hw, at_rng *rng)
     return AT_OK;
 }
 
+/* Weights read by tiled stages are stored in the order of their tiles. */
+static at_err annotate_layout(ss_state *st, const ss_hw *hw)
+{
+    if (!hw->layout_rewrite)
+        return AT_OK;
+    for (int s = st->n_stages - 1; s >= 0; s--) {
+        if (st->dag->ops[s].kind != SS_OP_COMPUTE || !is_tiled(st, s) || !ss__needs_mlt(st, s))
+            continue;
+        for (int w = 0; w < s; w++) {
+            const ss_op *op = &st->dag->ops[w];
+            at_err err;
+            if (op->kind != SS_OP_PLACEHOLDER || !op->is_const || !ss_op_reads(&st->dag->ops[s], w))
+                continue;
+            err = ss_state_layout_rewrite(st, s, w, NULL, 0);
+            if (err == AT_ENOMEM)
+                return err;
+            if (err == AT_OK)
+                s++; /* the reader moved up by one */
+        }
+    }
+    return AT_OK;
+}
+
 /* ---- sampling ------------------------------------------------------------------------- */
 
 static at_err fill_and_replay(const ss_space *sp, const ss_state *sketch, at_rng *rng,
@@ -274,7 +297,8 @@ at_err ss_space_sample(const ss_space *sp, at_rng *rng, ss_state **out)
     if ((err = fill_and_replay(sp, sketch, rng, &st)) != AT_OK)
         return err;
     if ((err = change_compute_location(st, hw, rng)) || (err = annotate_parallel(st, hw)) ||
-        (err = annotate_unroll(st, hw, rng)) || (err = annotate_vectorize(st, hw, rng))) {
+        (err = annotate_unroll(st, hw, rng)) || (err = annotate_vectorize(st, hw, rng)) ||
+        (err = annotate_layout(st, hw))) {
         ss_state_free(st);
         return err;
     }

@@ -557,6 +557,7 @@ void ss_hw_cpu(ss_hw *hw, int n_cores, int vector_bytes, int64_t l1_bytes, int64
         hw->max_vectorize = 64;
     hw->n_unroll = 4;
     memcpy(hw->unroll, unroll, sizeof unroll);
+    hw->layout_rewrite = 1;
 }
 
 /* ---- the space ------------------------------------------------------------------------ */

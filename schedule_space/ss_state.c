@@ -610,10 +610,10 @@ static at_err do_compute_root(ss_state *st, const ss_step *s, char *errmsg, size
 ** through 'fill'), and loads of 'redirect_from' by ops in 'redirect_readers' (or every
 ** later op when NULL and redirect_from >= 0) pointing at 'redirect_to' (ids in the new
 ** DAG).  Later ops shift by one. */
-typedef at_err (*fill_fn)(void *ctx, ss_dag *nd, const int *map);
+typedef ss__fill_fn fill_fn;
 /* Build the op that replaces 'replace_op' into *op, allocating from nd->arena; its loads
 ** use the old DAG's ids (derive maps them). */
-typedef at_err (*repl_fn)(void *ctx, ss_dag *nd, ss_op *op);
+typedef ss__repl_fn repl_fn;
 
 static at_err derive(ss_state *st, int at, fill_fn fill, void *ctx, int redirect_from,
                      int redirect_to, const int64_t *readers, int n_readers, int replace_op,
@@ -707,6 +707,14 @@ fail:
     at_free(map);
     ss_dag_unref(nd);
     return err;
+}
+
+at_err ss__derive(ss_state *st, int at, ss__fill_fn fill, void *ctx, int redirect_from,
+                  int redirect_to, const int64_t *readers, int n_readers, int replace_op,
+                  ss__repl_fn fill_repl, char *errmsg, size_t errmsg_size)
+{
+    return derive(st, at, fill, ctx, redirect_from, redirect_to, readers, n_readers, replace_op,
+                  fill_repl, errmsg, errmsg_size);
 }
 
 static at_err check_fresh(const ss_state *st, int stage, const char *what, char *errmsg,
@@ -1173,7 +1181,8 @@ at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t er
     /* steps that derive a DAG or move stages change many things: work on a copy, so that
     ** a refusal (or a later failure of bound inference) restores the state exactly */
     if (step->kind == SS_STEP_CACHE_WRITE || step->kind == SS_STEP_CACHE_READ ||
-        step->kind == SS_STEP_RFACTOR || step->kind == SS_STEP_COMPUTE_AT ||
+        step->kind == SS_STEP_RFACTOR || step->kind == SS_STEP_LAYOUT_REWRITE ||
+        step->kind == SS_STEP_COMPUTE_AT ||
         step->kind == SS_STEP_COMPUTE_INLINE || step->kind == SS_STEP_COMPUTE_ROOT ||
         step->kind == SS_STEP_SPLIT || step->kind == SS_STEP_FOLLOW_SPLIT ||
         step->kind == SS_STEP_FUSE || step->kind == SS_STEP_REORDER) {
@@ -1234,6 +1243,10 @@ at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t er
     case SS_STEP_RFACTOR:
         err = do_rfactor(st, step, errmsg, errmsg_size);
         touches = step->stage + 1;
+        break;
+    case SS_STEP_LAYOUT_REWRITE:
+        err = ss__do_layout_rewrite(st, step, errmsg, errmsg_size);
+        touches = -1;
         break;
     default:
         err = FAIL("unknown step kind %d", (int)step->kind);
@@ -1408,6 +1421,14 @@ at_err ss_state_rfactor(ss_state *st, int stage, int iter, int factor_pos, char 
 {
     ss_step s = mk(SS_STEP_RFACTOR, stage, iter);
     s.a = factor_pos;
+    return ss_state_apply(st, &s, errmsg, errmsg_size);
+}
+
+at_err ss_state_layout_rewrite(ss_state *st, int stage, int input, char *errmsg,
+                               size_t errmsg_size)
+{
+    ss_step s = mk(SS_STEP_LAYOUT_REWRITE, stage, 0);
+    s.a = input;
     return ss_state_apply(st, &s, errmsg, errmsg_size);
 }
 
