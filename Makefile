@@ -159,3 +159,81 @@ build/aarch64/bin/rpc_agent: $(A64_AGENT_OBJS)
 agent-aarch64: build/aarch64/bin/rpc_agent
 tests-san: agent-aarch64
 # ---- end of aarch64 agent ----
+
+# ---- fuzzing (tests/fuzz) ----
+# Every decoder of outside data has a libFuzzer target in tests/fuzz/fuzz_*.c, built with
+# clang-14 -fsanitize=fuzzer,address,undefined over common/ into build/fuzz/.  'make test'
+# runs each briefly (scripts/fuzz.sh short: bounded runs and seconds), 'make test-long'
+# longer; seeds come from tests/tools/wire_seeds.  'make fuzz' only builds them.
+FUZZ_CC     ?= clang-14
+FUZZ_CFLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -I. \
+               $(filter-out -Werror,$(WARN))
+FUZZ_SRCS   := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS   := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
+FUZZ_OBJS   := $(patsubst %.c,build/fuzz/obj/%.o,$(wildcard common/*.c))
+
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(Q)echo "  CC[fuzz] $<"; $(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJS)
+	@mkdir -p $(@D)
+	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_OBJS) -lmsgpackc -lnng -lm \
+	    -lpthread
+
+.PHONY: fuzz fuzz-short fuzz-long
+fuzz: $(FUZZ_BINS)
+fuzz-short: fuzz build/san/tests/tools/wire_seeds
+	$(Q)scripts/fuzz.sh short
+fuzz-long: fuzz build/san/tests/tools/wire_seeds
+	$(Q)scripts/fuzz.sh long
+test: fuzz-short
+test-long: fuzz-long
+# ---- end of fuzzing ----
+
+# ---- install ----
+# 'make install PREFIX=/usr/local [DESTDIR=...]': the three commands, the systemd units
+# (scripts/autotune-*.service, @PREFIX@ filled in) and the fleet documents.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+.PHONY: install
+install: all
+	$(Q)install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system \
+	    $(DESTDIR)$(PREFIX)/share/doc/autotune
+	$(Q)install -m 0755 $(addprefix build/rel/bin/,$(COMMANDS)) $(DESTDIR)$(PREFIX)/bin/
+	$(Q)for u in scripts/autotune-tracker.service scripts/autotune-agent@.service; do \
+	    sed 's|@PREFIX@|$(PREFIX)|g' $$u > $(DESTDIR)$(PREFIX)/lib/systemd/system/$$(basename $$u) && \
+	    chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/$$(basename $$u); done
+	$(Q)install -m 0644 docs/fleet.md docs/protocol.md docs/security.md \
+	    $(DESTDIR)$(PREFIX)/share/doc/autotune/
+	$(Q)echo "installed tracker, rpc_agent, tuner in $(DESTDIR)$(PREFIX)/bin and the systemd units"
+# ---- end of install ----
+
+# ---- models: ONNX import, export-lib, bench-model (tuner/tn_onnx.c, tn_export.c) ----
+# The ONNX schema is Debian's (libonnx-dev ships /usr/include/onnx/onnx.proto): protoc-c
+# compiles it at build time into build/gen/onnx-c/ (no schema is kept in the repository).
+# The generated C is not ours: it goes into libtuner.a of each flavour compiled with relaxed
+# warnings, and only tuner/tn_onnx.c sees its header, through -isystem so that our -Werror
+# flags do not apply to it.  docs/models.md describes what is built on it.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+PB_DIR     := build/gen/onnx-c
+PB_C       := $(PB_DIR)/onnx.pb-c.c
+PB_H       := $(PB_DIR)/onnx.pb-c.h
+PB_CFLAGS  := -std=c11 -D_GNU_SOURCE -fPIC -Wall -Wno-unused-parameter -I$(PB_DIR)
+LDLIBS     += -lprotobuf-c
+
+$(PB_C) $(PB_H) &: $(ONNX_PROTO)
+	@mkdir -p $(PB_DIR)
+	$(Q)echo "  PROTOC-C $<"; protoc-c --proto_path=$(dir $<) --c_out=$(PB_DIR) $(notdir $<)
+
+define ONNX_PB
+build/$(1)/obj/gen/onnx.pb-c.o: $(PB_C) $(PB_H)
+	@mkdir -p $$(@D)
+	$$(Q)echo "  CC[$(1)] $$<"; $$(CC) $$(PB_CFLAGS) $(2) -c $$< -o $$@
+build/$(1)/lib/libtuner.a: build/$(1)/obj/gen/onnx.pb-c.o
+build/$(1)/obj/tuner/tn_onnx.o: $(PB_H)
+build/$(1)/obj/tuner/tn_onnx.o: BASE_CFLAGS += -isystem $(PB_DIR)
+endef
+$(eval $(call ONNX_PB,rel,$(REL_CFLAGS)))
+$(eval $(call ONNX_PB,san,$(SAN_CFLAGS)))
+# ---- end of models ----

@@ -257,9 +257,10 @@ static void p_device(enc *e, const at_wire_device *d)
 
 static void p_result(enc *e, const at_wire_result *r)
 {
-    msgpack_pack_map(&e->pk, 11);
+    msgpack_pack_map(&e->pk, 12);
     kv_str(e, "id", r->id, AT_WIRE_MAX_NAME);
     kv_int(e, "status", r->status);
+    kv_dbl(e, "median", r->median_s);
     p_key(e, "costs");
     if (r->n_costs < 0 || r->n_costs > AT_WIRE_MAX_COSTS || (r->n_costs && r->costs == NULL)) {
         bad(e, "costs");
@@ -1096,6 +1097,7 @@ static void d_result(dec *d, const msgpack_object *o, at_wire_result *r)
     }
     if (!d->failed && r->status == AT_MEASURE_NO_ERROR && r->n_costs == 0)
         fail(d, "costs", "a successful result has at least one cost");
+    r->median_s = g_dbl(d, o, "median", 0, 1e12, 0, 0);
     r->error = g_str(d, o, "err", AT_WIRE_MAX_TEXT, 0);
     r->measured_at = g_dbl(d, o, "at", 0, 1e11, 0, 0);
     r->run_s = g_dbl(d, o, "run_s", 0, 1e9, 0, 0);

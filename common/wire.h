@@ -159,6 +159,7 @@ typedef struct at_wire_result {
     int status;           /* at_measure */
     int n_costs;
     double *costs;        /* seconds per call of each repeat */
+    double median_s;      /* median of 'costs' (0 when there are none) */
     const char *error;    /* "" on success */
     double measured_at;   /* UNIX seconds */
     double run_s;         /* wall seconds the agent spent on the job */

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -232,11 +233,24 @@ static void job_free(agt_job *j)
 
 /* ---- the measuring thread ------------------------------------------------------------- */
 
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
 static void make_result(agt_agent *a, const at_wire_job *w, int status, const double *costs,
                         int n_costs, const char *text, double run_s)
 {
     at_wire_result r;
+    double sorted[AT_WIRE_MAX_COSTS];
     memset(&r, 0, sizeof r);
+    if (n_costs > 0 && n_costs <= AT_WIRE_MAX_COSTS) {
+        memcpy(sorted, costs, (size_t)n_costs * sizeof *sorted);
+        qsort(sorted, (size_t)n_costs, sizeof *sorted, cmp_double);
+        r.median_s = n_costs % 2 ? sorted[n_costs / 2]
+                                 : 0.5 * (sorted[n_costs / 2 - 1] + sorted[n_costs / 2]);
+    }
     r.id = w->id;
     r.status = status;
     r.costs = (double *)costs;
@@ -365,7 +379,7 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
         at_wire_refout *bo;
         int nb = 0, nr = 0, no = 0, current = -1, ref_phase = 0, timed_out = 0, exited = 0;
         int got_any = 0, wstatus = 0, stopping = 0;
-        double deadline, started = 0, now;
+        double deadline, started = 0, now, max_cool_s = 0;
         agt_launch_hdr h;
         agt_report rep;
         refout_rx rx = {NULL, 0};
@@ -440,6 +454,8 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
             }
             map[nb] = i;
             bj[nb++] = *w;
+            if (w->run.cooldown_ms / 1000.0 > max_cool_s)
+                max_cool_s = w->run.cooldown_ms / 1000.0;
         }
         m.u.batch.jobs = bj;
         m.u.batch.n_jobs = nb;
@@ -560,7 +576,7 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
                         current = -1;
                         started = 0;
                     }
-                    deadline = now + 5.0 + 60.0 * (jobs[map[idx]]->w.run.cooldown_ms > 0);
+                    deadline = now + 5.0 + max_cool_s; /* the next job's cool-down first */
                     break;
                 }
                 case AT_WIRE_SBX_REFOUT:

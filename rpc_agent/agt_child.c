@@ -286,6 +286,14 @@ static refout *get_refout(child *c, const at_wire_ref *r, bufset *set, char *why
     return ro;
 }
 
+static int32_t noop_task(void *closure, int32_t t, int32_t n)
+{
+    (void)closure;
+    (void)t;
+    (void)n;
+    return 0;
+}
+
 static const kn_rt_par *par_for(child *c, int threads)
 {
     for (int i = 0; i < c->n_pools; i++)
@@ -594,6 +602,13 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
                 send_result(&c, i, AT_MEASURE_UNKNOWN_ERROR, NULL, 0,
                             "cannot allocate the workspace");
             }
+    }
+
+    /* every pool thread must be past its start-up (glibc's rseq and robust-list calls, the
+    ** sanitizer's per-thread set-up) before the filter forbids those calls: run one launch */
+    for (int k = 0; k < c.n_pools; k++) {
+        const kn_rt_par *par = kn_rt_pool_par(c.pools[k]);
+        par->launch(par, noop_task, NULL);
     }
 
     /* limits, then the filter */

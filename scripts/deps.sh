@@ -12,7 +12,17 @@ PKGS=(
   libopenblas-dev libdnnl-dev python3-onnx python3-numpy
 )
 
+# The aarch64 agent ('make agent-aarch64') links arm64 builds of its libraries (Debian
+# multiarch): the architecture is added once, then these are installed like the others.
+ARM64_PKGS=(libuv1-dev:arm64 libnng-dev:arm64 libmsgpack-dev:arm64 libseccomp-dev:arm64
+            libmbedtls-dev:arm64)
+
 missing=()
+for p in "${ARM64_PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
@@ -27,6 +37,9 @@ if [ "$(id -u)" -ne 0 ]; then
   SUDO=sudo
 fi
 export DEBIAN_FRONTEND=noninteractive
+if [[ " ${missing[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $SUDO dpkg --add-architecture arm64
+fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "deps: done"

@@ -90,13 +90,36 @@ static trk_flow *flow_get(trk_client *c, trk_pool *p)
     return f;
 }
 
+#define IDLE_REFS_MAX 256
+#define IDLE_REF_BYTES_MAX ((size_t)256 << 20)
+
+/* A reference no job uses waits (most recent last) for the task's next batch, so tuners
+** need not send it again; the oldest go when there are too many. */
 static void ref_release(trk_tracker *t, trk_ref *r)
 {
     if (r == NULL || --r->refcount > 0)
         return;
-    trk__map_del(&t->refs, r->hex);
-    at_arena_fini(&r->arena);
-    at_free(r);
+    trk__list_push_back(&t->idle_refs, &r->idle);
+    t->n_idle_refs++;
+    t->idle_ref_bytes += r->w.art.obj_size;
+    while (t->n_idle_refs > IDLE_REFS_MAX || t->idle_ref_bytes > IDLE_REF_BYTES_MAX) {
+        trk_ref *old = TRK_OF(t->idle_refs.next, trk_ref, idle);
+        trk__list_remove(&old->idle);
+        t->n_idle_refs--;
+        t->idle_ref_bytes -= old->w.art.obj_size;
+        trk__map_del(&t->refs, old->hex);
+        at_arena_fini(&old->arena);
+        at_free(old);
+    }
+}
+
+static void ref_take(trk_tracker *t, trk_ref *r)
+{
+    if (r->refcount++ == 0 && r->idle.next != NULL) {
+        trk__list_remove(&r->idle);
+        t->n_idle_refs--;
+        t->idle_ref_bytes -= r->w.art.obj_size;
+    }
 }
 
 /* ---- jobs --------------------------------------------------------------------------- */
@@ -314,8 +337,12 @@ static void agent_reply(trk_tracker *t, trk_agent *a, trk_ctx *ctx, uint64_t re,
             char hex[2 * AT_WIRE_REFID_BYTES + 1];
             trk_ref *r;
             refid_hex(refs[i].id, hex);
-            if ((r = trk__map_get(&t->refs, hex)) != NULL)
-                trk__map_put(&a->refs_sent, r->hex, r);
+            /* the key is the agent's own copy: the reference may be freed before the agent */
+            if ((r = trk__map_get(&t->refs, hex)) != NULL && trk__map_get(&a->refs_sent, hex) == NULL) {
+                char *k = at_arena_strdup(&a->arena, hex);
+                if (k)
+                    trk__map_put(&a->refs_sent, k, a);
+            }
         }
     }
     m.u.work.jobs = jobs;
@@ -487,6 +514,9 @@ static void on_agent_poll(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wi
         if (j && j->state == TRK_JOB_LEASED && j->agent == a)
             job_requeue(t, j, a->id, 0);
     }
+    if (p->n_returned > 0)
+        at_log_info("tracker: agent %s gave back %d job(s)%s", a->id, p->n_returned,
+                    p->n_need_refs ? " (it lacks their reference: sending it again)" : "");
     a->want = p->n_free;
     if (p->n_returned > 0)
         dispatch(t, a->pool);
@@ -650,9 +680,9 @@ static void on_submit(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_m
             found = memcmp(sub->refs[k].id, sub->jobs[i].ref, AT_WIRE_REFID_BYTES) == 0;
         refid_hex(sub->jobs[i].ref, hex);
         if (!found && trk__map_get(&t->refs, hex) == NULL) {
-            snprintf(text, sizeof text, "job %s refers to reference %.16s..., which was not "
-                     "sent", sub->jobs[i].id, hex);
-            refuse(t, ctx, s, m->seq, AT_EPROTO, text, 0);
+            snprintf(text, sizeof text, "job %s refers to reference %.16s..., which this "
+                     "tracker does not hold: send it", sub->jobs[i].id, hex);
+            refuse(t, ctx, s, m->seq, AT_ENOTFOUND, text, 0);
             return;
         }
     }
@@ -703,7 +733,7 @@ static void on_submit(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_m
         if (w->has_ref) {
             refid_hex(w->ref, hex);
             if ((j->ref = trk__map_get(&t->refs, hex)) != NULL)
-                j->ref->refcount++;
+                ref_take(t, j->ref);
         }
         j->flow = f;
         j->state = TRK_JOB_QUEUED;
@@ -714,7 +744,7 @@ static void on_submit(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_m
         c->n_jobs++;
         n_new++;
     }
-    for (int i = 0; i < n_created; i++) /* a reference no job uses is not kept */
+    for (int i = 0; i < n_created; i++) /* a reference no job uses goes to the idle list */
         if (created[i]->refcount == 0) {
             created[i]->refcount = 1;
             ref_release(t, created[i]);
@@ -1198,6 +1228,7 @@ void trk__free_state(trk_tracker *t)
         size_t i = 0;
         trk_ref *r;
         while ((r = trk__map_next(&t->refs, &i)) != NULL) {
+            trk__list_remove(&r->idle);
             trk__map_del(&t->refs, r->hex);
             at_arena_fini(&r->arena);
             at_free(r);

@@ -82,7 +82,8 @@ typedef struct trk_ref {
     char hex[2 * AT_WIRE_REFID_BYTES + 1]; /* the map key */
     at_arena arena;
     at_wire_ref w;
-    int refcount;
+    int refcount;        /* jobs using it; at 0 it waits in 'idle_refs' for reuse */
+    trk_link idle;       /* in tracker->idle_refs while refcount is 0 */
 } trk_ref;
 
 struct trk_flow {
@@ -215,6 +216,9 @@ struct trk_tracker {
     /* state: trk_run's thread only */
     trk_map sessions, clients, jobs, refs, pools_by_key;
     trk_link sessions_list, clients_list, pools;
+    trk_link idle_refs;  /* references no job uses, oldest first (kept for reuse) */
+    int n_idle_refs;
+    size_t idle_ref_bytes;
     uint64_t serve_clock;
     int agent_counter;
     at_buf frame;

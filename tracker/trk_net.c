@@ -208,6 +208,7 @@ at_err trk_open(const trk_config *cfg, trk_tracker **out, char *errmsg, size_t n
     trk__list_init(&t->sessions_list);
     trk__list_init(&t->clients_list);
     trk__list_init(&t->pools);
+    trk__list_init(&t->idle_refs);
     at_buf_init(&t->frame);
     t->now = at_time_mono_s();
 

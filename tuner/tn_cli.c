@@ -57,6 +57,13 @@ static const tn_cmd commands[] = {
      "          successful record's state still replays; exit status 1 on damage\n"
      "  info    schema version and counts",
      tn_cmd_db},
+    {"measure", "[--tracker HOST:PORT --fleet-key FILE] [--key K] [--db FILE] [flags] SPEC...",
+     "measure operators' naive and hand-written schedules through the fleet",
+     "Build each library operator SPEC (e.g. matmul:M=256,N=256,K=256) with its naive and its\n"
+     "hand-written schedule, measure both on the fleet (docs/fleet.md: the embedded tracker and\n"
+     "agent in this process unless --tracker is given), check them against the naive reference,\n"
+     "store every result in the records store, and print their times.",
+     tn_cmd_measure},
     {"help", "[SUBCOMMAND]", "help on the command or a subcommand", NULL, cmd_help},
 };
 

@@ -43,9 +43,10 @@ struct tn_fleet {
     agt_launcher *launcher;
     pthread_t trk_thread, agt_thread;
     /* jobs without a result, in submission order; 'index' maps id -> slot */
-    fjob **jobs;
+    fjob **jobs;         /* NULL where a job was done (compacted from time to time) */
     int n_jobs, cap_jobs;
-    int *index; /* open addressing over 'jobs' positions; -1 empty */
+    int n_live;          /* jobs not done */
+    int *index; /* open addressing over 'jobs' positions; -1 empty, -2 deleted */
     int cap_index;
     fref **refs;
     int n_refs, cap_refs;
@@ -84,8 +85,12 @@ static at_err index_rebuild(tn_fleet *f)
     for (int i = 0; i < f->cap_index; i++)
         f->index[i] = -1;
     for (int i = 0; i < f->n_jobs; i++) {
-        const char *id = f->jobs[i]->j.w.id;
-        size_t h = (size_t)at_hash64(id, strlen(id)) & (size_t)(f->cap_index - 1);
+        const char *id;
+        size_t h;
+        if (f->jobs[i] == NULL)
+            continue;
+        id = f->jobs[i]->j.w.id;
+        h = (size_t)at_hash64(id, strlen(id)) & (size_t)(f->cap_index - 1);
         while (f->index[h] >= 0)
             h = (h + 1) & (size_t)(f->cap_index - 1);
         f->index[h] = i;
@@ -93,33 +98,59 @@ static at_err index_rebuild(tn_fleet *f)
     return AT_OK;
 }
 
-static int find_job(const tn_fleet *f, const char *id)
+/* Position of job 'id' in 'jobs', or -1; *slot (may be NULL) gets its index slot. */
+static int find_slot(const tn_fleet *f, const char *id, size_t *slot)
 {
     size_t h;
     if (f->cap_index == 0)
         return -1;
     h = (size_t)at_hash64(id, strlen(id)) & (size_t)(f->cap_index - 1);
-    while (f->index[h] >= 0) {
-        if (strcmp(f->jobs[f->index[h]]->j.w.id, id) == 0)
+    while (f->index[h] != -1) {
+        if (f->index[h] >= 0 && strcmp(f->jobs[f->index[h]]->j.w.id, id) == 0) {
+            if (slot)
+                *slot = h;
             return f->index[h];
+        }
         h = (h + 1) & (size_t)(f->cap_index - 1);
     }
     return -1;
 }
 
+static int find_job(const tn_fleet *f, const char *id)
+{
+    return find_slot(f, id, NULL);
+}
+
+/* Squeeze out the holes of done jobs (keeps the order) and rebuild the index. */
+static void compact(tn_fleet *f)
+{
+    int n = 0;
+    for (int i = 0; i < f->n_jobs; i++)
+        if (f->jobs[i])
+            f->jobs[n++] = f->jobs[i];
+    f->n_jobs = n;
+    index_rebuild(f);
+}
+
 static void fjob_free(fjob *j)
 {
+    if (j == NULL)
+        return;
     at_arena_fini(&j->arena);
     at_free(j);
 }
 
-/* Remove jobs[k]; keeps the order of the others. */
+/* Remove jobs[k] (a hole until the next compaction). */
 static void remove_job(tn_fleet *f, int k)
 {
+    size_t slot;
+    if (find_slot(f, f->jobs[k]->j.w.id, &slot) == k)
+        f->index[slot] = -2;
     fjob_free(f->jobs[k]);
-    memmove(f->jobs + k, f->jobs + k + 1, (size_t)(f->n_jobs - k - 1) * sizeof *f->jobs);
-    f->n_jobs--;
-    index_rebuild(f); /* the sizes here (thousands) make this cheap enough */
+    f->jobs[k] = NULL;
+    f->n_live--;
+    if (f->n_jobs - f->n_live > 64 && f->n_jobs - f->n_live > f->n_live)
+        compact(f);
 }
 
 /* ---- opening ---------------------------------------------------------------------------- */
@@ -252,7 +283,7 @@ void tn_fleet_close(tn_fleet *f)
         if (at_wire_client_ensure(f->client, 500, &fresh, err, sizeof err) == AT_OK && !fresh) {
             at_wire_msg_init(&req, AT_WIRE_T_CANCEL);
             req.u.cancel.all = 1;
-            if (f->n_jobs > 0 &&
+            if (f->n_live > 0 &&
                 at_wire_client_call(f->client, &req, 1000, &rep, err, sizeof err) == AT_OK)
                 at_wire_msg_fini(&rep);
             at_wire_msg_init(&req, AT_WIRE_T_TUNER_POLL);
@@ -379,21 +410,24 @@ at_err tn_fleet_submit(tn_fleet *f, const tn_fleet_job *jobs, int n)
             goto oom;
         }
         f->jobs[f->n_jobs++] = j;
+        f->n_live++;
     }
     if (index_rebuild(f) != AT_OK)
         goto oom;
     f->stats.n_submitted += n;
     return AT_OK;
 oom:
-    while (f->n_jobs > first)
+    while (f->n_jobs > first) {
         fjob_free(f->jobs[--f->n_jobs]);
+        f->n_live--;
+    }
     index_rebuild(f);
     return AT_ENOMEM;
 }
 
 int tn_fleet_pending(const tn_fleet *f)
 {
-    return f->n_jobs;
+    return f->n_live;
 }
 
 const char *tn_fleet_status(const tn_fleet *f)
@@ -473,8 +507,9 @@ static void keys_status(tn_fleet *f, const at_wire_submitted *s)
 /* Send every job not sent on this session, with the references they need. */
 static at_err flush(tn_fleet *f, char *err, size_t n)
 {
-    int k = 0;
+    int k = 0, retried = 0;
     while (k < f->n_jobs) {
+        int first_k = k;
         at_wire_msg req, rep;
         at_wire_job *jv;
         at_wire_ref *rv;
@@ -491,7 +526,7 @@ static at_err flush(tn_fleet *f, char *err, size_t n)
         }
         for (; k < f->n_jobs && nj < SUBMIT_JOBS_MAX && bytes < SUBMIT_BYTES_MAX; k++) {
             fjob *j = f->jobs[k];
-            if (j->sent)
+            if (j == NULL || j->sent)
                 continue;
             if (j->j.w.has_ref) {
                 int have = 0;
@@ -536,6 +571,16 @@ static at_err flush(tn_fleet *f, char *err, size_t n)
         if (e != AT_OK) {
             at_wire_msg_fini(&req);
             return e;
+        }
+        if (rep.type == AT_WIRE_T_ERROR && rep.u.error.code == AT_ENOTFOUND && !retried) {
+            /* the tracker dropped a reference we sent earlier: send them all again */
+            at_wire_msg_fini(&rep);
+            at_wire_msg_fini(&req);
+            for (int r = 0; r < f->n_refs; r++)
+                f->refs[r]->sent = 0;
+            retried = 1;
+            k = first_k;
+            continue;
         }
         if (rep.type == AT_WIRE_T_ERROR) {
             snprintf(err, n, "the tracker refused the jobs: %s", rep.u.error.text);
@@ -595,14 +640,15 @@ at_err tn_fleet_wait(tn_fleet *f, int timeout_ms, tn_fleet_result_fn fn, void *c
             if (strcmp(w->tracker_id, f->tracker_id) != 0) {
                 if (f->tracker_id[0])
                     at_log_warn("tuner: the tracker restarted: resubmitting %d job(s) without a "
-                                "result", f->n_jobs);
+                                "result", f->n_live);
                 snprintf(f->tracker_id, sizeof f->tracker_id, "%s", w->tracker_id);
                 f->ack = 0;
             }
-            for (int i = 0; i < f->n_jobs; i++) {
-                resent += f->jobs[i]->sent;
-                f->jobs[i]->sent = 0;
-            }
+            for (int i = 0; i < f->n_jobs; i++)
+                if (f->jobs[i]) {
+                    resent += f->jobs[i]->sent;
+                    f->jobs[i]->sent = 0;
+                }
             for (int i = 0; i < f->n_refs; i++)
                 f->refs[i]->sent = 0;
             f->stats.n_resubmitted += resent;
@@ -618,7 +664,7 @@ at_err tn_fleet_wait(tn_fleet *f, int timeout_ms, tn_fleet_result_fn fn, void *c
         now = at_time_mono_s();
         hold = (int)((deadline - now) * 1000);
         hold = hold < 0 ? 0 : hold > 1000 ? 1000 : hold;
-        if (f->n_jobs == 0)
+        if (f->n_live == 0)
             hold = 0;
         at_wire_msg_init(&req, AT_WIRE_T_TUNER_POLL);
         req.u.tpoll.ack = f->ack;
@@ -652,10 +698,10 @@ at_err tn_fleet_wait(tn_fleet *f, int timeout_ms, tn_fleet_result_fn fn, void *c
                 remove_job(f, k);
             }
             f->n_agents = rs->n_agents;
-            if (rs->n_agents > 0 || f->n_jobs == 0) {
+            if (rs->n_agents > 0 || f->n_live == 0) {
                 f->no_agent_since = 0;
                 snprintf(f->status, sizeof f->status, "%d job(s) waiting: %d queued, %d in flight; "
-                         "%d agent(s)", f->n_jobs, rs->n_queued, rs->n_inflight, rs->n_agents);
+                         "%d agent(s)", f->n_live, rs->n_queued, rs->n_inflight, rs->n_agents);
             } else if (f->no_agent_since == 0) {
                 f->no_agent_since = at_time_mono_s();
             }
@@ -663,7 +709,7 @@ at_err tn_fleet_wait(tn_fleet *f, int timeout_ms, tn_fleet_result_fn fn, void *c
         at_wire_msg_fini(&rep);
         if (got > 0)
             return AT_OK;
-        if (f->no_agent_since > 0 && f->n_jobs > 0 &&
+        if (f->no_agent_since > 0 && f->n_live > 0 &&
             at_time_mono_s() - f->no_agent_since > f->cfg.wait_timeout_ms / 1000.0) {
             snprintf(f->status, sizeof f->status, "no agent served key '%s' for %d s: giving up",
                      f->device_key, f->cfg.wait_timeout_ms / 1000);
@@ -687,10 +733,12 @@ at_err tn_fleet_fail_pending(tn_fleet *f, int status, const char *text, tn_fleet
         if (at_wire_client_call(f->client, &req, 2000, &rep, err, sizeof err) == AT_OK)
             at_wire_msg_fini(&rep);
     }
-    while (f->n_jobs > 0) {
+    for (int k = 0; k < f->n_jobs; k++) {
         at_wire_result r;
+        if (f->jobs[k] == NULL)
+            continue;
         memset(&r, 0, sizeof r);
-        r.id = f->jobs[0]->j.w.id;
+        r.id = f->jobs[k]->j.w.id;
         r.status = status;
         r.error = text;
         r.measured_at = at_time_wall_s();
@@ -698,11 +746,14 @@ at_err tn_fleet_fail_pending(tn_fleet *f, int status, const char *text, tn_fleet
         r.agent = "";
         r.fingerprint = "";
         r.dev.arch = r.dev.model = r.dev.os = r.dev.driver = "";
-        if (commit(f, f->jobs[0], &r) != AT_OK)
+        if (commit(f, f->jobs[k], &r) != AT_OK)
             e = AT_EIO;
         if (fn)
-            fn(ctx, &f->jobs[0]->j, &r);
-        remove_job(f, 0);
+            fn(ctx, &f->jobs[k]->j, &r);
+        fjob_free(f->jobs[k]);
+        f->jobs[k] = NULL;
+        f->n_live--;
     }
+    compact(f);
     return e;
 }

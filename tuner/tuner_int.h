@@ -61,4 +61,7 @@ int tn_cmd_export(const tn_cmd *cmd, int argc, char **argv);
 int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv);
 int tn_cmd_db(const tn_cmd *cmd, int argc, char **argv);
 
+/* Measuring through the fleet (tn_cli_measure.c). */
+int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv);
+
 #endif /* TN_TUNER_INT_H */

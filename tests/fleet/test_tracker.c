@@ -564,6 +564,66 @@ static void test_oversized_and_random_bytes_are_refused(void **unused)
     status_still_served();
 }
 
+/* A second tracker during a key rotation: it takes the old key and the next one, refuses
+** others; its HTTP page serves the status document. */
+static void test_rotation_and_http_status(void **unused)
+{
+    trk_tracker *t2;
+    pthread_t th;
+    at_wire_key third;
+    uint8_t k[32];
+    char err[256], url2[64], req[] = "GET /status.json HTTP/1.0\r\nHost: x\r\n\r\n", buf[8192];
+    int fresh, sock, hp;
+    size_t got = 0;
+    ssize_t r;
+    struct sockaddr_in sa;
+    at_wire_client *c;
+    (void)unused;
+    memset(k, 3, sizeof k);
+    at_wire_key_from_bytes(k, &third);
+    assert_int_equal(trk_open(&(trk_config){.listen_url = "tcp://127.0.0.1:0",
+                                            .keys = (at_wire_key[]){key, other_key}, .n_keys = 2,
+                                            .http_url = "http://127.0.0.1:0", .name = "rotating"},
+                              &t2, err, sizeof err),
+                     AT_OK);
+    assert_int_equal(pthread_create(&th, NULL, run_tracker, t2), 0);
+    snprintf(url2, sizeof url2, "127.0.0.1:%d", trk_port(t2));
+    for (int i = 0; i < 3; i++) {
+        const at_wire_key *use = i == 0 ? &key : i == 1 ? &other_key : &third;
+        assert_int_equal(at_wire_client_open(&(at_wire_client_cfg){.url = url2,
+                                                                   .role = AT_WIRE_ROLE_AGENT,
+                                                                   .name = "rot", .keys = use,
+                                                                   .n_keys = 1},
+                                             &c, err, sizeof err),
+                         AT_OK);
+        assert_int_equal(at_wire_client_ensure(c, 5000, &fresh, err, sizeof err),
+                         i < 2 ? AT_OK : AT_EAUTH);
+        at_wire_client_close(c);
+    }
+    /* the status page: plain HTTP on localhost (the document is refreshed every 250 ms) */
+    ft_sleep_ms(600);
+    hp = trk_http_port(t2);
+    assert_true(hp > 0);
+    sock = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)hp);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(sock, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_true(write(sock, req, strlen(req)) == (ssize_t)strlen(req));
+    while (got < sizeof buf - 1 && (r = read(sock, buf + got, sizeof buf - 1 - got)) > 0)
+        got += (size_t)r;
+    buf[got] = 0;
+    close(sock);
+    assert_non_null(strstr(buf, "200"));
+    assert_non_null(strstr(buf, "application/json"));
+    assert_non_null(strstr(buf, "\"rotating\""));
+    assert_non_null(strstr(buf, "\"auth_failed\":1"));
+    trk_stop(t2);
+    pthread_join(th, NULL);
+    trk_close(t2);
+}
+
 static int setup(void **state)
 {
     char err[256];
@@ -605,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_other_version_is_refused_naming_both),
         cmocka_unit_test(test_replayed_frames_are_refused),
         cmocka_unit_test(test_oversized_and_random_bytes_are_refused),
+        cmocka_unit_test(test_rotation_and_http_status),
     };
     signal(SIGPIPE, SIG_IGN);
     at_log_set_level(AT_LOG_WARN);

@@ -147,6 +147,7 @@ static void test_roundtrip_all(void **unused)
     res[0].status = AT_MEASURE_NO_ERROR;
     res[0].costs = costs;
     res[0].n_costs = 3;
+    res[0].median_s = 1.5e-3;
     res[0].measured_at = 1.7e9;
     res[0].state.cpu_mhz = 3000;
     res[0].state.temp_c = 55.5;
@@ -168,6 +169,7 @@ static void test_roundtrip_all(void **unused)
     assert_int_equal(o.u.apoll.n_results, 2);
     assert_int_equal(o.u.apoll.results[0].n_costs, 3);
     assert_true(o.u.apoll.results[0].costs[1] == 2e-3);
+    assert_true(o.u.apoll.results[0].median_s == 1.5e-3);
     assert_int_equal(o.u.apoll.results[0].state.throttled, 1);
     assert_true(o.u.apoll.results[0].state.temp_c == 55.5);
     assert_int_equal(o.u.apoll.results[1].status, AT_MEASURE_RUN_TIMEOUT);

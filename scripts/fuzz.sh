@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Run every fuzz target of build/fuzz for a bounded time ('make fuzz-short' from 'make test',
+# 'make fuzz-long' from 'make test-long'):
+#   scripts/fuzz.sh short|long
+# Seeds: tests/tools/wire_seeds writes one valid frame of every message type; each target
+# keeps its corpus in build/fuzz/corpus/<target> between runs.  A crash leaves its input in
+# build/fuzz/crash-* and fails the run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-short}
+case "$mode" in
+  short) runs=40000; secs=12 ;;
+  long)  runs=100000000; secs=${AT_FUZZ_SECONDS:-180} ;;
+  *) echo "usage: scripts/fuzz.sh short|long" >&2; exit 2 ;;
+esac
+seeds=build/fuzz/seeds
+build/san/tests/tools/wire_seeds "$seeds" >/dev/null || { echo "fuzz: cannot write seeds" >&2; exit 1; }
+status=0
+for t in build/fuzz/fuzz_*; do
+  [ -x "$t" ] || continue
+  name=$(basename "$t")
+  corpus=build/fuzz/corpus/$name
+  mkdir -p "$corpus"
+  case "$name" in
+    fuzz_wire) seed=$seeds/wire ;;
+    fuzz_session) seed=$seeds/session ;;
+    fuzz_key) seed=$seeds/key ;;
+    *) seed= ;;
+  esac
+  log=build/fuzz/$name.log
+  start=$(date +%s)
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+    "$t" -runs=$runs -max_total_time=$secs -max_len=65536 -rss_limit_mb=2048 \
+         -artifact_prefix=build/fuzz/crash-$name- "$corpus" $seed >"$log" 2>&1
+  rc=$?
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
+  [ -z "$execs" ] && execs=$(grep -Eo '#[0-9]+' "$log" | tail -1 | tr -d '#')
+  if [ $rc -eq 0 ]; then
+    printf 'PASS fuzz/%-32s %5ss  %s inputs\n' "$name" "$(( $(date +%s) - start ))" "${execs:-?}"
+  else
+    status=1
+    printf 'FAIL fuzz/%-32s (rc %d, log %s)\n' "$name" "$rc" "$log"
+    tail -n 30 "$log" | sed 's/^/    /'
+  fi
+done
+exit $status
