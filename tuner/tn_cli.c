@@ -64,6 +64,13 @@ static const tn_cmd commands[] = {
      "agent in this process unless --tracker is given), check them against the naive reference,\n"
      "store every result in the records store, and print their times.",
      tn_cmd_measure},
+    {"tasks", "[-o FILE] [-v] [--dim N] MODEL", "the tasks of a model (ONNX) or task list",
+     "Cut an ONNX model into tasks (each anchor operator fused with its elementwise\n"
+     "consumers; docs/models.md) and list them with their workload keys, weights (uses in\n"
+     "the model), FLOPs and shapes.  -o writes them as JSON lines, which 'tuner export-lib'\n"
+     "and the tuner read without the model.  Unsupported operators are warnings naming\n"
+     "their nodes; the rest of the model still gives tasks.",
+     tn_cmd_tasks},
     {"help", "[SUBCOMMAND]", "help on the command or a subcommand", NULL, cmd_help},
 };
 

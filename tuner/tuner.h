@@ -129,4 +129,180 @@ void tn_fleet_get_stats(const tn_fleet *f, tn_fleet_stats *out);
 /* The embedded tracker's TCP-free address ("inproc://...") or NULL when remote. */
 const char *tn_fleet_embedded_url(const tn_fleet *f);
 
+/* ---- whole models: ONNX import, tasks, running and export -----------------------------
+** (tn_onnx.c, tn_graph.c, tn_extract.c, tn_tasks.c, tn_run.c, tn_export.c; docs/models.md)
+**
+**   tn_model *m;  tn_model_load("resnet18.onnx", NULL, &m, err, sizeof err);
+**   const tn_task_list *tl = tn_model_tasks(m);      tasks with weights, FLOPs, DAGs, keys
+**   tn_tasks_write_jsonl(tl, f);                      tune them elsewhere, without the model
+**   tn_model_run(m, &(tn_run_opts){.store = st}, &rep, err, sizeof err);   tuned vs naive
+**   tn_export_lib(tl, &(tn_export_opts){.store = st, .target = T, .out_path = P}, ...);
+**   tn_model_free(m);
+**
+** A model is cut into tasks: each anchor operator (a convolution, a dense layer, a pool, a
+** softmax, a layer norm, a reduction) with the elementwise operators that consume it, or a
+** chain of elementwise operators on its own.  Identical tasks (same workload key) are
+** listed once with a weight: the number of times the model runs them.  An operator this
+** code does not support is a warning naming its node; the rest of the model still gives
+** tasks (but cannot run).  Nothing here is thread-safe across calls on one object. */
+
+/* One occurrence of a task in the model: the ONNX nodes it was made from. */
+typedef struct tn_task_use {
+    int n_nodes;
+    char **nodes;          /* node names, anchor first */
+} tn_task_use;
+
+/* A task, as a scheduler consumes it.  Strings belong to the task list. */
+typedef struct tn_task {
+    char key[33];          /* workload key (hex of SHA-256 of the canonical DAG) */
+    char *name;            /* what is fused: "conv2d_bias_add_relu" */
+    char *desc;            /* shapes: "conv2d:N=1,C=64,...,relu=0 + add[64x56x56] + relu" */
+    char *tag;             /* similarity group for the task scheduler: the anchor's kind
+                           ** and int(log_1.618(flops + 1)), e.g. "conv2d:44" */
+    char *dag_text;        /* the DAG as ss_dag_print writes it (parses to 'key') */
+    ss_dag *dag;           /* that DAG, parsed; a reference the list holds */
+    double flops;          /* floating-point operations of one run */
+    int weight;            /* how many times one run of the model runs it (>= 1) */
+    int tunable;           /* 1 if it has a reduction (Ansor tunes only those); 0 for
+                           ** elementwise-only tasks, which keep their default schedule */
+    int n_op_types;
+    char **op_types;       /* ONNX operator types fused into it, anchor first */
+    int n_uses;
+    tn_task_use *uses;     /* where it occurs (n_uses == weight for a model's tasks) */
+} tn_task;
+
+typedef struct tn_task_list {
+    char *model;           /* the file the tasks came from */
+    int n_tasks, cap_tasks;
+    tn_task *tasks;        /* in order of first use in the model */
+    at_arena arena;        /* the strings */
+} tn_task_list;
+
+/* Sum of flops * weight: the work of one run of the model (what the tasks cover). */
+double tn_task_list_flops(const tn_task_list *tl);
+void tn_task_list_free(tn_task_list *tl); /* NULL is fine */
+
+/* Write the tasks as JSON lines, one task per line (docs/models.md); AT_EIO on a write
+** error. */
+at_err tn_tasks_write_jsonl(const tn_task_list *tl, FILE *f);
+/* Read what tn_tasks_write_jsonl wrote.  Every line's DAG is parsed and must give the
+** line's workload key.  On AT_OK the caller owns *out (tn_task_list_free); AT_EPARSE with
+** "name:line:col: what" for a malformed line, AT_EINVAL for a line that contradicts itself
+** (key, FLOPs), AT_EVERSION for a newer format. */
+at_err tn_tasks_read_jsonl(const char *name, const char *text, size_t n, tn_task_list **out,
+                           char *errmsg, size_t errmsg_size);
+
+typedef struct tn_model tn_model; /* opaque: the graph, its tasks and how to run them */
+
+typedef struct tn_model_opts {
+    int64_t dim_default;   /* the value of a symbolic dimension (a batch 'N'); 0 means 1 */
+} tn_model_opts;
+
+/* Load an ONNX model: decode (protobuf-c, Debian's onnx.proto), check, fold constants
+** (BatchNormalization into the convolution before it), infer shapes and extract the tasks.
+** 'opts' may be NULL.  On AT_OK the caller owns *out (tn_model_free); unsupported operators
+** are warnings (tn_model_warning).  Errors come with a sentence naming the file and the
+** node or tensor: AT_EIO (cannot read), AT_ECORRUPT (not decodable: truncated or not
+** ONNX), AT_EUNSUPPORTED (an opset this code does not know, external data), AT_EINVAL (a
+** graph that contradicts itself), AT_ENOMEM.  Blocks on file I/O only. */
+at_err tn_model_load(const char *path, const tn_model_opts *opts, tn_model **out,
+                     char *errmsg, size_t errmsg_size);
+/* The same from bytes in memory; 'name' names them in messages. */
+at_err tn_model_load_mem(const void *bytes, size_t n, const char *name,
+                         const tn_model_opts *opts, tn_model **out, char *errmsg,
+                         size_t errmsg_size);
+void tn_model_free(tn_model *m); /* NULL is fine */
+
+const tn_task_list *tn_model_tasks(const tn_model *m);
+int tn_model_n_warnings(const tn_model *m);
+const char *tn_model_warning(const tn_model *m, int i);
+
+typedef struct tn_model_info {
+    int64_t opset, ir_version;
+    const char *producer;  /* "" when the file names none */
+    int n_nodes;           /* nodes in the file */
+    int n_live;            /* nodes left after folding and dead-code removal */
+    int n_unsupported;     /* nodes that give no work: the model has tasks but cannot run */
+    int n_inputs, n_outputs, n_steps;
+} tn_model_info;
+void tn_model_get_info(const tn_model *m, tn_model_info *out);
+
+/* Choose the schedule of task 't' for 'target': the best successful record of the store
+** for the task's workload key, target text and device key (NULL: any device; the fastest
+** wins) whose state replays (tn_replay_check), else the naive state.  'st' NULL: always
+** naive.  On AT_OK the caller owns *out (ss_state_free); *cost_s (may be NULL) is the
+** record's mean cost, 0 for the naive state.  AT_ENOMEM, AT_EIO from the store. */
+at_err tn_task_schedule(const tn_task *t, rec_store *st, const char *target,
+                        const char *device_key, ss_state **out, double *cost_s, char *errmsg,
+                        size_t errmsg_size);
+
+/* Running a whole model here (tn_run.c). */
+typedef struct tn_run_opts {
+    rec_store *store;       /* best records; NULL: every task runs its naive kernel */
+    const char *target;     /* records of this target; NULL: the host ("llvm -mcpu=native");
+                            ** it must be a target whose code runs on this machine */
+    const char *device_key; /* NULL: any device key */
+    const char *lib_path;   /* run the kernels of a library made by tn_export_lib instead of
+                            ** building them (the library's tasks are matched by key) */
+    int n_threads;          /* 0: the online CPUs */
+    uint64_t seed;          /* inputs and weights without values are filled from it */
+    int repeat;             /* > 0: time that many runs of the whole model (tuned and naive) */
+    int no_check;           /* skip the naive run and the comparison */
+} tn_run_opts;
+
+#define TN_RUN_MAX_OUTPUTS 16
+
+typedef struct tn_run_report {
+    int n_tasks, n_tuned, n_naive;   /* kernels built (or found in the library) */
+    int n_outputs;
+    struct {
+        char name[96];
+        int64_t n_elems;
+        double rel_err;             /* kn_rt_rel_err of the tuned run against the naive one */
+        double checksum;            /* sum of the tuned output's elements */
+    } outputs[TN_RUN_MAX_OUTPUTS];
+    double max_rel_err;
+    double build_s;                 /* seconds spent building kernels */
+    double latency_s, naive_latency_s; /* median of 'repeat' runs; 0 when not timed */
+} tn_run_report;
+
+/* Run the model once with the tuned kernels (naive ones for tasks without records) and,
+** unless 'no_check', once with every task's naive kernel, and compare the outputs (the
+** report has the relative error of each).  Inputs and weights without values are filled
+** with kn_rt_fill from 'seed' (stream = the tensor's index among them).  AT_OK when the
+** runs happened (whatever the error; the caller compares it with 1e-4);
+** AT_EUNSUPPORTED when the model has operators that cannot run (named), AT_ECODEGEN,
+** AT_ELOAD, AT_EIO (a kernel failed), AT_EINVAL (a target that cannot run here, a library
+** that does not fit the model), AT_ENOMEM. */
+at_err tn_model_run(const tn_model *m, const tn_run_opts *o, tn_run_report *rep,
+                    char *errmsg, size_t errmsg_size);
+
+/* The shared library of the tuned kernels (tn_export.c). */
+typedef struct tn_export_opts {
+    rec_store *store;        /* best records; NULL: every task gets its naive schedule */
+    const char *target;      /* "llvm -mtriple=aarch64-linux-android ..."; NULL: the host */
+    const char *device_key;  /* NULL: any */
+    const char *out_path;    /* libmodel_kernels.so */
+    const char *header_path; /* NULL: out_path with ".h" for ".so" */
+    const char *prefix;      /* C names' prefix; NULL: from the file name ("model_kernels") */
+    int max_threads;         /* threads the Linux runtime may start (0: the target's cores) */
+    int keep_temp;           /* leave the objects in a temporary folder (printed) */
+} tn_export_opts;
+
+typedef struct tn_export_report {
+    int n_tasks, n_tuned, n_naive;
+    char link_cmd[512];      /* the linker command that ran */
+    char temp_dir[256];      /* with keep_temp */
+    double build_s;
+} tn_export_report;
+
+/* Build every task's best kernel (naive when there is no record) for 'target' with a C
+** entry point each, link them with a small runtime into one shared library and write its
+** header (docs/models.md has the calling convention).  x86-64 and aarch64 Linux are linked
+** with the target's gcc driver (libc, libm, pthreads), aarch64 Android with ld.lld-16 and
+** no libc at all (serial only).  AT_EUNSUPPORTED for a target this cannot link (a missing
+** linker is named), AT_ECODEGEN, AT_EIO, AT_EINVAL, AT_ENOMEM. */
+at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_report *rep,
+                     char *errmsg, size_t errmsg_size);
+
 #endif /* TN_TUNER_H */

@@ -61,6 +61,11 @@ int tn_cmd_export(const tn_cmd *cmd, int argc, char **argv);
 int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv);
 int tn_cmd_db(const tn_cmd *cmd, int argc, char **argv);
 
+/* The subcommands over whole models (tn_cli_model.c). */
+int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv);
+int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv);
+int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv);
+
 /* Measuring through the fleet (tn_cli_measure.c). */
 int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv);
 

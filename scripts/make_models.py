@@ -1,0 +1,343 @@
+#!/usr/bin/python3
+"""Generate ONNX test models with Debian's python3-onnx (random weights, fixed seed).
+
+    /usr/bin/python3 scripts/make_models.py --out DIR [NAME...]
+    /usr/bin/python3 scripts/make_models.py --list
+
+Models built here with onnx.helper (no torch needed), opset 13 unless noted:
+  small_cnn        1x3x32x32: conv+BN+relu, max pool, conv+relu, a residual block, a repeated
+                   conv, global average pool, flatten, gemm (the tests tune and run it)
+  resnet18         1x3x224x224, torchvision's ResNet-18 layout (BN after every conv)
+  mobilenet_v2     1x3x224x224, torchvision's MobileNetV2 layout (depthwise convs, Clip 0..6)
+  transformer      1x32x64 encoder block, 4 heads: MatMul/Add attention, Softmax, one
+                   LayerNormalization node and one decomposed layer norm, FFN with Erf GELU
+                   (opset 17, which has LayerNormalization)
+  tiny_mlp         1x16 gemm+relu+gemm (weights as graph inputs with initializers, IR 3 style)
+Models for error tests:
+  bad_opset        small_cnn claiming opset 99 of the default domain
+  unsupported_op   small_cnn with a node 'mystery' of type 'FancyOp' in the middle (its
+                   output shape declared in value_info, so the rest still gives tasks)
+With python3-torch and python3-torchvision installed (optional), also:
+  tv_resnet18, tv_mobilenet_v2   torchvision's models (random weights) exported at opset 13
+The models are written as NAME.onnx; nothing here is committed to the repository.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+try:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError:  # pragma: no cover
+    sys.exit("make_models.py: needs Debian's python3-onnx (run it with /usr/bin/python3)")
+
+
+class Builder:
+    """A graph under construction: nodes, initializers, unique names, seeded weights."""
+
+    def __init__(self, seed):
+        self.rng = np.random.RandomState(seed)
+        self.nodes = []
+        self.inits = []
+        self.value_info = []
+        self.count = {}
+
+    def name(self, base):
+        k = self.count.get(base, 0)
+        self.count[base] = k + 1
+        return base if k == 0 else "%s_%d" % (base, k)
+
+    def const(self, base, array):
+        nm = self.name(base)
+        self.inits.append(numpy_helper.from_array(np.asarray(array), nm))
+        return nm
+
+    def node(self, op, inputs, base=None, n_out=1, **attrs):
+        nm = self.name(base or op.lower())
+        outs = [nm if i == 0 else "%s_out%d" % (nm, i) for i in range(n_out)]
+        self.nodes.append(helper.make_node(op, inputs, outs, name=nm, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    # layers ------------------------------------------------------------------------------
+    def conv(self, x, cin, cout, k, stride=1, pad=None, groups=1, bias=False, base="conv"):
+        pad = k // 2 if pad is None else pad
+        fan_in = cin // groups * k * k
+        w = (self.rng.randn(cout, cin // groups, k, k) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+        ins = [x, self.const(base + ".weight", w)]
+        if bias:
+            ins.append(self.const(base + ".bias", (self.rng.randn(cout) * 0.1).astype(np.float32)))
+        return self.node("Conv", ins, base, kernel_shape=[k, k], strides=[stride, stride],
+                         pads=[pad] * 4, group=groups, dilations=[1, 1])
+
+    def bn(self, x, c, base="bn"):
+        p = [self.const(base + ".weight", self.rng.uniform(0.5, 1.5, c).astype(np.float32)),
+             self.const(base + ".bias", (self.rng.randn(c) * 0.1).astype(np.float32)),
+             self.const(base + ".running_mean", (self.rng.randn(c) * 0.1).astype(np.float32)),
+             self.const(base + ".running_var", self.rng.uniform(0.5, 1.5, c).astype(np.float32))]
+        return self.node("BatchNormalization", [x] + p, base, epsilon=1e-5)
+
+    def relu(self, x, base="relu"):
+        return self.node("Relu", [x], base)
+
+    def relu6(self, x, base="relu6"):
+        lo = self.const(base + ".min", np.array(0.0, np.float32))
+        hi = self.const(base + ".max", np.array(6.0, np.float32))
+        return self.node("Clip", [x, lo, hi], base)
+
+    def gemm(self, x, cin, cout, base="fc"):
+        w = (self.rng.randn(cout, cin) * np.sqrt(1.0 / cin)).astype(np.float32)
+        b = (self.rng.randn(cout) * 0.1).astype(np.float32)
+        return self.node("Gemm", [x, self.const(base + ".weight", w),
+                                  self.const(base + ".bias", b)], base, transB=1)
+
+    def linear(self, x, cin, cout, base):
+        """torch.nn.Linear as torch exports it at opset 13 for 3-d input: MatMul + Add."""
+        w = (self.rng.randn(cin, cout) * np.sqrt(1.0 / cin)).astype(np.float32)
+        b = (self.rng.randn(cout) * 0.1).astype(np.float32)
+        y = self.node("MatMul", [x, self.const(base + ".weight", w)], base + ".matmul")
+        return self.node("Add", [y, self.const(base + ".bias", b)], base + ".add")
+
+    def model(self, name, inputs, outputs, opset=13, ir=8, value_info=()):
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits,
+                                  value_info=list(value_info))
+        m = helper.make_model(graph, producer_name="make_models.py",
+                              opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = ir
+        return m
+
+
+def tensor(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+# ---- small CNN -----------------------------------------------------------------------------
+
+def small_cnn(fancy=False):
+    b = Builder(1)
+    x = b.conv("input", 3, 16, 3, base="conv1")
+    x = b.relu(b.bn(x, 16, "bn1"), "relu1")
+    x = b.node("MaxPool", [x], "pool1", kernel_shape=[2, 2], strides=[2, 2])
+    if fancy:
+        x = b.node("FancyOp", [x], "mystery")
+    x = b.relu(b.conv(x, 16, 32, 3, bias=True, base="conv2"), "relu2")
+    skip = x
+    y = b.relu(b.conv(x, 32, 32, 3, bias=True, base="conv3"), "relu3")
+    y = b.conv(y, 32, 32, 3, bias=True, base="conv4")
+    y = b.relu(b.node("Add", [y, skip], "add1"), "relu4")
+    y = b.relu(b.conv(y, 32, 32, 3, bias=True, base="conv5"), "relu5")  # same task as conv3
+    y = b.node("GlobalAveragePool", [y], "gap")
+    y = b.node("Flatten", [y], "flatten", axis=1)
+    y = b.gemm(y, 32, 10, "fc")
+    vi = [tensor("mystery", [1, 16, 16, 16])] if fancy else []
+    return b.model("small_cnn", [tensor("input", [1, 3, 32, 32])], [tensor(y, [1, 10])],
+                   value_info=vi)
+
+
+# ---- ResNet-18 ------------------------------------------------------------------------------
+
+def resnet18():
+    b = Builder(18)
+    x = b.conv("input", 3, 64, 7, stride=2, pad=3, base="conv1")
+    x = b.relu(b.bn(x, 64, "bn1"), "relu")
+    x = b.node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)
+    cin = 64
+    for layer, (cout, stride) in enumerate([(64, 1), (128, 2), (256, 2), (512, 2)], 1):
+        for blk in range(2):
+            s = stride if blk == 0 else 1
+            pre = "layer%d.%d" % (layer, blk)
+            identity = x
+            y = b.relu(b.bn(b.conv(x, cin, cout, 3, s, base=pre + ".conv1"), cout, pre + ".bn1"),
+                       pre + ".relu1")
+            y = b.bn(b.conv(y, cout, cout, 3, base=pre + ".conv2"), cout, pre + ".bn2")
+            if s != 1 or cin != cout:
+                identity = b.bn(b.conv(x, cin, cout, 1, s, pad=0, base=pre + ".downsample.0"),
+                                cout, pre + ".downsample.1")
+            x = b.relu(b.node("Add", [y, identity], pre + ".add"), pre + ".relu2")
+            cin = cout
+    x = b.node("GlobalAveragePool", [x], "avgpool")
+    x = b.node("Flatten", [x], "flatten", axis=1)
+    x = b.gemm(x, 512, 1000, "fc")
+    return b.model("resnet18", [tensor("input", [1, 3, 224, 224])], [tensor(x, [1, 1000])])
+
+
+# ---- MobileNetV2 ----------------------------------------------------------------------------
+
+def mobilenet_v2():
+    b = Builder(2)
+    x = b.relu6(b.bn(b.conv("input", 3, 32, 3, 2, base="features.0.0"), 32, "features.0.1"),
+                "features.0.2")
+    cin, idx = 32, 1
+    for t, c, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                       (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            pre = "features.%d" % idx
+            hidden = cin * t
+            y = x
+            if t != 1:
+                y = b.relu6(b.bn(b.conv(y, cin, hidden, 1, base=pre + ".expand"), hidden,
+                                 pre + ".expand_bn"), pre + ".expand_relu6")
+            y = b.relu6(b.bn(b.conv(y, hidden, hidden, 3, stride, groups=hidden,
+                                    base=pre + ".dw"), hidden, pre + ".dw_bn"), pre + ".dw_relu6")
+            y = b.bn(b.conv(y, hidden, c, 1, base=pre + ".project"), c, pre + ".project_bn")
+            if stride == 1 and cin == c:
+                y = b.node("Add", [x, y], pre + ".add")
+            x, cin, idx = y, c, idx + 1
+    x = b.relu6(b.bn(b.conv(x, 320, 1280, 1, base="features.18.0"), 1280, "features.18.1"),
+                "features.18.2")
+    x = b.node("GlobalAveragePool", [x], "avgpool")
+    x = b.node("Flatten", [x], "flatten", axis=1)
+    x = b.gemm(x, 1280, 1000, "classifier")
+    return b.model("mobilenet_v2", [tensor("input", [1, 3, 224, 224])], [tensor(x, [1, 1000])])
+
+
+# ---- transformer encoder block -------------------------------------------------------------
+
+S, D, H, FF = 32, 64, 4, 256
+
+
+def layer_norm_node(b, x, base):
+    g = b.const(base + ".weight", b.rng.uniform(0.5, 1.5, D).astype(np.float32))
+    be = b.const(base + ".bias", (b.rng.randn(D) * 0.1).astype(np.float32))
+    return b.node("LayerNormalization", [x, g, be], base, axis=-1, epsilon=1e-5)
+
+
+def layer_norm_decomposed(b, x, base):
+    """What torch exports for nn.LayerNorm below opset 17."""
+    m = b.node("ReduceMean", [x], base + ".mean", axes=[-1], keepdims=1)
+    d = b.node("Sub", [x, m], base + ".sub")
+    p = b.node("Pow", [d, b.const(base + ".two", np.array(2.0, np.float32))], base + ".pow")
+    v = b.node("ReduceMean", [p], base + ".var", axes=[-1], keepdims=1)
+    e = b.node("Add", [v, b.const(base + ".eps", np.array(1e-5, np.float32))], base + ".addeps")
+    s = b.node("Sqrt", [e], base + ".sqrt")
+    n = b.node("Div", [d, s], base + ".div")
+    g = b.const(base + ".weight", b.rng.uniform(0.5, 1.5, D).astype(np.float32))
+    be = b.const(base + ".bias", (b.rng.randn(D) * 0.1).astype(np.float32))
+    return b.node("Add", [b.node("Mul", [n, g], base + ".mul"), be], base + ".add")
+
+
+def transformer():
+    b = Builder(7)
+    x = "input"
+    dh = D // H
+
+    def heads(t, base, perm):
+        r = b.node("Reshape", [t, b.const(base + ".shape", np.array([1, S, H, dh], np.int64))],
+                   base + ".reshape")
+        return b.node("Transpose", [r], base + ".transpose", perm=perm)
+
+    q = heads(b.linear(x, D, D, "attn.q"), "attn.q", [0, 2, 1, 3])   # 1 H S dh
+    k = heads(b.linear(x, D, D, "attn.k"), "attn.k", [0, 2, 3, 1])   # 1 H dh S
+    v = heads(b.linear(x, D, D, "attn.v"), "attn.v", [0, 2, 1, 3])   # 1 H S dh
+    sc = b.node("MatMul", [q, k], "attn.scores")
+    sc = b.node("Div", [sc, b.const("attn.scale", np.array(np.sqrt(dh), np.float32))],
+                "attn.scale_div")
+    p = b.node("Softmax", [sc], "attn.softmax", axis=-1)
+    ctx = b.node("MatMul", [p, v], "attn.context")
+    ctx = b.node("Transpose", [ctx], "attn.merge", perm=[0, 2, 1, 3])
+    ctx = b.node("Reshape", [ctx, b.const("attn.merge.shape", np.array([1, S, D], np.int64))],
+                 "attn.merge.reshape")
+    o = b.linear(ctx, D, D, "attn.out")
+    x1 = layer_norm_node(b, b.node("Add", [o, x], "attn.residual"), "norm1")
+    h = b.linear(x1, D, FF, "ffn.fc1")
+    # GELU as torch exports it at opset 13: x * 0.5 * (1 + erf(x / sqrt(2)))
+    e = b.node("Erf", [b.node("Div", [h, b.const("ffn.sqrt2", np.array(1.4142135, np.float32))],
+                              "ffn.gelu.div")], "ffn.gelu.erf")
+    e = b.node("Add", [e, b.const("ffn.one", np.array(1.0, np.float32))], "ffn.gelu.add")
+    h = b.node("Mul", [b.node("Mul", [h, e], "ffn.gelu.mul"),
+                       b.const("ffn.half", np.array(0.5, np.float32))], "ffn.gelu.mul2")
+    h = b.linear(h, FF, D, "ffn.fc2")
+    y = layer_norm_decomposed(b, b.node("Add", [h, x1], "ffn.residual"), "norm2")
+    return b.model("transformer", [tensor("input", [1, S, D])], [tensor(y, [1, S, D])], opset=17)
+
+
+# ---- small models for special cases --------------------------------------------------------
+
+def tiny_mlp():
+    """Weights listed among the graph inputs too, as IR version 3 exporters did."""
+    b = Builder(3)
+    h = b.relu(b.gemm("input", 16, 32, "fc1"), "relu1")
+    y = b.gemm(h, 32, 8, "fc2")
+    m = b.model("tiny_mlp", [tensor("input", [1, 16])], [tensor(y, [1, 8])], ir=3)
+    for init in m.graph.initializer:
+        m.graph.input.append(helper.make_tensor_value_info(init.name, init.data_type,
+                                                           list(init.dims)))
+    return m
+
+
+def bad_opset():
+    m = small_cnn()
+    m.opset_import[0].version = 99
+    return m
+
+
+def unsupported_op():
+    return small_cnn(fancy=True)
+
+
+def torchvision_model(kind):
+    import io
+    import torch
+    import torchvision
+    torch.manual_seed(0)
+    net = getattr(torchvision.models, kind)(weights=None).eval()
+    buf = io.BytesIO()
+    torch.onnx.export(net, torch.randn(1, 3, 224, 224), buf, opset_version=13,
+                      input_names=["input"], output_names=["output"])
+    return onnx.load_from_string(buf.getvalue())
+
+
+MODELS = {
+    "small_cnn": small_cnn,
+    "resnet18": resnet18,
+    "mobilenet_v2": mobilenet_v2,
+    "transformer": transformer,
+    "tiny_mlp": tiny_mlp,
+    "bad_opset": bad_opset,
+    "unsupported_op": unsupported_op,
+    "tv_resnet18": lambda: torchvision_model("resnet18"),
+    "tv_mobilenet_v2": lambda: torchvision_model("mobilenet_v2"),
+}
+DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp", "bad_opset",
+           "unsupported_op"]
+
+
+def have_torch():
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=".", help="folder for NAME.onnx (created)")
+    ap.add_argument("--list", action="store_true", help="list the model names")
+    ap.add_argument("names", nargs="*", help="models to make (default: all but tv_*)")
+    a = ap.parse_args()
+    if a.list:
+        print("\n".join(MODELS))
+        return 0
+    os.makedirs(a.out, exist_ok=True)
+    for name in a.names or DEFAULT:
+        if name not in MODELS:
+            sys.exit("make_models.py: unknown model '%s' (known: %s)" % (name, ", ".join(MODELS)))
+        if name.startswith("tv_") and not have_torch():
+            print("make_models.py: skipping %s: python3-torch/torchvision not installed" % name,
+                  file=sys.stderr)
+            continue
+        m = MODELS[name]()
+        if name not in ("bad_opset", "unsupported_op"):
+            onnx.checker.check_model(m)
+        path = os.path.join(a.out, name + ".onnx")
+        onnx.save(m, path)
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

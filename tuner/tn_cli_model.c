@@ -1,0 +1,190 @@
+/* tuner/tn_cli_model.c -- the subcommands over whole models: tasks, run and export-lib
+** (docs/models.md, docs/cli.md).
+**
+** A MODEL argument is an ONNX file, or (for tasks and export-lib) a task list written by
+** 'tuner tasks -o' (a file whose name ends in .jsonl), so that a library can be built on
+** another machine from the tasks alone. */
+#include "tuner/tuner_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "records/records.h"
+
+#define DEFAULT_DB "tuning.db"
+
+static int parse(const tn_cmd *cmd, const tn_opt *opts, int n_opts, int argc, char **argv,
+                 int *n_pos, int *done)
+{
+    int help, rc = tn_opts_parse(cmd, opts, n_opts, argc, argv, n_pos, &help);
+    *done = 1;
+    if (rc != TN_EXIT_OK)
+        return rc;
+    if (help) {
+        tn_opts_help(stdout, NULL, cmd, opts, n_opts);
+        return TN_EXIT_OK;
+    }
+    *done = 0;
+    return TN_EXIT_OK;
+}
+
+static int one_positional(const tn_cmd *cmd, int n_pos, char **argv, const char *what)
+{
+    if (n_pos == 1)
+        return TN_EXIT_OK;
+    if (n_pos == 0)
+        tn_err(cmd, "missing %s (see 'tuner %s --help')", what, cmd->name);
+    else
+        tn_err(cmd, "unexpected argument '%s' (one %s only)", argv[2], what);
+    return TN_EXIT_USAGE;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Load a model and print its warnings; NULL after printing the error. */
+static tn_model *load_model(const tn_cmd *cmd, const char *path, int dim_default, int quiet)
+{
+    tn_model *m;
+    tn_model_opts o = {.dim_default = dim_default};
+    char err[1024];
+    if (tn_model_load(path, &o, &m, err, sizeof err) != AT_OK) {
+        tn_err(cmd, "%s", err);
+        return NULL;
+    }
+    for (int i = 0; i < tn_model_n_warnings(m) && !quiet; i++)
+        tn_err(cmd, "warning: %s", tn_model_warning(m, i));
+    return m;
+}
+
+static tn_task_list *load_task_file(const tn_cmd *cmd, const char *path)
+{
+    char *data, err[1024];
+    size_t n;
+    tn_task_list *tl;
+    const char *base = strrchr(path, '/');
+    if (at_file_read(path, &data, &n, err, sizeof err) != AT_OK) {
+        tn_err(cmd, "%s", err);
+        return NULL;
+    }
+    if (tn_tasks_read_jsonl(base ? base + 1 : path, data, n, &tl, err, sizeof err) != AT_OK) {
+        tn_err(cmd, "%s", err);
+        tl = NULL;
+    }
+    at_free(data);
+    return tl;
+}
+
+/* ---- tasks ---- */
+
+static void print_tasks(FILE *f, const tn_task_list *tl, int verbose)
+{
+    fprintf(f, "%4s  %-12s %6s %12s  %-20s %s\n", "task", "key", "weight", "MFLOPs", "tag",
+            "name and shapes");
+    for (int i = 0; i < tl->n_tasks; i++) {
+        const tn_task *t = &tl->tasks[i];
+        fprintf(f, "%4d  %-12.12s %6d %12.3f  %-20s %s%s\n", i, t->key, t->weight,
+                t->flops / 1e6, t->tag, t->name, t->tunable ? "" : " (not tuned: no reduction)");
+        fprintf(f, "%4s  %-12s %6s %12s  %-20s %s\n", "", "", "", "", "", t->desc);
+        if (!verbose)
+            continue;
+        fprintf(f, "      key %s\n", t->key);
+        for (int u = 0; u < t->n_uses; u++) {
+            fprintf(f, "      use %d:", u + 1);
+            for (int k = 0; k < t->uses[u].n_nodes; k++)
+                fprintf(f, " %s", t->uses[u].nodes[k]);
+            fputc('\n', f);
+        }
+        fprintf(f, "      DAG:\n");
+        for (const char *p = t->dag_text; *p;) {
+            const char *e = strchr(p, '\n');
+            int len = e ? (int)(e - p) : (int)strlen(p);
+            fprintf(f, "        %.*s\n", len, p);
+            p += len + (e != NULL);
+        }
+    }
+}
+
+static int write_jsonl(const tn_cmd *cmd, const tn_task_list *tl, const char *path)
+{
+    char *buf = NULL, err[512];
+    size_t n = 0;
+    FILE *mem;
+    at_err e;
+    if (strcmp(path, "-") == 0) {
+        if (tn_tasks_write_jsonl(tl, stdout) != AT_OK) {
+            tn_err(cmd, "write error on standard output");
+            return TN_EXIT_FAIL;
+        }
+        return TN_EXIT_OK;
+    }
+    if ((mem = open_memstream(&buf, &n)) == NULL) {
+        tn_err(cmd, "out of memory");
+        return TN_EXIT_FAIL;
+    }
+    e = tn_tasks_write_jsonl(tl, mem);
+    fclose(mem);
+    if (e == AT_OK)
+        e = at_file_write(path, buf, n, err, sizeof err);
+    else
+        snprintf(err, sizeof err, "%s", at_strerror(e));
+    free(buf);
+    if (e != AT_OK) {
+        tn_err(cmd, "%s", err);
+        return TN_EXIT_FAIL;
+    }
+    return TN_EXIT_OK;
+}
+
+int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
+{
+    const char *out = NULL;
+    int verbose = 0, dim = 1, quiet = 0, n_pos, done, rc;
+    const tn_opt opts[] = {
+        {"out", 'o', TN_OPT_STR, &out, "FILE", "write the tasks as JSON lines ('-': stdout)"},
+        {"verbose", 'v', TN_OPT_BOOL, &verbose, NULL, "also the nodes of each use and the DAG"},
+        {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
+        {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "no table (with -o) and no warnings"},
+    };
+    tn_model *m = NULL;
+    tn_task_list *own = NULL;
+    const tn_task_list *tl;
+    rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
+    if (done)
+        return rc;
+    if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK)
+        return rc;
+    if (ends_with(argv[1], ".jsonl")) {
+        if ((own = load_task_file(cmd, argv[1])) == NULL)
+            return TN_EXIT_FAIL;
+        tl = own;
+        printf("tasks %s: %d tasks, %.3f MFLOPs per run of the model\n", argv[1], tl->n_tasks,
+               tn_task_list_flops(tl) / 1e6);
+    } else {
+        tn_model_info info;
+        int n_tunable = 0;
+        if ((m = load_model(cmd, argv[1], dim, quiet)) == NULL)
+            return TN_EXIT_FAIL;
+        tl = tn_model_tasks(m);
+        tn_model_get_info(m, &info);
+        for (int i = 0; i < tl->n_tasks; i++)
+            n_tunable += tl->tasks[i].tunable;
+        if (!(quiet && out))
+            printf("model %s (opset %lld%s%s): %d nodes, %d tasks (%d tunable), %.3f MFLOPs "
+                   "per run%s\n", argv[1], (long long)info.opset, info.producer[0] ? ", " : "",
+                   info.producer, info.n_nodes, tl->n_tasks, n_tunable,
+                   tn_task_list_flops(tl) / 1e6,
+                   info.n_unsupported ? " (unsupported nodes left out: see the warnings)" : "");
+    }
+    if (!(quiet && out))
+        print_tasks(stdout, tl, verbose);
+    rc = out ? write_jsonl(cmd, tl, out) : TN_EXIT_OK;
+    tn_model_free(m);
+    tn_task_list_free(own);
+    return rc;
+}

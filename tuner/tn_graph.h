@@ -1,0 +1,285 @@
+/* tuner/tn_graph.h -- what the model files of tuner/ share (private): the imported graph,
+** its nodes and tensors, the fused groups that become tasks, and the execution plan.
+**
+** The pipeline, one file per stage:
+**   tn_onnx.c     ONNX bytes -> tn_graph (protobuf-c over Debian's onnx.proto): tensors,
+**                 nodes with their attributes, initializers as constant data
+**   tn_graph.c    checks and rewrites: topological order, shape inference, constant
+**                 folding, BatchNormalization folded into Conv, the decomposed layer norm
+**                 recognised, Gemm/MatMul with constant weights turned into 'dense',
+**                 dead nodes removed, aliases (Reshape/Flatten/...) resolved
+**   tn_extract.c  fusion (anchor + elementwise consumers) -> groups -> DAG text -> tasks,
+**                 deduplicated by workload key, weighted by their number of uses
+**   tn_tasks.c    the task list: JSONL writer and reader
+**   tn_run.c      the whole-model executor (tuned and naive kernels) and the schedule
+**                 choice from the records store shared with export
+**   tn_export.c   the shared library of the tuned kernels and its header
+**
+** Invariants after tn_graph_prepare:
+**   - nodes[] is in topological order; a node with 'dead' set is skipped everywhere;
+**   - every tensor a live node reads or writes has a known shape (else the node is
+**     'unsupported' and so is everything that depends on it without a shape hint);
+**   - a tensor with 'data' is a constant (float32 or int64), never written at run time;
+**   - 'alias' >= 0 names the tensor whose buffer a reshape-like node's output shares
+**     (always a root: alias of an alias is resolved). */
+#ifndef TN_GRAPH_H
+#define TN_GRAPH_H
+
+#include <stdint.h>
+
+#include "common/common.h"
+#include "tuner/tuner.h"
+
+#define TN_MAX_RANK 8
+
+/* ---- operators ------------------------------------------------------------------------ */
+
+/* How an operator takes part in task extraction and execution. */
+typedef enum {
+    TN_CLS_ANCHOR, /* a reduction or a library operator: the head of a task */
+    TN_CLS_ELEM,   /* elementwise (with broadcasting): fused into its producer's task */
+    TN_CLS_ALIAS,  /* same bytes, another shape (Reshape, Flatten, ...): no work at all */
+    TN_CLS_MOVE,   /* pure data movement the executor does as a copy (Transpose, Concat) */
+    TN_CLS_CONST,  /* supported only on constants: folded before extraction (Shape, ...) */
+} tn_op_class;
+
+/*  X(id, ONNX op type, class) -- internal operators have names no ONNX op has. */
+#define TN_OP_MAP(X)                                                                       \
+    X(CONV, "Conv", TN_CLS_ANCHOR)                                                         \
+    X(GEMM, "Gemm", TN_CLS_ANCHOR)                                                         \
+    X(MATMUL, "MatMul", TN_CLS_ANCHOR)                                                     \
+    X(MAXPOOL, "MaxPool", TN_CLS_ANCHOR)                                                   \
+    X(AVGPOOL, "AveragePool", TN_CLS_ANCHOR)                                               \
+    X(GAP, "GlobalAveragePool", TN_CLS_ANCHOR)                                             \
+    X(GMP, "GlobalMaxPool", TN_CLS_ANCHOR)                                                 \
+    X(SOFTMAX, "Softmax", TN_CLS_ANCHOR)                                                   \
+    X(LAYERNORM, "LayerNormalization", TN_CLS_ANCHOR)                                      \
+    X(REDUCEMEAN, "ReduceMean", TN_CLS_ANCHOR)                                             \
+    X(REDUCESUM, "ReduceSum", TN_CLS_ANCHOR)                                               \
+    X(REDUCEMAX, "ReduceMax", TN_CLS_ANCHOR)                                               \
+    X(REDUCEMIN, "ReduceMin", TN_CLS_ANCHOR)                                               \
+    X(DENSE, "(dense)", TN_CLS_ANCHOR)                                                     \
+    X(BATCHNORM, "BatchNormalization", TN_CLS_ELEM)                                        \
+    X(ADD, "Add", TN_CLS_ELEM)                                                             \
+    X(SUB, "Sub", TN_CLS_ELEM)                                                             \
+    X(MUL, "Mul", TN_CLS_ELEM)                                                             \
+    X(DIV, "Div", TN_CLS_ELEM)                                                             \
+    X(POW, "Pow", TN_CLS_ELEM)                                                             \
+    X(MAX, "Max", TN_CLS_ELEM)                                                             \
+    X(MIN, "Min", TN_CLS_ELEM)                                                             \
+    X(RELU, "Relu", TN_CLS_ELEM)                                                           \
+    X(CLIP, "Clip", TN_CLS_ELEM)                                                           \
+    X(SIGMOID, "Sigmoid", TN_CLS_ELEM)                                                     \
+    X(TANH, "Tanh", TN_CLS_ELEM)                                                           \
+    X(ERF, "Erf", TN_CLS_ELEM)                                                             \
+    X(GELU, "Gelu", TN_CLS_ELEM)                                                           \
+    X(EXP, "Exp", TN_CLS_ELEM)                                                             \
+    X(LOG, "Log", TN_CLS_ELEM)                                                             \
+    X(SQRT, "Sqrt", TN_CLS_ELEM)                                                           \
+    X(ABS, "Abs", TN_CLS_ELEM)                                                             \
+    X(NEG, "Neg", TN_CLS_ELEM)                                                             \
+    X(RECIPROCAL, "Reciprocal", TN_CLS_ELEM)                                               \
+    X(LEAKYRELU, "LeakyRelu", TN_CLS_ELEM)                                                 \
+    X(HARDSIGMOID, "HardSigmoid", TN_CLS_ELEM)                                             \
+    X(HARDSWISH, "HardSwish", TN_CLS_ELEM)                                                 \
+    X(IDENTITY, "Identity", TN_CLS_ALIAS)                                                  \
+    X(DROPOUT, "Dropout", TN_CLS_ALIAS)                                                    \
+    X(RESHAPE, "Reshape", TN_CLS_ALIAS)                                                    \
+    X(FLATTEN, "Flatten", TN_CLS_ALIAS)                                                    \
+    X(SQUEEZE, "Squeeze", TN_CLS_ALIAS)                                                    \
+    X(UNSQUEEZE, "Unsqueeze", TN_CLS_ALIAS)                                                \
+    X(TRANSPOSE, "Transpose", TN_CLS_MOVE)                                                 \
+    X(CONCAT, "Concat", TN_CLS_MOVE)                                                       \
+    X(CONSTANT, "Constant", TN_CLS_CONST)                                                  \
+    X(SHAPE, "Shape", TN_CLS_CONST)                                                        \
+    X(GATHER, "Gather", TN_CLS_CONST)                                                      \
+    X(CAST, "Cast", TN_CLS_CONST)                                                          \
+    X(SLICE, "Slice", TN_CLS_CONST)                                                        \
+    X(CONSTANTOFSHAPE, "ConstantOfShape", TN_CLS_CONST)                                    \
+    X(UNKNOWN, "?", TN_CLS_CONST)
+
+typedef enum {
+#define X(id, name, cls) TN_OP_##id,
+    TN_OP_MAP(X)
+#undef X
+        TN_N_OPS
+} tn_op_kind;
+
+/* ONNX op type of a kind, and the kind of an op type of the default domain (TN_OP_UNKNOWN
+** when it is not supported). */
+const char *tn_op_name(tn_op_kind k);
+tn_op_class tn_op_class_of(tn_op_kind k);
+tn_op_kind tn_op_lookup(const char *op_type);
+
+/* ---- the graph ------------------------------------------------------------------------ */
+
+typedef enum { TN_ATTR_FLOAT, TN_ATTR_INT, TN_ATTR_STRING, TN_ATTR_FLOATS, TN_ATTR_INTS,
+               TN_ATTR_TENSOR, TN_ATTR_OTHER } tn_attr_type;
+
+typedef struct tn_attr {
+    char *name;
+    tn_attr_type type;
+    double f;
+    int64_t i;
+    char *s;           /* STRING */
+    int n;             /* FLOATS, INTS */
+    double *floats;
+    int64_t *ints;
+    int tensor;        /* TENSOR: a tensor id of the graph holding the value (constant) */
+} tn_attr;
+
+typedef struct tn_tensor {
+    char *name;
+    at_dtype dtype;   /* AT_DT_F32 or AT_DT_I64 for everything this code computes */
+    int known;        /* shape known */
+    int rank;
+    int64_t shape[TN_MAX_RANK];
+    int64_t n_elems;
+    void *data;       /* constant value (float or int64_t), or NULL */
+    int is_input;     /* a graph input fed at run time (not an initializer) */
+    int is_output;    /* a graph output */
+    int is_weight;    /* read in a weight position (Conv W, Gemm B, ...): 'const' in DAGs */
+    int hint;         /* a shape came from value_info/graph outputs (not checked yet) */
+    int hint_rank;
+    int64_t hint_shape[TN_MAX_RANK];
+    int producer;     /* node id, or -1 */
+    int n_consumers;  /* live nodes reading it */
+    int alias;        /* the tensor whose buffer this one shares, or -1 */
+} tn_tensor;
+
+typedef struct tn_node {
+    char *name;       /* the node's name, or "OpType#index" when the file gives none */
+    char *op_type;    /* as written in the file */
+    char *domain;     /* "" for the default domain */
+    tn_op_kind kind;
+    int n_in, n_out;
+    int *in, *out;    /* tensor ids; -1 for an omitted optional input */
+    int n_attrs;
+    tn_attr *attrs;
+    int dead;         /* folded, fused away by a rewrite, or unused */
+    int unsupported;  /* the reason is in 'why' */
+    char *why;
+    int group;        /* tn_extract: the group it belongs to, -1 */
+    int n_merged;
+    int *merged;      /* dead nodes a rewrite folded into this one (a BatchNormalization
+                      ** into its Conv): listed with it where tasks name their nodes */
+} tn_node;
+
+struct tn_graph {
+    char *name;              /* file name, for messages */
+    int64_t opset;           /* version of the default domain */
+    int64_t ir_version;
+    char *producer;          /* "pytorch 2.1" or "" */
+    int n_tensors, cap_tensors;
+    tn_tensor *tensors;
+    int n_nodes, cap_nodes;
+    tn_node *nodes;
+    int n_inputs, n_outputs; /* graph inputs (runtime) and outputs, tensor ids */
+    int *inputs, *outputs;
+    int cap_inputs, cap_outputs;
+    int n_warnings, cap_warnings;
+    char **warnings;         /* sentences for the user, each naming the node */
+    int64_t dim_default;     /* value given to a symbolic dimension */
+    int n_file_nodes;        /* nodes the file has (rewrites append more) */
+};
+typedef struct tn_graph tn_graph;
+
+/* Builders (tn_graph.c).  Return AT_OK or AT_ENOMEM. */
+at_err tn__graph_new(const char *name, tn_graph **out);
+void tn__graph_free(tn_graph *g);
+/* The tensor named 'name', created (shape unknown) when it does not exist; -1 on ENOMEM. */
+int tn__tensor_get(tn_graph *g, const char *name);
+int tn__tensor_find(const tn_graph *g, const char *name);
+/* A new constant tensor holding a copy of 'data' (n_elems elements of 'dt'); -1 on ENOMEM. */
+int tn__tensor_const(tn_graph *g, const char *name, at_dtype dt, int rank, const int64_t *shape,
+                     const void *data);
+int tn__node_add(tn_graph *g, const char *name, const char *op_type, const char *domain);
+at_err tn__node_io(tn_graph *g, int node, int n_in, const int *in, int n_out, const int *out);
+at_err tn__warn(tn_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+const tn_attr *tn__attr(const tn_node *n, const char *name);
+int64_t tn__attr_i(const tn_node *n, const char *name, int64_t dflt);
+double tn__attr_f(const tn_node *n, const char *name, double dflt);
+const char *tn__attr_s(const tn_node *n, const char *name, const char *dflt);
+/* INTS attribute into out[max]; returns the count, or -1 when absent (or longer than max). */
+int tn__attr_ints(const tn_node *n, const char *name, int64_t *out, int max);
+
+/* Decode ONNX bytes (tn_onnx.c).  On AT_OK the caller owns *out (tn__graph_free).  Errors
+** (AT_ECORRUPT undecodable, AT_EUNSUPPORTED an unknown opset or external data, AT_EINVAL a
+** graph that contradicts itself, AT_ENOMEM) come with a sentence naming the file and,
+** where there is one, the node or tensor. */
+at_err tn__onnx_decode(const void *bytes, size_t n, const char *name, int64_t dim_default,
+                       tn_graph **out, char *errmsg, size_t errmsg_size);
+
+/* Parameters of a Conv node as the library's conv2d takes them (tn_infer.c); AT_OK, or
+** AT_EUNSUPPORTED with the reason in why[]. */
+typedef struct tn_conv_params {
+    int64_t N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, groups, OH, OW;
+} tn_conv_params;
+at_err tn__conv_params(const tn_graph *g, const tn_node *n, tn_conv_params *p, char *why,
+                       size_t why_size);
+
+/* Parameters of a MaxPool/AveragePool node as max_pool2d/avg_pool2d take them. */
+typedef struct tn_pool_params {
+    int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW;
+} tn_pool_params;
+at_err tn__pool_params(const tn_graph *g, const tn_node *n, tn_pool_params *p, char *why,
+                       size_t why_size);
+
+/* The axes of a ReduceX, Squeeze or Unsqueeze node (attribute or, from the opsets that moved
+** them, its second input), normalised to [0, rank); returns the count, 0 for "none given",
+** -1 when they are not constant or out of range. */
+int tn__node_axes(const tn_graph *g, const tn_node *n, int rank, int64_t *axes, int max);
+
+/* Stages of tn__graph_prepare, in this order (tn_infer.c, tn_rewrite.c). */
+at_err tn__infer(tn_graph *g, char *errmsg, size_t errmsg_size);
+at_err tn__rewrite(tn_graph *g, char *errmsg, size_t errmsg_size);
+void tn__count_consumers(tn_graph *g);
+/* Put the nodes in topological order (stable); AT_EINVAL naming a node on a cycle. */
+at_err tn__topo_sort(tn_graph *g, char *errmsg, size_t errmsg_size);
+/* Mark node 'node' unsupported with a reason (also a warning naming it); AT_EUNSUPPORTED,
+** or AT_ENOMEM. */
+at_err tn__unsupported(tn_graph *g, int node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Set a tensor's shape; AT_EUNSUPPORTED for an empty or too large tensor (reason in why). */
+at_err tn__set_shape(tn_graph *g, int t, at_dtype dt, int rank, const int64_t *shape,
+                     char *why, size_t why_size);
+
+/* Checks and rewrites (tn_graph.c, see the invariants above).  Unsupported operators are
+** warnings; a graph that cannot be made sense of at all is an error. */
+at_err tn__graph_prepare(tn_graph *g, char *errmsg, size_t errmsg_size);
+
+/* "[1, 64, 56, 56]" into out[size]. */
+void tn__shape_str(const int64_t *shape, int rank, char *out, size_t size);
+
+/* ---- groups, tasks and the plan (tn_extract.c) ------------------------------------------ */
+
+/* One step of the whole-model execution, in topological order. */
+typedef enum { TN_STEP_TASK, TN_STEP_TRANSPOSE, TN_STEP_CONCAT } tn_step_kind;
+
+typedef struct tn_step {
+    tn_step_kind kind;
+    int node;          /* TRANSPOSE, CONCAT: the node; TASK: its anchor or first node */
+    int task;          /* TASK: index in the task list */
+    int n_args;        /* TASK: graph tensor of each DAG argument (inputs, then the output) */
+    int *args;
+} tn_step;
+
+struct tn_model {
+    tn_graph *g;
+    tn_task_list *tasks;
+    int n_steps, cap_steps;
+    tn_step *steps;
+    int n_unsupported;       /* nodes that could not be turned into work */
+};
+
+/* Build the groups, tasks and steps of a prepared graph into 'm'. */
+at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size);
+
+/* The root buffer of tensor t (following 'alias'). */
+static inline int tn__root(const tn_graph *g, int t)
+{
+    return g->tensors[t].alias >= 0 ? g->tensors[t].alias : t;
+}
+
+#endif /* TN_GRAPH_H */

@@ -1,0 +1,671 @@
+/* tuner/tn_rewrite.c -- graph rewrites between shape inference and task extraction:
+**
+**   BatchNormalization after a Conv     folded into the Conv's weights and bias
+**   BatchNormalization elsewhere        Mul and Add by per-channel constants
+**   Add of a per-channel constant after a Conv, or of a per-column constant after a dense
+**                                       layer: folded into its bias
+**   Gemm, MatMul with a constant 2-d weight   'dense' (weight [N, K], bias [N]), the layout
+**                                       of the library's dense operator
+**   ReduceMean, Sub, Pow (or Mul), ReduceMean, Add eps, Sqrt, Div [, Mul gamma, Add beta]
+**                                       over the last axis: one LayerNormalization
+**
+** Folding needs the values: a weight given as a graph input without an initializer is left
+** as it is (its node still computes, as a task of its own where it cannot be fused).
+** New nodes are appended, so the nodes are sorted again at the end. */
+#include "tuner/tn_graph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int has_data(const tn_graph *g, int t)
+{
+    return t >= 0 && g->tensors[t].data != NULL && g->tensors[t].dtype == AT_DT_F32;
+}
+
+static int live(const tn_node *n)
+{
+    return !n->dead && !n->unsupported;
+}
+
+/* The only node reading tensor t (and t is no graph output), or -1. */
+static int sole_consumer(const tn_graph *g, int t)
+{
+    int found = -1;
+    if (t < 0 || g->tensors[t].is_output || g->tensors[t].n_consumers != 1)
+        return -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tn_node *n = &g->nodes[i];
+        if (n->dead)
+            continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] == t) {
+                if (found >= 0 && found != i)
+                    return -1;
+                found = i;
+            }
+    }
+    return found;
+}
+
+/* Is constant c, right-aligned against a tensor of rank 'rank', non-1 only in dimension
+** 'dim' (where it has 'len' values)?  A constant of one value counts when len is 1. */
+static int per_axis(const tn_tensor *c, int rank, int dim, int64_t len)
+{
+    if (c->rank > rank || c->n_elems != len)
+        return 0;
+    for (int d = 0; d < c->rank; d++) {
+        int od = d + (rank - c->rank);
+        if (od != dim && c->shape[d] != 1)
+            return 0;
+        if (od == dim && c->shape[d] != len)
+            return 0;
+    }
+    return 1;
+}
+
+static at_err attr_set_f(tn_graph *g, int node, const char *name, double v)
+{
+    tn_node *n = &g->nodes[node];
+    tn_attr a, *na;
+    memset(&a, 0, sizeof a);
+    if ((a.name = at_strdup(name)) == NULL)
+        return AT_ENOMEM;
+    a.type = TN_ATTR_FLOAT;
+    a.f = v;
+    na = at_realloc(n->attrs, (size_t)(n->n_attrs + 1) * sizeof *na);
+    if (na == NULL) {
+        at_free(a.name);
+        return AT_ENOMEM;
+    }
+    n->attrs = na;
+    n->attrs[n->n_attrs++] = a;
+    return AT_OK;
+}
+
+/* Make node 'node' produce tensor 'out' instead of its own first output. */
+static void take_output(tn_graph *g, int node, int out)
+{
+    tn_node *n = &g->nodes[node];
+    if (n->out[0] >= 0)
+        g->tensors[n->out[0]].producer = -1;
+    n->out[0] = out;
+    g->tensors[out].producer = node;
+}
+
+static at_err set_inputs(tn_graph *g, int node, int n_in, const int *in)
+{
+    tn_node *n = &g->nodes[node];
+    int *a = at_malloc((size_t)n_in * sizeof *a);
+    if (a == NULL)
+        return AT_ENOMEM;
+    memcpy(a, in, (size_t)n_in * sizeof *a);
+    at_free(n->in);
+    n->in = a;
+    n->n_in = n_in;
+    return AT_OK;
+}
+
+/* Record that dead node 'src' (and what was merged into it) now lives in node 'dst'. */
+static at_err merge_into(tn_graph *g, int dst, int src)
+{
+    tn_node *d = &g->nodes[dst];
+    const tn_node *s = &g->nodes[src];
+    int *m = at_realloc(d->merged, (size_t)(d->n_merged + 1 + s->n_merged) * sizeof *m);
+    if (m == NULL)
+        return AT_ENOMEM;
+    d->merged = m;
+    m[d->n_merged++] = src;
+    for (int k = 0; k < s->n_merged; k++)
+        m[d->n_merged++] = s->merged[k];
+    return AT_OK;
+}
+
+/* A name for a rewrite's constant: "<node>.<what>". */
+static void cname(char *out, size_t size, const tn_node *n, const char *what)
+{
+    snprintf(out, size, "%.200s.%s", n->name, what);
+}
+
+/* ---- BatchNormalization ---- */
+
+static at_err fold_batchnorm(tn_graph *g, int bi)
+{
+    tn_node *b = &g->nodes[bi];
+    tn_tensor xs = g->tensors[b->in[0]]; /* a copy: g->tensors moves as constants are made */
+    const tn_tensor *x = &xs;
+    const float *gam, *bet, *mean, *var;
+    int64_t C = x->shape[1], shape[TN_MAX_RANK];
+    double eps = tn__attr_f(b, "epsilon", 1e-5);
+    float *s, *t;
+    int p, ts, tt;
+    char nm[256];
+    at_err err = AT_OK;
+    for (int k = 1; k < 5; k++)
+        if (!has_data(g, b->in[k]))
+            return tn__unsupported(g, bi, "BatchNormalization needs its scale, bias, mean and "
+                                   "variance as initializers (they are computed at run time "
+                                   "or given as graph inputs)") == AT_ENOMEM
+                       ? AT_ENOMEM
+                       : AT_OK;
+    gam = g->tensors[b->in[1]].data;
+    bet = g->tensors[b->in[2]].data;
+    mean = g->tensors[b->in[3]].data;
+    var = g->tensors[b->in[4]].data;
+    s = at_malloc((size_t)C * sizeof *s);
+    t = at_malloc((size_t)C * sizeof *t);
+    if (s == NULL || t == NULL) {
+        err = AT_ENOMEM;
+        goto out;
+    }
+    for (int64_t c = 0; c < C; c++) {
+        double sc = gam[c] / sqrt((double)var[c] + eps);
+        s[c] = (float)sc;
+        t[c] = (float)(bet[c] - mean[c] * sc);
+    }
+    p = g->tensors[b->in[0]].producer;
+    if (p >= 0 && live(&g->nodes[p]) && g->nodes[p].kind == TN_OP_CONV &&
+        sole_consumer(g, b->in[0]) == bi && has_data(g, g->nodes[p].in[1]) &&
+        (g->nodes[p].n_in < 3 || g->nodes[p].in[2] < 0 || has_data(g, g->nodes[p].in[2]))) {
+        /* into the convolution: W'[k] = W[k] * s[k], B'[k] = B[k] * s[k] + t[k] */
+        const tn_node *cv = &g->nodes[p];
+        const tn_tensor *w = &g->tensors[cv->in[1]];
+        const float *bias = cv->n_in > 2 && cv->in[2] >= 0 ? g->tensors[cv->in[2]].data : NULL;
+        int64_t per_k = w->n_elems / C;
+        float *nw = at_malloc((size_t)w->n_elems * sizeof *nw), *nb = at_malloc((size_t)C * 4);
+        int in[3], tw, tb;
+        if (nw == NULL || nb == NULL) {
+            at_free(nw);
+            at_free(nb);
+            err = AT_ENOMEM;
+            goto out;
+        }
+        for (int64_t k = 0; k < C; k++) {
+            for (int64_t i = 0; i < per_k; i++)
+                nw[k * per_k + i] = ((const float *)w->data)[k * per_k + i] * s[k];
+            nb[k] = (bias ? bias[k] : 0.0f) * s[k] + t[k];
+        }
+        cname(nm, sizeof nm, cv, "W_bn");
+        tw = tn__tensor_const(g, nm, AT_DT_F32, w->rank, w->shape, nw);
+        cname(nm, sizeof nm, cv, "B_bn");
+        tb = tn__tensor_const(g, nm, AT_DT_F32, 1, &C, nb);
+        at_free(nw);
+        at_free(nb);
+        if (tw < 0 || tb < 0) {
+            err = AT_ENOMEM;
+            goto out;
+        }
+        in[0] = g->nodes[p].in[0];
+        in[1] = tw;
+        in[2] = tb;
+        if ((err = set_inputs(g, p, 3, in)) != AT_OK)
+            goto out;
+        take_output(g, p, g->nodes[bi].out[0]);
+        g->nodes[bi].dead = 1;
+        err = merge_into(g, p, bi);
+        goto out;
+    }
+    /* elsewhere: x * s + t, per channel */
+    {
+        int r = x->rank, mul_in[2], add_in[2], tmp, ai, out_t = b->out[0];
+        shape[0] = C;
+        for (int d = 1; d < r - 1; d++)
+            shape[d] = 1;
+        cname(nm, sizeof nm, b, "scale");
+        ts = tn__tensor_const(g, nm, AT_DT_F32, r - 1, shape, s);
+        cname(nm, sizeof nm, b, "shift");
+        tt = tn__tensor_const(g, nm, AT_DT_F32, r - 1, shape, t);
+        cname(nm, sizeof nm, b, "scaled");
+        tmp = ts >= 0 && tt >= 0 ? tn__tensor_get(g, nm) : -1;
+        if (tmp < 0) {
+            err = AT_ENOMEM;
+            goto out;
+        }
+        g->tensors[tmp].dtype = AT_DT_F32;
+        g->tensors[tmp].known = 1;
+        g->tensors[tmp].rank = x->rank;
+        memcpy(g->tensors[tmp].shape, x->shape, sizeof x->shape);
+        g->tensors[tmp].n_elems = x->n_elems;
+        mul_in[0] = g->nodes[bi].in[0];
+        mul_in[1] = ts;
+        add_in[0] = tmp;
+        add_in[1] = tt;
+        /* the Add keeps the BatchNormalization's name and type: tasks list it as such */
+        snprintf(nm, sizeof nm, "%s", g->nodes[bi].name);
+        if ((ai = tn__node_add(g, nm, "BatchNormalization", "")) < 0) {
+            err = AT_ENOMEM;
+            goto out;
+        }
+        if ((err = tn__node_io(g, ai, 2, add_in, 1, &out_t)) != AT_OK ||
+            (err = set_inputs(g, bi, 2, mul_in)) != AT_OK)
+            goto out;
+        g->nodes[bi].kind = TN_OP_MUL;
+        g->nodes[ai].kind = TN_OP_ADD;
+        g->nodes[bi].n_out = 1;
+        g->nodes[bi].out[0] = tmp;
+        g->tensors[tmp].producer = bi;
+        g->tensors[out_t].producer = ai;
+    }
+out:
+    at_free(s);
+    at_free(t);
+    return err;
+}
+
+/* ---- biases ---- */
+
+/* Add of a constant after a Conv (per channel) or a dense layer (per column): into the
+** producer's bias. */
+static at_err fold_bias_add(tn_graph *g, int ai)
+{
+    const tn_node *a = &g->nodes[ai];
+    for (int side = 0; side < 2; side++) {
+        int x = a->in[side], c = a->in[1 - side], p, dim, bias_in;
+        int64_t len;
+        const tn_node *pn;
+        float *nb;
+        const float *old = NULL;
+        int in[3], tb;
+        char nm[256];
+        if (x < 0 || c < 0 || !has_data(g, c) || (p = g->tensors[x].producer) < 0)
+            continue;
+        pn = &g->nodes[p];
+        if (!live(pn) || (pn->kind != TN_OP_CONV && pn->kind != TN_OP_DENSE) ||
+            sole_consumer(g, x) != ai)
+            continue;
+        dim = pn->kind == TN_OP_CONV ? 1 : g->tensors[x].rank - 1;
+        len = g->tensors[x].shape[dim];
+        if (!per_axis(&g->tensors[c], g->tensors[x].rank, dim, len) ||
+            g->tensors[a->out[0]].rank != g->tensors[x].rank)
+            continue;
+        bias_in = pn->n_in > 2 ? pn->in[2] : -1;
+        if (bias_in >= 0 && !has_data(g, bias_in))
+            continue;
+        if (bias_in >= 0)
+            old = g->tensors[bias_in].data;
+        if ((nb = at_malloc((size_t)len * sizeof *nb)) == NULL)
+            return AT_ENOMEM;
+        for (int64_t k = 0; k < len; k++)
+            nb[k] = (old ? old[k] : 0.0f) + ((const float *)g->tensors[c].data)[k];
+        cname(nm, sizeof nm, pn, "B_add");
+        tb = tn__tensor_const(g, nm, AT_DT_F32, 1, &len, nb);
+        at_free(nb);
+        if (tb < 0)
+            return AT_ENOMEM;
+        in[0] = pn->in[0];
+        in[1] = pn->in[1];
+        in[2] = tb;
+        if (set_inputs(g, p, 3, in) != AT_OK)
+            return AT_ENOMEM;
+        take_output(g, p, g->nodes[ai].out[0]);
+        g->nodes[ai].dead = 1;
+        return merge_into(g, p, ai);
+    }
+    return AT_OK;
+}
+
+/* ---- Gemm and MatMul into dense ---- */
+
+/* A new constant holding the transpose of 2-d float data [r, c] times 'scale'. */
+static int const_transposed(tn_graph *g, const char *name, const tn_tensor *m, double scale,
+                            int transpose)
+{
+    int64_t r = m->shape[0], c = m->shape[1], shape[2];
+    const float *src = m->data;
+    float *dst = at_malloc((size_t)(r * c) * sizeof *dst);
+    int t;
+    if (dst == NULL)
+        return -1;
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = 0; j < c; j++) {
+            float v = (float)(src[i * c + j] * scale);
+            if (transpose)
+                dst[j * r + i] = v;
+            else
+                dst[i * c + j] = v;
+        }
+    shape[0] = transpose ? c : r;
+    shape[1] = transpose ? r : c;
+    t = tn__tensor_const(g, name, AT_DT_F32, 2, shape, dst);
+    at_free(dst);
+    return t;
+}
+
+static at_err gemm_to_dense(tn_graph *g, int gi)
+{
+    tn_node *n = &g->nodes[gi];
+    int a = n->in[0], b = n->in[1], c = n->n_in > 2 ? n->in[2] : -1;
+    int transb = (int)tn__attr_i(n, "transB", 0), in[3], k = 2, out_t = n->out[0];
+    double alpha = tn__attr_f(n, "alpha", 1.0), beta = tn__attr_f(n, "beta", 1.0);
+    int64_t N = g->tensors[out_t].shape[1];
+    char nm[256];
+    int w;
+    if (has_data(g, b)) {
+        cname(nm, sizeof nm, n, "W");
+        if ((w = const_transposed(g, nm, &g->tensors[b], alpha, !transb)) < 0)
+            return AT_ENOMEM;
+    } else if (transb && alpha == 1.0) {
+        w = b; /* a weight given at run time, already [N, K] */
+    } else if (!transb && alpha == 1.0) {
+        w = -1; /* stays a matmul with a [K, N] weight */
+    } else {
+        return tn__unsupported(g, gi, "Gemm with alpha %g needs its weight as an initializer",
+                               alpha) == AT_ENOMEM ? AT_ENOMEM : AT_OK;
+    }
+    n = &g->nodes[gi];
+    in[0] = a;
+    in[1] = w >= 0 ? w : b;
+    if (c >= 0 && has_data(g, c) && per_axis(&g->tensors[c], 2, 1, N) && w >= 0) {
+        float *nb = at_malloc((size_t)N * sizeof *nb);
+        int tb;
+        if (nb == NULL)
+            return AT_ENOMEM;
+        for (int64_t j = 0; j < N; j++)
+            nb[j] = (float)(((const float *)g->tensors[c].data)[j] * beta);
+        cname(nm, sizeof nm, n, "B");
+        tb = tn__tensor_const(g, nm, AT_DT_F32, 1, &N, nb);
+        at_free(nb);
+        if (tb < 0)
+            return AT_ENOMEM;
+        in[k++] = tb;
+        c = -1;
+    }
+    if (c >= 0 && beta != 1.0)
+        return tn__unsupported(g, gi, "Gemm with beta %g needs C as an initializer", beta) ==
+                       AT_ENOMEM ? AT_ENOMEM : AT_OK;
+    if (set_inputs(g, gi, k, in) != AT_OK)
+        return AT_ENOMEM;
+    g->nodes[gi].kind = w >= 0 ? TN_OP_DENSE : TN_OP_MATMUL;
+    if (c >= 0) {
+        /* C that is no per-column constant: a separate Add after the product */
+        int tmp, ai, add_in[2];
+        cname(nm, sizeof nm, &g->nodes[gi], "AB");
+        if ((tmp = tn__tensor_get(g, nm)) < 0)
+            return AT_ENOMEM;
+        g->tensors[tmp] .dtype = AT_DT_F32;
+        g->tensors[tmp].known = 1;
+        g->tensors[tmp].rank = 2;
+        g->tensors[tmp].shape[0] = g->tensors[out_t].shape[0];
+        g->tensors[tmp].shape[1] = N;
+        g->tensors[tmp].n_elems = g->tensors[out_t].n_elems;
+        cname(nm, sizeof nm, &g->nodes[gi], "C");
+        if ((ai = tn__node_add(g, nm, "Add", "")) < 0)
+            return AT_ENOMEM;
+        add_in[0] = tmp;
+        add_in[1] = c;
+        if (tn__node_io(g, ai, 2, add_in, 1, &out_t) != AT_OK)
+            return AT_ENOMEM;
+        g->nodes[gi].out[0] = tmp;
+        g->tensors[tmp].producer = gi;
+        g->tensors[out_t].producer = ai;
+    }
+    return AT_OK;
+}
+
+static at_err matmul_to_dense(tn_graph *g, int mi)
+{
+    tn_node *n = &g->nodes[mi];
+    int b = n->in[1], w, in[2];
+    char nm[256];
+    if (g->tensors[b].rank != 2 || !has_data(g, b))
+        return AT_OK;
+    cname(nm, sizeof nm, n, "W");
+    if ((w = const_transposed(g, nm, &g->tensors[b], 1.0, 1)) < 0)
+        return AT_ENOMEM;
+    in[0] = g->nodes[mi].in[0];
+    in[1] = w;
+    if (set_inputs(g, mi, 2, in) != AT_OK)
+        return AT_ENOMEM;
+    g->nodes[mi].kind = TN_OP_DENSE;
+    return AT_OK;
+}
+
+/* ---- the decomposed layer norm ---- */
+
+static int is_last_axis_mean(const tn_graph *g, const tn_node *n)
+{
+    int64_t axes[TN_MAX_RANK];
+    int rank = g->tensors[n->in[0]].rank;
+    return live(n) && n->kind == TN_OP_REDUCEMEAN && tn__attr_i(n, "keepdims", 1) == 1 &&
+           tn__node_axes(g, n, rank, axes, TN_MAX_RANK) == 1 && axes[0] == rank - 1;
+}
+
+/* The node reading t that is of kind k with t as input 'pos' (-1: any position). */
+static int consumer_of(const tn_graph *g, int t, tn_op_kind k, int pos)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tn_node *n = &g->nodes[i];
+        if (!live(n) || n->kind != k)
+            continue;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] == t && (pos < 0 || pos == j))
+                return i;
+    }
+    return -1;
+}
+
+static int other_input(const tn_node *n, int t)
+{
+    if (n->n_in != 2)
+        return -1;
+    return n->in[0] == t ? n->in[1] : (n->in[1] == t ? n->in[0] : -1);
+}
+
+static at_err match_layernorm(tn_graph *g, int mi)
+{
+    const tn_node *m1 = &g->nodes[mi];
+    int x = m1->in[0], mean = m1->out[0], d, sq, m2, e, q, dv, mul, add, tail, gamma = -1;
+    int beta = -1, nodes[9], n_nodes = 0, in[3];
+    int64_t D;
+    double eps, p;
+    char nm[256];
+    if (!is_last_axis_mean(g, m1))
+        return AT_OK;
+    D = g->tensors[x].shape[g->tensors[x].rank - 1];
+    /* d = x - mean, read by the square and by the division */
+    if ((d = sole_consumer(g, mean)) < 0 || !live(&g->nodes[d]) || g->nodes[d].kind != TN_OP_SUB ||
+        g->nodes[d].in[0] != x || g->nodes[d].in[1] != mean)
+        return AT_OK;
+    {
+        int dt = g->nodes[d].out[0];
+        if (g->tensors[dt].n_consumers != 2 || g->tensors[dt].is_output)
+            return AT_OK;
+        sq = consumer_of(g, dt, TN_OP_POW, 0);
+        if (sq >= 0 && (g->tensors[g->nodes[sq].in[1]].data == NULL ||
+                        g->tensors[g->nodes[sq].in[1]].n_elems != 1))
+            return AT_OK;
+        if (sq >= 0) {
+            const tn_tensor *ex = &g->tensors[g->nodes[sq].in[1]];
+            p = ex->dtype == AT_DT_F32 ? *(const float *)ex->data : (double)*(const int64_t *)ex->data;
+            if (p != 2)
+                return AT_OK;
+        } else {
+            sq = consumer_of(g, dt, TN_OP_MUL, -1);
+            if (sq < 0 || g->nodes[sq].in[0] != dt || g->nodes[sq].in[1] != dt)
+                return AT_OK;
+        }
+        if ((m2 = sole_consumer(g, g->nodes[sq].out[0])) < 0 ||
+            !is_last_axis_mean(g, &g->nodes[m2]))
+            return AT_OK;
+        if ((e = sole_consumer(g, g->nodes[m2].out[0])) < 0 || !live(&g->nodes[e]) ||
+            g->nodes[e].kind != TN_OP_ADD)
+            return AT_OK;
+        {
+            int c = other_input(&g->nodes[e], g->nodes[m2].out[0]);
+            if (c < 0 || !has_data(g, c) || g->tensors[c].n_elems != 1)
+                return AT_OK;
+            eps = *(const float *)g->tensors[c].data;
+        }
+        if ((q = sole_consumer(g, g->nodes[e].out[0])) < 0 || !live(&g->nodes[q]) ||
+            g->nodes[q].kind != TN_OP_SQRT)
+            return AT_OK;
+        if ((dv = sole_consumer(g, g->nodes[q].out[0])) < 0 || !live(&g->nodes[dv]) ||
+            g->nodes[dv].kind != TN_OP_DIV || g->nodes[dv].in[0] != dt ||
+            g->nodes[dv].in[1] != g->nodes[q].out[0])
+            return AT_OK;
+    }
+    nodes[n_nodes++] = d;
+    nodes[n_nodes++] = sq;
+    nodes[n_nodes++] = m2;
+    nodes[n_nodes++] = e;
+    nodes[n_nodes++] = q;
+    nodes[n_nodes++] = dv;
+    tail = g->nodes[dv].out[0];
+    /* optional scale and shift over the last axis */
+    if ((mul = sole_consumer(g, tail)) >= 0 && live(&g->nodes[mul]) &&
+        g->nodes[mul].kind == TN_OP_MUL) {
+        int c = other_input(&g->nodes[mul], tail);
+        if (c >= 0 && g->tensors[c].producer < 0 &&
+            per_axis(&g->tensors[c], g->tensors[x].rank, g->tensors[x].rank - 1, D)) {
+            gamma = c;
+            nodes[n_nodes++] = mul;
+            tail = g->nodes[mul].out[0];
+            if ((add = sole_consumer(g, tail)) >= 0 && live(&g->nodes[add]) &&
+                g->nodes[add].kind == TN_OP_ADD) {
+                c = other_input(&g->nodes[add], tail);
+                if (c >= 0 && g->tensors[c].producer < 0 &&
+                    per_axis(&g->tensors[c], g->tensors[x].rank, g->tensors[x].rank - 1, D)) {
+                    beta = c;
+                    nodes[n_nodes++] = add;
+                    tail = g->nodes[add].out[0];
+                }
+            }
+        }
+    }
+    if (gamma < 0) {
+        float *ones = at_malloc((size_t)D * sizeof *ones);
+        if (ones == NULL)
+            return AT_ENOMEM;
+        for (int64_t j = 0; j < D; j++)
+            ones[j] = 1.0f;
+        cname(nm, sizeof nm, &g->nodes[mi], "gamma");
+        gamma = tn__tensor_const(g, nm, AT_DT_F32, 1, &D, ones);
+        at_free(ones);
+        if (gamma < 0)
+            return AT_ENOMEM;
+    }
+    if (beta < 0) {
+        float *zeros = at_calloc((size_t)D, sizeof *zeros);
+        if (zeros == NULL)
+            return AT_ENOMEM;
+        cname(nm, sizeof nm, &g->nodes[mi], "beta");
+        beta = tn__tensor_const(g, nm, AT_DT_F32, 1, &D, zeros);
+        at_free(zeros);
+        if (beta < 0)
+            return AT_ENOMEM;
+    }
+    in[0] = x;
+    in[1] = gamma;
+    in[2] = beta;
+    if (set_inputs(g, mi, 3, in) != AT_OK || attr_set_f(g, mi, "epsilon", eps) != AT_OK)
+        return AT_ENOMEM;
+    {
+        tn_node *ln = &g->nodes[mi];
+        char *ot = at_strdup("LayerNormalization");
+        if (ot == NULL)
+            return AT_ENOMEM;
+        at_free(ln->op_type);
+        ln->op_type = ot;
+        ln->kind = TN_OP_LAYERNORM;
+    }
+    /* drop the attribute 'axes' of the ReduceMean: LayerNormalization's axis is -1 */
+    for (int k = 0; k < g->nodes[mi].n_attrs; k++)
+        if (strcmp(g->nodes[mi].attrs[k].name, "axes") == 0)
+            g->nodes[mi].attrs[k].name[0] = '_';
+    take_output(g, mi, tail);
+    for (int k = 0; k < n_nodes; k++) {
+        g->nodes[nodes[k]].dead = 1;
+        if (merge_into(g, mi, nodes[k]) != AT_OK)
+            return AT_ENOMEM;
+    }
+    return AT_OK;
+}
+
+/* LayerNormalization without its optional bias: a zero bias (the library's has one). */
+static at_err layernorm_bias(tn_graph *g, int li)
+{
+    const tn_node *n = &g->nodes[li];
+    int64_t D;
+    float *zeros;
+    int in[3], t;
+    char nm[256];
+    if (n->n_in > 2 && n->in[2] >= 0)
+        return AT_OK;
+    D = g->tensors[n->in[1]].n_elems;
+    if ((zeros = at_calloc((size_t)D, sizeof *zeros)) == NULL)
+        return AT_ENOMEM;
+    cname(nm, sizeof nm, n, "B");
+    t = tn__tensor_const(g, nm, AT_DT_F32, 1, &D, zeros);
+    at_free(zeros);
+    if (t < 0)
+        return AT_ENOMEM;
+    in[0] = g->nodes[li].in[0];
+    in[1] = g->nodes[li].in[1];
+    in[2] = t;
+    return set_inputs(g, li, 3, in);
+}
+
+/* ---- driver ---- */
+
+static void mark_weights(tn_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tn_node *n = &g->nodes[i];
+        if (!live(n))
+            continue;
+        switch (n->kind) {
+        case TN_OP_CONV:
+        case TN_OP_DENSE:
+        case TN_OP_LAYERNORM:
+            for (int k = 1; k < n->n_in; k++)
+                if (n->in[k] >= 0 && g->tensors[n->in[k]].producer < 0)
+                    g->tensors[n->in[k]].is_weight = 1;
+            break;
+        case TN_OP_MATMUL:
+            if (g->tensors[n->in[1]].producer < 0 && g->tensors[n->in[1]].rank == 2)
+                g->tensors[n->in[1]].is_weight = 1;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+at_err tn__rewrite(tn_graph *g, char *errmsg, size_t errmsg_size)
+{
+    at_err err = AT_OK;
+    int n0 = g->n_nodes;
+    tn__count_consumers(g);
+    for (int i = 0; i < n0 && err == AT_OK; i++) {
+        tn_node *n = &g->nodes[i];
+        if (!live(n))
+            continue;
+        if (n->kind == TN_OP_GEMM)
+            err = gemm_to_dense(g, i);
+        else if (n->kind == TN_OP_MATMUL)
+            err = matmul_to_dense(g, i);
+    }
+    tn__count_consumers(g);
+    for (int i = 0; i < n0 && err == AT_OK; i++)
+        if (live(&g->nodes[i]) && g->nodes[i].kind == TN_OP_BATCHNORM) {
+            err = fold_batchnorm(g, i);
+            tn__count_consumers(g);
+        }
+    for (int i = 0; i < g->n_nodes && err == AT_OK; i++)
+        if (live(&g->nodes[i]) && g->nodes[i].kind == TN_OP_ADD) {
+            err = fold_bias_add(g, i);
+            tn__count_consumers(g);
+        }
+    for (int i = 0; i < g->n_nodes && err == AT_OK; i++)
+        if (live(&g->nodes[i]) && g->nodes[i].kind == TN_OP_REDUCEMEAN) {
+            err = match_layernorm(g, i);
+            tn__count_consumers(g);
+        }
+    for (int i = 0; i < g->n_nodes && err == AT_OK; i++)
+        if (live(&g->nodes[i]) && g->nodes[i].kind == TN_OP_LAYERNORM)
+            err = layernorm_bias(g, i);
+    if (err != AT_OK)
+        return err;
+    mark_weights(g);
+    return tn__topo_sort(g, errmsg, errmsg_size);
+}
