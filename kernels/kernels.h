@@ -175,6 +175,12 @@ at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry,
                 kn_artifact **out, char *errmsg, size_t errmsg_size);
 void kn_artifact_free(kn_artifact *a);
 
+/* An artifact as bytes (for build workers, caches and files), and back.  Unpacking checks
+** every field: AT_EPROTO for malformed bytes, AT_ENOMEM. */
+void kn_artifact_pack(const kn_artifact *a, at_buf *b);
+at_err kn_artifact_unpack(const void *bytes, size_t n, kn_artifact **out, char *errmsg,
+                          size_t errmsg_size);
+
 /* Generate the LLVM module of 'ir' and run LLVM's verifier on it, without optimising or
 ** emitting code (fast): AT_ECODEGEN with the verifier's message when it is rejected. */
 at_err kn_verify(const kn_ir *ir, const kn_target *target, char *errmsg, size_t errmsg_size);

@@ -102,3 +102,168 @@ out:
     kn_rt_module_free(m);
     return err;
 }
+
+/* ---- artifact serialisation ----
+** Little-endian binary: magic "ATKA", version, then the fields in declaration order; every
+** length is checked against the input on unpacking (the bytes may come from a pipe or a
+** file). */
+
+#define KA_MAGIC 0x414b5441u /* "ATKA" */
+#define KA_VERSION 1
+
+static void put_u32(at_buf *b, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    at_buf_put(b, x, 4);
+}
+
+static void put_i64(at_buf *b, int64_t v)
+{
+    put_u32(b, (uint32_t)(uint64_t)v);
+    put_u32(b, (uint32_t)((uint64_t)v >> 32));
+}
+
+static void put_str(at_buf *b, const char *s)
+{
+    put_u32(b, (uint32_t)strlen(s));
+    at_buf_puts(b, s);
+}
+
+static void put_arg(at_buf *b, const kn_arg_desc *d)
+{
+    put_u32(b, (uint32_t)d->dtype);
+    put_u32(b, (uint32_t)d->n_dims);
+    for (int k = 0; k < d->n_dims; k++)
+        put_i64(b, d->shape[k]);
+    put_u32(b, (uint32_t)d->is_output);
+    put_u32(b, (uint32_t)d->is_const);
+}
+
+void kn_artifact_pack(const kn_artifact *a, at_buf *b)
+{
+    put_u32(b, KA_MAGIC);
+    put_u32(b, KA_VERSION);
+    put_str(b, a->entry);
+    put_str(b, a->triple);
+    put_str(b, a->pre_entry);
+    put_i64(b, a->ws_fixed);
+    put_i64(b, a->ws_per_thread);
+    put_i64(b, (int64_t)(a->compile_s * 1e9));
+    put_u32(b, (uint32_t)a->n_args);
+    for (int i = 0; i < a->n_args; i++) {
+        put_arg(b, &a->args[i]);
+        put_arg(b, &a->kernel_args[i]);
+        put_u32(b, (uint32_t)a->kernel_src[i]);
+    }
+    put_u32(b, (uint32_t)a->n_pre);
+    for (int i = 0; i < a->n_pre; i++)
+        put_u32(b, (uint32_t)a->pre_src[i]);
+    put_i64(b, (int64_t)a->obj_size);
+    at_buf_put(b, a->obj, a->obj_size);
+}
+
+typedef struct rd {
+    const uint8_t *p, *end;
+    int bad;
+} rd;
+
+static uint32_t get_u32(rd *r)
+{
+    uint32_t v;
+    if (r->end - r->p < 4) {
+        r->bad = 1;
+        return 0;
+    }
+    v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
+        (uint32_t)r->p[3] << 24;
+    r->p += 4;
+    return v;
+}
+
+static int64_t get_i64(rd *r)
+{
+    uint64_t lo = get_u32(r), hi = get_u32(r);
+    return (int64_t)(lo | hi << 32);
+}
+
+static void get_str(rd *r, char *out, size_t size)
+{
+    uint32_t n = get_u32(r);
+    if (r->bad || n >= size || (size_t)(r->end - r->p) < n) {
+        r->bad = 1;
+        out[0] = 0;
+        return;
+    }
+    memcpy(out, r->p, n);
+    out[n] = 0;
+    r->p += n;
+}
+
+static void get_arg(rd *r, kn_arg_desc *d)
+{
+    d->dtype = (at_dtype)get_u32(r);
+    d->n_dims = (int)get_u32(r);
+    if ((unsigned)d->dtype >= AT_N_DTYPES || d->n_dims < 0 || d->n_dims > SS_MAX_DIMS) {
+        r->bad = 1;
+        return;
+    }
+    for (int k = 0; k < d->n_dims; k++) {
+        d->shape[k] = get_i64(r);
+        if (d->shape[k] < 1 || d->shape[k] > (1ll << 31))
+            r->bad = 1;
+    }
+    d->is_output = get_u32(r) != 0;
+    d->is_const = get_u32(r) != 0;
+}
+
+at_err kn_artifact_unpack(const void *bytes, size_t n, kn_artifact **out, char *errmsg,
+                          size_t errmsg_size)
+{
+    rd r = {bytes, (const uint8_t *)bytes + n, 0};
+    kn_artifact *a;
+    int64_t obj_size;
+    *out = NULL;
+    if (get_u32(&r) != KA_MAGIC || get_u32(&r) != KA_VERSION)
+        return kn__fail(errmsg, errmsg_size, AT_EPROTO, "not a packed artifact of this version");
+    a = at_calloc(1, sizeof *a);
+    if (a == NULL)
+        return AT_ENOMEM;
+    get_str(&r, a->entry, sizeof a->entry);
+    get_str(&r, a->triple, sizeof a->triple);
+    get_str(&r, a->pre_entry, sizeof a->pre_entry);
+    a->ws_fixed = get_i64(&r);
+    a->ws_per_thread = get_i64(&r);
+    a->compile_s = (double)get_i64(&r) * 1e-9;
+    a->n_args = (int)get_u32(&r);
+    if (a->n_args < 0 || a->n_args > KN_MAX_ARGS || a->ws_fixed < 0 || a->ws_per_thread < 0)
+        r.bad = 1;
+    for (int i = 0; i < a->n_args && !r.bad; i++) {
+        get_arg(&r, &a->args[i]);
+        get_arg(&r, &a->kernel_args[i]);
+        a->kernel_src[i] = (int)get_u32(&r);
+        if (a->kernel_src[i] < -1 || a->kernel_src[i] >= a->n_args)
+            r.bad = 1;
+    }
+    a->n_pre = (int)get_u32(&r);
+    if (a->n_pre < 0 || a->n_pre > KN_MAX_ARGS)
+        r.bad = 1;
+    for (int i = 0; i < a->n_pre && !r.bad; i++) {
+        a->pre_src[i] = (int)get_u32(&r);
+        if (a->pre_src[i] < 0 || a->pre_src[i] >= a->n_args)
+            r.bad = 1;
+    }
+    obj_size = get_i64(&r);
+    if (r.bad || obj_size < 0 || obj_size != (int64_t)(r.end - r.p)) {
+        at_free(a);
+        return kn__fail(errmsg, errmsg_size, AT_EPROTO, "a packed artifact is malformed");
+    }
+    a->obj = at_malloc((size_t)obj_size);
+    if (a->obj == NULL) {
+        at_free(a);
+        return AT_ENOMEM;
+    }
+    memcpy(a->obj, r.p, (size_t)obj_size);
+    a->obj_size = (size_t)obj_size;
+    *out = a;
+    return AT_OK;
+}
