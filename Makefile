@@ -183,9 +183,11 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJS)
 
 .PHONY: fuzz fuzz-short fuzz-long
 fuzz: $(FUZZ_BINS)
-fuzz-short: fuzz build/san/tests/tools/wire_seeds
+fuzz-short:
+	$(Q)$(MAKE) --no-print-directory -j$$(nproc) fuzz build/san/tests/tools/wire_seeds
 	$(Q)scripts/fuzz.sh short
-fuzz-long: fuzz build/san/tests/tools/wire_seeds
+fuzz-long:
+	$(Q)$(MAKE) --no-print-directory -j$$(nproc) fuzz build/san/tests/tools/wire_seeds
 	$(Q)scripts/fuzz.sh long
 test: fuzz-short
 test-long: fuzz-long

@@ -886,9 +886,10 @@ at_err agt_run(agt_agent *a)
 
         e = at_wire_client_ensure(a->client, 2000, &fresh, err, sizeof err);
         if (e != AT_OK) {
-            if (e == AT_EAUTH || e == AT_EVERSION) {
+            if (e == AT_EAUTH || e == AT_EVERSION || e == AT_EPROTO) {
                 if (strcmp(err, last_err) != 0)
-                    at_log_error("agent: %s", err);
+                    at_log_error("agent: %s%s", e == AT_EPROTO ? "refused a malformed answer "
+                                                                 "from the tracker: " : "", err);
                 snprintf(last_err, sizeof last_err, "%s", err);
             } else if (connected_once && !lost_logged) {
                 at_log_warn("agent: lost the tracker (%s); reconnecting", err);

@@ -13,6 +13,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
 #include "fleet_test.h"
 #include "records/records.h"
 #include "rpc_agent/rpc_agent.h"
@@ -316,6 +319,88 @@ static void test_sigterm_returns_jobs(void **unused)
     assert_true(ft_wait(a2, 30) >= 0);
 }
 
+/* A peer that pretends to be the tracker: it answers the agent's requests with random bytes,
+** an oversized frame, and a CHALLENGE not signed with the fleet key.  The agent refuses each,
+** says so in its log, never registers, and keeps running (and redialing). */
+static void test_agent_refuses_an_impostor_tracker(void **unused)
+{
+    nng_socket rep;
+    nng_listener lis;
+    char bin[PATH_MAX], url[64], log[PATH_MAX], *text;
+    char *argv[16];
+    int n = 0, fake_port = 0, answered = 0;
+    pid_t agent;
+    at_rng rng;
+    double end;
+    (void)unused;
+    assert_int_equal(nng_rep0_open(&rep), 0);
+    nng_socket_set_ms(rep, NNG_OPT_RECVTIMEO, 500);
+    assert_int_equal(nng_listener_create(&lis, rep, "tcp://127.0.0.1:0"), 0);
+    assert_int_equal(nng_listener_start(lis, 0), 0);
+    assert_int_equal(nng_listener_get_int(lis, NNG_OPT_TCP_BOUND_PORT, &fake_port), 0);
+    snprintf(url, sizeof url, "127.0.0.1:%d", fake_port);
+    snprintf(log, sizeof log, "%s/agent-impostor.log", ft_tmpdir());
+    argv[n++] = (char *)ft_path("bin/rpc_agent", bin, sizeof bin);
+    argv[n++] = (char *)"--tracker";
+    argv[n++] = url;
+    argv[n++] = (char *)"--key";
+    argv[n++] = (char *)"x86";
+    argv[n++] = (char *)"--fleet-key";
+    argv[n++] = (char *)key_path;
+    argv[n++] = (char *)"--reconnect-max-ms";
+    argv[n++] = (char *)"200";
+    argv[n] = NULL;
+    agent = ft_spawn(argv, log, log);
+    at_rng_seed(&rng, 5);
+    end = ft_now() + 60;
+    while (answered < 9 && ft_now() < end) {
+        nng_msg *m;
+        if (nng_recvmsg(rep, &m, 0) != 0)
+            continue;
+        nng_msg_clear(m);
+        if (answered % 3 == 0) { /* random bytes */
+            for (int i = 0; i < 300; i++)
+                nng_msg_append_u32(m, (uint32_t)at_rng_u64(&rng));
+        } else if (answered % 3 == 1) { /* far over the pre-authentication limit */
+            static uint8_t big[200000];
+            nng_msg_append(m, big, sizeof big);
+        } else { /* a CHALLENGE signed with some other key */
+            at_wire_session s;
+            at_wire_key wrong;
+            at_wire_msg c;
+            at_buf b;
+            uint8_t k[32], nonce[32];
+            memset(k, 0x77, sizeof k);
+            at_wire_key_from_bytes(k, &wrong);
+            memset(nonce, 1, sizeof nonce);
+            at_wire_session_init(&s, 0);
+            at_wire_session_key(&s, &wrong, nonce, nonce);
+            at_wire_msg_init(&c, AT_WIRE_T_CHALLENGE);
+            c.re = 1;
+            c.u.challenge.version = AT_WIRE_VERSION;
+            memcpy(c.u.challenge.key_id, fleet_key.id, AT_WIRE_KEYID_BYTES); /* claims ours */
+            at_buf_init(&b);
+            s.send_seq = 0;
+            assert_int_equal(at_wire_encode(&s, &c, &b), AT_OK);
+            nng_msg_append(m, b.data, b.len);
+            at_buf_fini(&b);
+        }
+        assert_int_equal(nng_sendmsg(rep, m, 0), 0);
+        answered++;
+    }
+    assert_int_equal(answered, 9);
+    assert_int_equal(ft_wait(agent, 0), -1); /* still running */
+    nng_close(rep);
+    kill(agent, SIGTERM);
+    assert_true(ft_wait(agent, 30) >= 0);
+    text = ft_read(log);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "does not hold the fleet key"));
+    assert_non_null(strstr(text, "refused a malformed answer"));
+    assert_null(strstr(text, "registered as"));
+    at_free(text);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -348,6 +433,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_kernels_each_get_their_code),
         cmocka_unit_test(test_sigterm_returns_jobs),
+        cmocka_unit_test(test_agent_refuses_an_impostor_tracker),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, setup, teardown);
