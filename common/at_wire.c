@@ -100,8 +100,7 @@ static void p_key(enc *e, const char *k)
 static void p_str(enc *e, const char *s, size_t max, const char *what)
 {
     size_t n;
-    if (s == NULL)
-        s = "";
+    if (s == NULL) s = "";
     n = strlen(s);
     if (n > max) {
         bad(e, what);
@@ -114,8 +113,7 @@ static void p_str(enc *e, const char *s, size_t max, const char *what)
 static void p_bin(enc *e, const void *p, size_t n)
 {
     msgpack_pack_bin(&e->pk, n);
-    if (n)
-        msgpack_pack_bin_body(&e->pk, p, n);
+    if (n) msgpack_pack_bin_body(&e->pk, p, n);
 }
 
 static void kv_int(enc *e, const char *k, int64_t v)
@@ -172,8 +170,7 @@ static void p_strs(enc *e, const char *k, const char *const *v, int n, int max)
 static void p_artifact(enc *e, const at_wire_artifact *a)
 {
     kv_bin(e, "obj", a->obj, a->obj_size);
-    if (a->obj_size > AT_WIRE_MAX_OBJ || (a->obj_size > 0 && a->obj == NULL))
-        bad(e, "obj");
+    if (a->obj_size > AT_WIRE_MAX_OBJ || (a->obj_size > 0 && a->obj == NULL)) bad(e, "obj");
     kv_str(e, "entry", a->entry, 63);
     kv_str(e, "triple", a->triple, AT_WIRE_MAX_NAME);
     kv_int(e, "wsf", a->ws_fixed);
@@ -223,8 +220,7 @@ static void p_job(enc *e, const at_wire_job *j)
     p_settings(e, &j->run);
     kv_u64(e, "seed", j->seed);
     kv_int(e, "v", 1);
-    if (j->has_ref)
-        kv_bin(e, "ref", j->ref, AT_WIRE_REFID_BYTES);
+    if (j->has_ref) kv_bin(e, "ref", j->ref, AT_WIRE_REFID_BYTES);
 }
 
 static void p_ref(enc *e, const at_wire_ref *r)
@@ -570,11 +566,10 @@ at_err at_wire_encode(at_wire_session *s, at_wire_msg *m, at_buf *out)
     msgpack_pack_uint64(&e.pk, m->seq);
     msgpack_pack_uint64(&e.pk, m->re);
     p_body(&e, m);
-    if (out->err != AT_OK)
-        return AT_ENOMEM;
+    if (out->err != AT_OK) return AT_ENOMEM;
     if (e.err != AT_OK) {
-        at_log_debug("wire: cannot encode %s: field '%s' out of bounds",
-                     at_wire_type_name(m->type), e.what);
+        at_log_debug("wire: cannot encode %s: field '%s' out of bounds", at_wire_type_name(m->type),
+                     e.what);
         out->len = start;
         return e.err;
     }
@@ -587,10 +582,8 @@ at_err at_wire_encode(at_wire_session *s, at_wire_msg *m, at_buf *out)
     if (s && s->keyed && m->type != AT_WIRE_T_HELLO)
         tag_of(s->skey, s->is_client ? 'C' : 'T', out->data + start, payload, tag);
     at_buf_put(out, tag, sizeof tag);
-    if (out->err != AT_OK)
-        return AT_ENOMEM;
-    if (s)
-        s->send_seq = m->seq;
+    if (out->err != AT_OK) return AT_ENOMEM;
+    if (s) s->send_seq = m->seq;
     return AT_OK;
 }
 
@@ -629,14 +622,37 @@ static int prescan(const uint8_t *p, size_t n, const char **why)
             len = b & 0x1fu;
         } else {
             switch (b) {
-            case 0xcc: case 0xd0: len = 1; break;
-            case 0xcd: case 0xd1: len = 2; break;
-            case 0xca: case 0xce: case 0xd2: len = 4; break;
-            case 0xcb: case 0xcf: case 0xd3: len = 8; break;
-            case 0xc4: case 0xd9: case 0xc5: case 0xda: case 0xc6: case 0xdb:
-            case 0xdc: case 0xdd: case 0xde: case 0xdf:
-                k = (b == 0xc4 || b == 0xd9) ? 1
-                    : (b == 0xc5 || b == 0xda || b == 0xdc || b == 0xde) ? 2 : 4;
+            case 0xcc:
+            case 0xd0:
+                len = 1;
+                break;
+            case 0xcd:
+            case 0xd1:
+                len = 2;
+                break;
+            case 0xca:
+            case 0xce:
+            case 0xd2:
+                len = 4;
+                break;
+            case 0xcb:
+            case 0xcf:
+            case 0xd3:
+                len = 8;
+                break;
+            case 0xc4:
+            case 0xd9:
+            case 0xc5:
+            case 0xda:
+            case 0xc6:
+            case 0xdb:
+            case 0xdc:
+            case 0xdd:
+            case 0xde:
+            case 0xdf:
+                k = (b == 0xc4 || b == 0xd9)                             ? 1
+                    : (b == 0xc5 || b == 0xda || b == 0xdc || b == 0xde) ? 2
+                                                                         : 4;
                 if (n - pos < (size_t)k) {
                     *why = "truncated";
                     return -1;
@@ -673,8 +689,7 @@ static int prescan(const uint8_t *p, size_t n, const char **why)
         }
         while (depth > 0 && left[depth] == 0)
             depth--;
-        if (depth == 0 && left[0] == 0)
-            break;
+        if (depth == 0 && left[0] == 0) break;
     }
     if (pos != n) {
         *why = "bytes after the payload";
@@ -688,14 +703,13 @@ typedef struct dec {
     char *errmsg;
     size_t errn;
     int failed;
-    const char *ctx;   /* "job 3" */
+    const char *ctx; /* "job 3" */
     int ctx_index;
 } dec;
 
 static void fail(dec *d, const char *field, const char *what)
 {
-    if (d->failed)
-        return;
+    if (d->failed) return;
     d->failed = 1;
     if (d->errmsg && d->errn) {
         if (d->ctx)
@@ -709,8 +723,7 @@ static void fail(dec *d, const char *field, const char *what)
 static const msgpack_object *mget(const msgpack_object *map, const char *key)
 {
     size_t kn = strlen(key);
-    if (map == NULL || map->type != MSGPACK_OBJECT_MAP)
-        return NULL;
+    if (map == NULL || map->type != MSGPACK_OBJECT_MAP) return NULL;
     for (uint32_t i = 0; i < map->via.map.size; i++) {
         const msgpack_object *k = &map->via.map.ptr[i].key;
         if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == kn &&
@@ -723,8 +736,7 @@ static const msgpack_object *mget(const msgpack_object *map, const char *key)
 static int o_int(const msgpack_object *o, int64_t *v)
 {
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-        if (o->via.u64 > (uint64_t)INT64_MAX)
-            return -1;
+        if (o->via.u64 > (uint64_t)INT64_MAX) return -1;
         *v = (int64_t)o->via.u64;
         return 0;
     }
@@ -742,8 +754,7 @@ static int64_t g_int(dec *d, const msgpack_object *map, const char *k, int64_t l
     const msgpack_object *o = mget(map, k);
     int64_t v;
     if (o == NULL) {
-        if (required)
-            fail(d, k, "missing");
+        if (required) fail(d, k, "missing");
         return def;
     }
     if (o_int(o, &v) != 0) {
@@ -764,8 +775,7 @@ static uint64_t g_u64(dec *d, const msgpack_object *map, const char *k, int requ
 {
     const msgpack_object *o = mget(map, k);
     if (o == NULL) {
-        if (required)
-            fail(d, k, "missing");
+        if (required) fail(d, k, "missing");
         return 0;
     }
     if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
@@ -796,8 +806,7 @@ static double g_dbl(dec *d, const msgpack_object *map, const char *k, double lo,
     const msgpack_object *o = mget(map, k);
     double v;
     if (o == NULL) {
-        if (required)
-            fail(d, k, "missing");
+        if (required) fail(d, k, "missing");
         return def;
     }
     if (o_dbl(o, &v) != 0) {
@@ -814,8 +823,7 @@ static double g_dbl(dec *d, const msgpack_object *map, const char *k, double lo,
 static int g_bool(dec *d, const msgpack_object *map, const char *k)
 {
     const msgpack_object *o = mget(map, k);
-    if (o == NULL)
-        return 0;
+    if (o == NULL) return 0;
     if (o->type != MSGPACK_OBJECT_BOOLEAN) {
         fail(d, k, "not a boolean");
         return 0;
@@ -847,13 +855,11 @@ static const char *o_str(dec *d, const msgpack_object *o, const char *k, size_t 
     return s;
 }
 
-static const char *g_str(dec *d, const msgpack_object *map, const char *k, size_t max,
-                         int required)
+static const char *g_str(dec *d, const msgpack_object *map, const char *k, size_t max, int required)
 {
     const msgpack_object *o = mget(map, k);
     if (o == NULL) {
-        if (required)
-            fail(d, k, "missing");
+        if (required) fail(d, k, "missing");
         return "";
     }
     return o_str(d, o, k, max);
@@ -863,8 +869,7 @@ static const char *g_str(dec *d, const msgpack_object *map, const char *k, size_
 static const char *g_name(dec *d, const msgpack_object *map, const char *k)
 {
     const char *s = g_str(d, map, k, AT_WIRE_MAX_NAME, 1);
-    if (!d->failed && s[0] == 0)
-        fail(d, k, "empty");
+    if (!d->failed && s[0] == 0) fail(d, k, "empty");
     return s;
 }
 
@@ -873,11 +878,9 @@ static const uint8_t *g_bin(dec *d, const msgpack_object *map, const char *k, si
                             size_t max, size_t *n, int required)
 {
     const msgpack_object *o = mget(map, k);
-    if (n)
-        *n = 0;
+    if (n) *n = 0;
     if (o == NULL) {
-        if (required)
-            fail(d, k, "missing");
+        if (required) fail(d, k, "missing");
         return NULL;
     }
     if (o->type != MSGPACK_OBJECT_BIN) {
@@ -888,8 +891,7 @@ static const uint8_t *g_bin(dec *d, const msgpack_object *map, const char *k, si
         fail(d, k, exact ? "wrong length" : "too long");
         return NULL;
     }
-    if (n)
-        *n = o->via.bin.size;
+    if (n) *n = o->via.bin.size;
     return (const uint8_t *)o->via.bin.ptr;
 }
 
@@ -898,8 +900,7 @@ static const msgpack_object *g_arr(dec *d, const msgpack_object *map, const char
 {
     const msgpack_object *o = mget(map, k);
     if (o == NULL) {
-        if (required)
-            fail(d, k, "missing");
+        if (required) fail(d, k, "missing");
         return NULL;
     }
     if (o->type != MSGPACK_OBJECT_ARRAY) {
@@ -917,8 +918,7 @@ static const msgpack_object *g_map(dec *d, const msgpack_object *map, const char
 {
     const msgpack_object *o = mget(map, k);
     if (o == NULL) {
-        if (required)
-            fail(d, k, "missing");
+        if (required) fail(d, k, "missing");
         return NULL;
     }
     if (o->type != MSGPACK_OBJECT_MAP) {
@@ -931,10 +931,8 @@ static const msgpack_object *g_map(dec *d, const msgpack_object *map, const char
 static void *arena_array(dec *d, size_t n, size_t size)
 {
     void *p;
-    if (n == 0)
-        return NULL;
-    if ((p = at_arena_alloc(d->arena, n * size)) == NULL)
-        fail(d, "-", "out of memory");
+    if (n == 0) return NULL;
+    if ((p = at_arena_alloc(d->arena, n * size)) == NULL) fail(d, "-", "out of memory");
     return p;
 }
 
@@ -944,23 +942,19 @@ static void d_artifact(dec *d, const msgpack_object *map, at_wire_artifact *a)
     int64_t total = 0;
 
     a->obj = g_bin(d, map, "obj", 0, AT_WIRE_MAX_OBJ, &a->obj_size, 1);
-    if (!d->failed && a->obj_size == 0)
-        fail(d, "obj", "empty");
+    if (!d->failed && a->obj_size == 0) fail(d, "obj", "empty");
     a->entry = g_str(d, map, "entry", 63, 1);
-    if (!d->failed && a->entry[0] == 0)
-        fail(d, "entry", "empty");
+    if (!d->failed && a->entry[0] == 0) fail(d, "entry", "empty");
     a->triple = g_str(d, map, "triple", AT_WIRE_MAX_NAME, 1);
     a->ws_fixed = g_int(d, map, "wsf", 0, AT_WIRE_MAX_BUF_BYTES, 0, 1);
     a->ws_per_thread = g_int(d, map, "wst", 0, AT_WIRE_MAX_BUF_BYTES, 0, 1);
-    if ((args = g_arr(d, map, "args", AT_WIRE_MAX_ARGS, 1)) == NULL || d->failed)
-        return;
+    if ((args = g_arr(d, map, "args", AT_WIRE_MAX_ARGS, 1)) == NULL || d->failed) return;
     a->n_args = (int)args->via.array.size;
     if (a->n_args == 0) {
         fail(d, "args", "a kernel has at least one argument");
         return;
     }
-    if ((a->args = arena_array(d, (size_t)a->n_args, sizeof *a->args)) == NULL)
-        return;
+    if ((a->args = arena_array(d, (size_t)a->n_args, sizeof *a->args)) == NULL) return;
     for (int i = 0; i < a->n_args; i++) {
         const msgpack_object *g = &args->via.array.ptr[i], *dims;
         at_wire_arg *w = &a->args[i];
@@ -1032,8 +1026,7 @@ static void d_job(dec *d, const msgpack_object *o, at_wire_job *j)
     }
     j->id = g_name(d, o, "id");
     d_artifact(d, o, &j->art);
-    if ((run = g_map(d, o, "run", 1)) != NULL)
-        d_settings(d, run, &j->run);
+    if ((run = g_map(d, o, "run", 1)) != NULL) d_settings(d, run, &j->run);
     j->seed = g_u64(d, o, "seed", 1);
     if ((ref = g_bin(d, o, "ref", AT_WIRE_REFID_BYTES, 0, NULL, 0)) != NULL) {
         j->has_ref = 1;
@@ -1122,17 +1115,14 @@ static void *d_list(dec *d, const msgpack_object *map, const char *k, uint32_t m
     const msgpack_object *a = g_arr(d, map, k, max, required);
     uint8_t *v;
     *n = 0;
-    if (a == NULL || d->failed || a->via.array.size == 0)
-        return NULL;
-    if ((v = arena_array(d, a->via.array.size, size)) == NULL)
-        return NULL;
+    if (a == NULL || d->failed || a->via.array.size == 0) return NULL;
+    if ((v = arena_array(d, a->via.array.size, size)) == NULL) return NULL;
     d->ctx = what;
     for (uint32_t i = 0; i < a->via.array.size && !d->failed; i++) {
         d->ctx_index = (int)i;
         fn(d, &a->via.array.ptr[i], v + i * size);
     }
-    if (!d->failed)
-        d->ctx = NULL;
+    if (!d->failed) d->ctx = NULL;
     *n = (int)a->via.array.size;
     return v;
 }
@@ -1155,8 +1145,7 @@ static void result_item(dec *d, const msgpack_object *o, void *item)
 static void str_item(dec *d, const msgpack_object *o, void *item)
 {
     const char *s = o_str(d, o, "id", AT_WIRE_MAX_NAME);
-    if (!d->failed && s[0] == 0)
-        fail(d, "id", "empty");
+    if (!d->failed && s[0] == 0) fail(d, "id", "empty");
     *(const char **)item = s;
 }
 
@@ -1214,8 +1203,7 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
         r->triple = g_str(d, b, "triple", AT_WIRE_MAX_NAME, 1);
         r->features = g_str(d, b, "features", AT_WIRE_MAX_FEATURES, 0);
         r->gpu = g_str(d, b, "gpu", AT_WIRE_MAX_NAME, 0);
-        if ((o = g_map(d, b, "dev", 1)) != NULL)
-            d_device(d, o, &r->dev);
+        if ((o = g_map(d, b, "dev", 1)) != NULL) d_device(d, o, &r->dev);
         r->fingerprint = g_str(d, b, "fp", AT_WIRE_MAX_NAME, 0);
         if ((o = g_map(d, b, "sandbox", 1)) != NULL) {
             r->sandbox.seccomp = g_bool(d, o, "seccomp");
@@ -1235,8 +1223,7 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
         at_wire_agent_poll *p = &m->u.apoll;
         p->n_held = (int)g_int(d, b, "held", 0, 1 << 20, 0, 1);
         p->n_free = (int)g_int(d, b, "free", 0, AT_WIRE_MAX_JOBS, 0, 1);
-        if ((o = g_map(d, b, "state", 0)) != NULL)
-            d_devstate(d, o, &p->state);
+        if ((o = g_map(d, b, "state", 0)) != NULL) d_devstate(d, o, &p->state);
         p->results = d_list(d, b, "results", AT_WIRE_MAX_JOBS, sizeof *p->results, result_item,
                             "result", &p->n_results, 0);
         p->returned = d_list(d, b, "returned", AT_WIRE_MAX_JOBS, sizeof *p->returned, str_item,
@@ -1245,8 +1232,7 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
             a->via.array.size > 0) {
             uint8_t(*ids)[AT_WIRE_REFID_BYTES] =
                 arena_array(d, a->via.array.size, AT_WIRE_REFID_BYTES);
-            if (ids == NULL)
-                break;
+            if (ids == NULL) break;
             for (uint32_t i = 0; i < a->via.array.size; i++) {
                 o = &a->via.array.ptr[i];
                 if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != AT_WIRE_REFID_BYTES) {
@@ -1262,12 +1248,12 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
     }
     case AT_WIRE_T_AGENT_WORK: {
         at_wire_agent_work *w = &m->u.work;
-        w->jobs = d_list(d, b, "jobs", AT_WIRE_MAX_JOBS, sizeof *w->jobs, job_item, "job",
-                         &w->n_jobs, 0);
+        w->jobs =
+            d_list(d, b, "jobs", AT_WIRE_MAX_JOBS, sizeof *w->jobs, job_item, "job", &w->n_jobs, 0);
         w->refs = d_list(d, b, "refs", AT_WIRE_MAX_REFS, sizeof *w->refs, ref_item, "reference",
                          &w->n_refs, 0);
-        w->cancel = d_list(d, b, "cancel", AT_WIRE_MAX_JOBS, sizeof *w->cancel, str_item,
-                           "cancel", &w->n_cancel, 0);
+        w->cancel = d_list(d, b, "cancel", AT_WIRE_MAX_JOBS, sizeof *w->cancel, str_item, "cancel",
+                           &w->n_cancel, 0);
         break;
     }
     case AT_WIRE_T_SUBMIT: {
@@ -1276,8 +1262,8 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
         s->priority = (int)g_int(d, b, "prio", -1000000, 1000000, 1, 0);
         s->refs = d_list(d, b, "refs", AT_WIRE_MAX_REFS, sizeof *s->refs, ref_item, "reference",
                          &s->n_refs, 0);
-        s->jobs = d_list(d, b, "jobs", AT_WIRE_MAX_JOBS, sizeof *s->jobs, job_item, "job",
-                         &s->n_jobs, 1);
+        s->jobs =
+            d_list(d, b, "jobs", AT_WIRE_MAX_JOBS, sizeof *s->jobs, job_item, "job", &s->n_jobs, 1);
         break;
     }
     case AT_WIRE_T_SUBMITTED: {
@@ -1288,8 +1274,7 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
         if ((a = g_arr(d, b, "keys", AT_WIRE_MAX_JOBS, 0)) != NULL && !d->failed &&
             a->via.array.size > 0) {
             s->n_keys = (int)a->via.array.size;
-            if ((s->keys = arena_array(d, (size_t)s->n_keys, sizeof *s->keys)) == NULL)
-                break;
+            if ((s->keys = arena_array(d, (size_t)s->n_keys, sizeof *s->keys)) == NULL) break;
             for (int i = 0; i < s->n_keys; i++) {
                 const msgpack_object *ki = &a->via.array.ptr[i];
                 int64_t v[3];
@@ -1327,8 +1312,8 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
     }
     case AT_WIRE_T_CANCEL:
         m->u.cancel.all = g_bool(d, b, "all");
-        m->u.cancel.ids = d_list(d, b, "ids", AT_WIRE_MAX_JOBS, sizeof *m->u.cancel.ids,
-                                 str_item, "id", &m->u.cancel.n_ids, 0);
+        m->u.cancel.ids = d_list(d, b, "ids", AT_WIRE_MAX_JOBS, sizeof *m->u.cancel.ids, str_item,
+                                 "id", &m->u.cancel.n_ids, 0);
         break;
     case AT_WIRE_T_CANCELED:
         m->u.canceled.n_canceled = (int)g_int(d, b, "n", 0, INT32_MAX, 0, 1);
@@ -1340,8 +1325,8 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
         at_wire_sbx_batch *sb = &m->u.batch;
         sb->jobs = d_list(d, b, "jobs", AT_WIRE_MAX_JOBS, sizeof *sb->jobs, job_item, "job",
                           &sb->n_jobs, 1);
-        sb->refs = d_list(d, b, "refs", AT_WIRE_MAX_REFS, sizeof *sb->refs, ref_item,
-                          "reference", &sb->n_refs, 0);
+        sb->refs = d_list(d, b, "refs", AT_WIRE_MAX_REFS, sizeof *sb->refs, ref_item, "reference",
+                          &sb->n_refs, 0);
         sb->default_threads = (int)g_int(d, b, "threads", 1, 1024, 1, 1);
         sb->bench_ack = g_bool(d, b, "bench");
         if ((a = g_arr(d, b, "refouts", AT_WIRE_MAX_REFS, 0)) != NULL && !d->failed &&
@@ -1359,8 +1344,7 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
                 if ((bin = g_bin(d, ri, "ref", AT_WIRE_REFID_BYTES, 0, NULL, 1)) != NULL)
                     memcpy(ro->ref, bin, AT_WIRE_REFID_BYTES);
                 ro->seed = g_u64(d, ri, "seed", 1);
-                if ((outs = g_arr(d, ri, "out", AT_WIRE_MAX_ARGS, 1)) == NULL || d->failed)
-                    break;
+                if ((outs = g_arr(d, ri, "out", AT_WIRE_MAX_ARGS, 1)) == NULL || d->failed) break;
                 ro->n_outputs = (int)outs->via.array.size;
                 ro->data = arena_array(d, outs->via.array.size, sizeof *ro->data);
                 ro->n_bytes = arena_array(d, outs->via.array.size, sizeof *ro->n_bytes);
@@ -1380,16 +1364,14 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
     case AT_WIRE_T_SBX_EVENT: {
         at_wire_sbx_event *v = &m->u.event;
         v->kind = (int)g_int(d, b, "kind", AT_WIRE_SBX_READY, AT_WIRE_SBX_REFOUT, 0, 1);
-        if (d->failed)
-            break;
+        if (d->failed) break;
         if (v->kind == AT_WIRE_SBX_READY) {
             v->note = g_str(d, b, "note", AT_WIRE_MAX_TEXT, 0);
         } else if (v->kind == AT_WIRE_SBX_START) {
             v->index = (int)g_int(d, b, "index", 0, AT_WIRE_MAX_JOBS - 1, 0, 1);
         } else if (v->kind == AT_WIRE_SBX_RESULT) {
             v->index = (int)g_int(d, b, "index", 0, AT_WIRE_MAX_JOBS - 1, 0, 1);
-            if ((o = g_map(d, b, "result", 1)) != NULL)
-                d_result(d, o, &v->result);
+            if ((o = g_map(d, b, "result", 1)) != NULL) d_result(d, o, &v->result);
         } else {
             if ((bin = g_bin(d, b, "ref", AT_WIRE_REFID_BYTES, 0, NULL, 1)) != NULL)
                 memcpy(v->ref, bin, AT_WIRE_REFID_BYTES);
@@ -1399,9 +1381,9 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
             v->offset = g_u64(d, b, "offset", 1);
             v->total = g_u64(d, b, "total", 1);
             v->data = g_bin(d, b, "data", 0, AT_WIRE_MAX_MSG, &v->n, 1);
-            if (!d->failed && (v->output >= v->n_outputs ||
-                               v->total > (uint64_t)AT_WIRE_MAX_BUF_BYTES ||
-                               v->offset > v->total || v->n > v->total - v->offset))
+            if (!d->failed &&
+                (v->output >= v->n_outputs || v->total > (uint64_t)AT_WIRE_MAX_BUF_BYTES ||
+                 v->offset > v->total || v->n > v->total - v->offset))
                 fail(d, "data", "chunk outside its output");
         }
         break;
@@ -1447,8 +1429,8 @@ static int tag_ok(const at_wire_session *s, const uint8_t *p, size_t payload)
     return tag_equal(want, p + payload);
 }
 
-at_err at_wire_decode(at_wire_session *s, const void *pv, size_t n, at_wire_msg *out,
-                      char *errmsg, size_t errmsg_size)
+at_err at_wire_decode(at_wire_session *s, const void *pv, size_t n, at_wire_msg *out, char *errmsg,
+                      size_t errmsg_size)
 {
     const uint8_t *p = pv;
     const char *why = NULL;
@@ -1461,27 +1443,22 @@ at_err at_wire_decode(at_wire_session *s, const void *pv, size_t n, at_wire_msg 
 
     at_wire_msg_init(out, 0);
     out->version = 0;
-    if (errmsg && errmsg_size)
-        errmsg[0] = 0;
-#define REFUSE(code, ...)                                                                  \
-    do {                                                                                   \
-        if (errmsg && errmsg_size)                                                         \
-            snprintf(errmsg, errmsg_size, __VA_ARGS__);                                    \
-        err = (code);                                                                      \
-        goto fail;                                                                         \
+    if (errmsg && errmsg_size) errmsg[0] = 0;
+#define REFUSE(code, ...)                                                                          \
+    do {                                                                                           \
+        if (errmsg && errmsg_size) snprintf(errmsg, errmsg_size, __VA_ARGS__);                     \
+        err = (code);                                                                              \
+        goto fail;                                                                                 \
     } while (0)
 
-    if (n < AT_WIRE_TAG_BYTES + 1)
-        REFUSE(AT_EPROTO, "frame of %zu bytes is too short", n);
+    if (n < AT_WIRE_TAG_BYTES + 1) REFUSE(AT_EPROTO, "frame of %zu bytes is too short", n);
     if (n > AT_WIRE_MAX_MSG)
-        REFUSE(AT_EPROTO, "frame of %zu bytes is over the limit of %u bytes", n,
-               AT_WIRE_MAX_MSG);
+        REFUSE(AT_EPROTO, "frame of %zu bytes is over the limit of %u bytes", n, AT_WIRE_MAX_MSG);
     if (s && !s->authed && n > AT_WIRE_MAX_PREAUTH)
         REFUSE(AT_EPROTO, "frame of %zu bytes before authentication (limit %u)", n,
                AT_WIRE_MAX_PREAUTH);
     payload = n - AT_WIRE_TAG_BYTES;
-    if (prescan(p, payload, &why) != 0)
-        REFUSE(AT_EPROTO, "not a well-formed message: %s", why);
+    if (prescan(p, payload, &why) != 0) REFUSE(AT_EPROTO, "not a well-formed message: %s", why);
 
     msgpack_unpacked_init(&up);
     if (msgpack_unpack_next(&up, (const char *)p, payload, &off) != MSGPACK_UNPACK_SUCCESS ||
@@ -1496,12 +1473,11 @@ at_err at_wire_decode(at_wire_session *s, const void *pv, size_t n, at_wire_msg 
         REFUSE(AT_EPROTO, "not a message: the frame is not [version, type, seq, re, body]");
     }
     out->version = (int)(v > INT32_MAX || v < 0 ? -1 : v);
-    if (o_int(&root->via.array.ptr[1], &v) == 0 && v > 0 && v < 256)
-        out->type = (int)v;
+    if (o_int(&root->via.array.ptr[1], &v) == 0 && v > 0 && v < 256) out->type = (int)v;
     if (out->version != AT_WIRE_VERSION) {
         msgpack_unpacked_destroy(&up);
-        REFUSE(AT_EVERSION, "protocol version %d; this build speaks version %d",
-               out->version, AT_WIRE_VERSION);
+        REFUSE(AT_EVERSION, "protocol version %d; this build speaks version %d", out->version,
+               AT_WIRE_VERSION);
     }
     if (out->type == 0 || strcmp(at_wire_type_name(out->type), "?") == 0) {
         msgpack_unpacked_destroy(&up);
@@ -1563,11 +1539,10 @@ at_err at_wire_decode(at_wire_session *s, const void *pv, size_t n, at_wire_msg 
         err = AT_EPROTO;
         goto fail;
     }
-    if (s)
-        s->recv_seq = out->seq;
+    if (s) s->recv_seq = out->seq;
     return AT_OK;
 #undef REFUSE
-fail: {
+fail : {
     int type = out->type, version = out->version;
     at_wire_msg_fini(out);
     out->type = type;
@@ -1580,8 +1555,7 @@ fail: {
 int at_wire__tag_ok(const at_wire_session *s, const void *p, size_t n);
 int at_wire__tag_ok(const at_wire_session *s, const void *p, size_t n)
 {
-    if (n < AT_WIRE_TAG_BYTES + 1 || !s->keyed)
-        return 0;
+    if (n < AT_WIRE_TAG_BYTES + 1 || !s->keyed) return 0;
     return tag_ok(s, p, n - AT_WIRE_TAG_BYTES);
 }
 
@@ -1618,8 +1592,7 @@ at_err at_wire_fingerprint(const at_wire_device *dv, char out[17])
 static const char *cp_str(at_arena *a, const char *s, int *bad)
 {
     char *c = at_arena_strdup(a, s ? s : "");
-    if (c == NULL)
-        *bad = 1;
+    if (c == NULL) *bad = 1;
     return c ? c : "";
 }
 
@@ -1629,8 +1602,7 @@ at_err at_wire_artifact_copy(at_arena *a, at_wire_artifact *dst, const at_wire_a
     uint8_t *obj = NULL;
     at_wire_arg *args = NULL;
     if (src->obj_size) {
-        if ((obj = at_arena_alloc(a, src->obj_size)) == NULL)
-            return AT_ENOMEM;
+        if ((obj = at_arena_alloc(a, src->obj_size)) == NULL) return AT_ENOMEM;
         memcpy(obj, src->obj, src->obj_size);
     }
     if (src->n_args > 0) {
@@ -1650,8 +1622,7 @@ at_err at_wire_job_copy(at_arena *a, at_wire_job *dst, const at_wire_job *src)
 {
     int bad = 0;
     at_wire_artifact art;
-    if (at_wire_artifact_copy(a, &art, &src->art) != AT_OK)
-        return AT_ENOMEM;
+    if (at_wire_artifact_copy(a, &art, &src->art) != AT_OK) return AT_ENOMEM;
     *dst = *src;
     dst->art = art;
     dst->id = cp_str(a, src->id, &bad);
@@ -1661,8 +1632,7 @@ at_err at_wire_job_copy(at_arena *a, at_wire_job *dst, const at_wire_job *src)
 at_err at_wire_ref_copy(at_arena *a, at_wire_ref *dst, const at_wire_ref *src)
 {
     at_wire_artifact art;
-    if (at_wire_artifact_copy(a, &art, &src->art) != AT_OK)
-        return AT_ENOMEM;
+    if (at_wire_artifact_copy(a, &art, &src->art) != AT_OK) return AT_ENOMEM;
     *dst = *src;
     dst->art = art;
     return AT_OK;
@@ -1694,7 +1664,6 @@ at_err at_wire_result_copy(at_arena *a, at_wire_result *dst, const at_wire_resul
     dst->error = cp_str(a, src->error, &bad);
     dst->agent = cp_str(a, src->agent, &bad);
     dst->fingerprint = cp_str(a, src->fingerprint, &bad);
-    if (at_wire_device_copy(a, &dst->dev, &src->dev) != AT_OK)
-        bad = 1;
+    if (at_wire_device_copy(a, &dst->dev, &src->dev) != AT_OK) bad = 1;
     return bad ? AT_ENOMEM : AT_OK;
 }

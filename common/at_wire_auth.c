@@ -48,8 +48,7 @@ at_err at_wire_random(void *p, size_t n)
     while (n > 0) {
         ssize_t got = getrandom(b, n, 0);
         if (got < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             return AT_EIO;
         }
         b += got;
@@ -83,12 +82,9 @@ void at_wire_key_id_hex(const at_wire_key *key, char out[2 * AT_WIRE_KEYID_BYTES
 
 static int hexval(char c)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
 }
 
@@ -100,15 +96,13 @@ at_err at_wire_key_parse(const char *text, size_t n, at_wire_key *out)
         i++;
     for (; got < 64 && i < n; i++, got++) {
         int v = hexval(text[i]);
-        if (v < 0)
-            return AT_EINVAL;
+        if (v < 0) return AT_EINVAL;
         if (got % 2 == 0)
             k[got / 2] = (uint8_t)(v << 4);
         else
             k[got / 2] |= (uint8_t)v;
     }
-    if (got != 64)
-        return AT_EINVAL;
+    if (got != 64) return AT_EINVAL;
     for (; i < n; i++)
         if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r')
             return AT_EINVAL;
@@ -135,8 +129,10 @@ at_err at_wire_key_load(const char *path, at_wire_key *out, char *errmsg, size_t
         return AT_EIO;
     }
     if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-        snprintf(errmsg, n, "key file %s may be read by others (mode %03o): run "
-                 "'chmod 600 %s'", path, (unsigned)(st.st_mode & 0777), path);
+        snprintf(errmsg, n,
+                 "key file %s may be read by others (mode %03o): run "
+                 "'chmod 600 %s'",
+                 path, (unsigned)(st.st_mode & 0777), path);
         close(fd);
         return AT_EAUTH;
     }
@@ -149,8 +145,10 @@ at_err at_wire_key_load(const char *path, at_wire_key *out, char *errmsg, size_t
     err = at_wire_key_parse(buf, (size_t)got, out);
     memset(buf, 0, sizeof buf);
     if (err != AT_OK)
-        snprintf(errmsg, n, "key file %s does not hold a key (64 hex characters, as "
-                 "'tracker init-fleet' writes)", path);
+        snprintf(errmsg, n,
+                 "key file %s does not hold a key (64 hex characters, as "
+                 "'tracker init-fleet' writes)",
+                 path);
     return err;
 }
 
@@ -185,8 +183,7 @@ at_err at_wire_key_generate(const char *path, at_wire_key *out, char *errmsg, si
         return AT_EIO;
     }
     close(fd);
-    if (out)
-        at_wire_key_from_bytes(k, out);
+    if (out) at_wire_key_from_bytes(k, out);
     memset(k, 0, sizeof k);
     memset(text, 0, sizeof text);
     return AT_OK;

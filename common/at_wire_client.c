@@ -31,15 +31,14 @@ struct at_wire_client {
     _Atomic uint32_t dead_pipe; /* the last pipe that went away */
     at_wire_welcome welcome;
     char tracker_id[AT_WIRE_MAX_NAME + 1];
-    nng_msg *last_reply;        /* keeps the byte arrays of the last reply alive */
+    nng_msg *last_reply; /* keeps the byte arrays of the last reply alive */
     at_buf frame;
 };
 
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     at_wire_client *c = arg;
-    if (ev == NNG_PIPE_EV_REM_POST)
-        atomic_store(&c->dead_pipe, (uint32_t)nng_pipe_id(p));
+    if (ev == NNG_PIPE_EV_REM_POST) atomic_store(&c->dead_pipe, (uint32_t)nng_pipe_id(p));
 }
 
 void at_wire_url(const char *addr, char *out, size_t n)
@@ -62,8 +61,7 @@ at_err at_wire_client_open(const at_wire_client_cfg *cfg, at_wire_client **out, 
         snprintf(errmsg, n, "a client needs a tracker address and the fleet key");
         return AT_EINVAL;
     }
-    if ((c = at_calloc(1, sizeof *c)) == NULL)
-        return AT_ENOMEM;
+    if ((c = at_calloc(1, sizeof *c)) == NULL) return AT_ENOMEM;
     c->role = cfg->role;
     at_wire_url(cfg->url, c->url, sizeof c->url);
     snprintf(c->name, sizeof c->name, "%s", cfg->name ? cfg->name : "");
@@ -86,7 +84,8 @@ at_err at_wire_client_open(const at_wire_client_cfg *cfg, at_wire_client **out, 
     nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, AT_WIRE_MAX_MSG + 1024);
     nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, pipe_cb, c);
-    if ((rv = nng_ctx_open(&c->ctx, c->sock)) != 0 || (rv = nng_aio_alloc(&c->aio, NULL, NULL)) != 0) {
+    if ((rv = nng_ctx_open(&c->ctx, c->sock)) != 0 ||
+        (rv = nng_aio_alloc(&c->aio, NULL, NULL)) != 0) {
         snprintf(errmsg, n, "cannot set up the socket: %s", nng_strerror(rv));
         nng_close(c->sock);
         at_free(c);
@@ -118,14 +117,12 @@ at_err at_wire_client_open(const at_wire_client_cfg *cfg, at_wire_client **out, 
 
 void at_wire_client_close(at_wire_client *c)
 {
-    if (c == NULL)
-        return;
+    if (c == NULL) return;
     nng_aio_stop(c->aio);
     nng_ctx_close(c->ctx);
     nng_close(c->sock);
     nng_aio_free(c->aio);
-    if (c->last_reply)
-        nng_msg_free(c->last_reply);
+    if (c->last_reply) nng_msg_free(c->last_reply);
     at_buf_fini(&c->frame);
     memset(c->keys, 0, sizeof c->keys);
     memset(&c->sess, 0, sizeof c->sess);
@@ -149,8 +146,7 @@ static void drop_session(at_wire_client *c)
 }
 
 /* Send 'frame' and wait for one reply (kept in c->last_reply). */
-static at_err exchange(at_wire_client *c, int timeout_ms, nng_msg **reply, char *errmsg,
-                       size_t n)
+static at_err exchange(at_wire_client *c, int timeout_ms, nng_msg **reply, char *errmsg, size_t n)
 {
     nng_msg *m;
     int rv;
@@ -160,9 +156,9 @@ static at_err exchange(at_wire_client *c, int timeout_ms, nng_msg **reply, char 
         nng_msg_free(c->last_reply);
         c->last_reply = NULL;
     }
-    if ((rv = nng_msg_alloc(&m, 0)) != 0 || (rv = nng_msg_append(m, c->frame.data, c->frame.len)) != 0) {
-        if (rv == 0)
-            nng_msg_free(m);
+    if ((rv = nng_msg_alloc(&m, 0)) != 0 ||
+        (rv = nng_msg_append(m, c->frame.data, c->frame.len)) != 0) {
+        if (rv == 0) nng_msg_free(m);
         return AT_ENOMEM;
     }
     nng_aio_set_msg(c->aio, m);
@@ -188,15 +184,12 @@ static at_err exchange(at_wire_client *c, int timeout_ms, nng_msg **reply, char 
 static at_err refused(const at_wire_msg *rep, char *errmsg, size_t n)
 {
     snprintf(errmsg, n, "the tracker refused us: %s", rep->u.error.text);
-    if (rep->u.error.code == AT_EVERSION)
-        return AT_EVERSION;
-    if (rep->u.error.code == AT_ECLOSED)
-        return AT_ECLOSED;
+    if (rep->u.error.code == AT_EVERSION) return AT_EVERSION;
+    if (rep->u.error.code == AT_ECLOSED) return AT_ECLOSED;
     return AT_EAUTH;
 }
 
-at_err at_wire_client_ensure(at_wire_client *c, int timeout_ms, int *fresh, char *errmsg,
-                             size_t n)
+at_err at_wire_client_ensure(at_wire_client *c, int timeout_ms, int *fresh, char *errmsg, size_t n)
 {
     at_wire_msg req, rep;
     nng_msg *raw;
@@ -206,13 +199,11 @@ at_err at_wire_client_ensure(at_wire_client *c, int timeout_ms, int *fresh, char
     at_err err;
 
     *fresh = 0;
-    if (c->sess.authed && atomic_load(&c->dead_pipe) != c->sess_pipe)
-        return AT_OK;
+    if (c->sess.authed && atomic_load(&c->dead_pipe) != c->sess_pipe) return AT_OK;
     drop_session(c);
 
     /* HELLO -> CHALLENGE */
-    if (at_wire_random(cnonce, sizeof cnonce) != AT_OK)
-        return AT_EIO;
+    if (at_wire_random(cnonce, sizeof cnonce) != AT_OK) return AT_EIO;
     at_wire_msg_init(&req, AT_WIRE_T_HELLO);
     req.u.hello.version = AT_WIRE_VERSION;
     req.u.hello.role = c->role;
@@ -226,10 +217,8 @@ at_err at_wire_client_ensure(at_wire_client *c, int timeout_ms, int *fresh, char
     at_buf_reset(&c->frame);
     err = at_wire_encode(&c->sess, &req, &c->frame);
     at_wire_msg_fini(&req);
-    if (err != AT_OK)
-        return err;
-    if ((err = exchange(c, timeout_ms, &raw, errmsg, n)) != AT_OK)
-        return err;
+    if (err != AT_OK) return err;
+    if ((err = exchange(c, timeout_ms, &raw, errmsg, n)) != AT_OK) return err;
     pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(raw));
     err = at_wire_decode(&c->sess, nng_msg_body(raw), nng_msg_len(raw), &rep, errmsg, n);
     if (err != AT_OK) {
@@ -262,7 +251,8 @@ at_err at_wire_client_ensure(at_wire_client *c, int timeout_ms, int *fresh, char
     {
         int at_wire__tag_ok(const at_wire_session *s, const void *p, size_t len);
         if (!at_wire__tag_ok(&c->sess, nng_msg_body(raw), nng_msg_len(raw))) {
-            snprintf(errmsg, n, "the tracker does not hold the fleet key (its CHALLENGE is "
+            snprintf(errmsg, n,
+                     "the tracker does not hold the fleet key (its CHALLENGE is "
                      "not signed with it): refusing to talk to it");
             drop_session(c);
             return AT_EAUTH;
@@ -291,8 +281,7 @@ at_err at_wire_client_ensure(at_wire_client *c, int timeout_ms, int *fresh, char
     if (err != AT_OK) {
         /* an unsigned ERROR (e.g. a wrong key on our side) still says why */
         at_wire_msg plain;
-        if (at_wire_decode(NULL, nng_msg_body(raw), nng_msg_len(raw), &plain, NULL, 0) ==
-                AT_OK &&
+        if (at_wire_decode(NULL, nng_msg_body(raw), nng_msg_len(raw), &plain, NULL, 0) == AT_OK &&
             plain.type == AT_WIRE_T_ERROR) {
             err = refused(&plain, errmsg, n);
             at_wire_msg_fini(&plain);
@@ -326,8 +315,8 @@ at_err at_wire_client_ensure(at_wire_client *c, int timeout_ms, int *fresh, char
     return AT_OK;
 }
 
-at_err at_wire_client_call(at_wire_client *c, at_wire_msg *req, int timeout_ms,
-                           at_wire_msg *rep, char *errmsg, size_t n)
+at_err at_wire_client_call(at_wire_client *c, at_wire_msg *req, int timeout_ms, at_wire_msg *rep,
+                           char *errmsg, size_t n)
 {
     nng_msg *raw;
     at_err err;
@@ -345,12 +334,10 @@ at_err at_wire_client_call(at_wire_client *c, at_wire_msg *req, int timeout_ms,
         return err;
     }
     if ((err = exchange(c, timeout_ms, &raw, errmsg, n)) != AT_OK) {
-        if (err == AT_ECLOSED)
-            drop_session(c);
+        if (err == AT_ECLOSED) drop_session(c);
         /* a timed-out request may still be answered later: its session cannot be trusted
         ** to stay in step, so open a new one */
-        if (err == AT_ETIMEDOUT)
-            drop_session(c);
+        if (err == AT_ETIMEDOUT) drop_session(c);
         return err;
     }
     if ((uint32_t)nng_pipe_id(nng_msg_get_pipe(raw)) != c->sess_pipe) {
@@ -362,8 +349,7 @@ at_err at_wire_client_call(at_wire_client *c, at_wire_msg *req, int timeout_ms,
     if (err != AT_OK) {
         at_wire_msg plain;
         /* the tracker lost our session (restarted) and says so unsigned */
-        if (at_wire_decode(NULL, nng_msg_body(raw), nng_msg_len(raw), &plain, NULL, 0) ==
-                AT_OK &&
+        if (at_wire_decode(NULL, nng_msg_body(raw), nng_msg_len(raw), &plain, NULL, 0) == AT_OK &&
             plain.type == AT_WIRE_T_ERROR && plain.u.error.code == AT_ECLOSED) {
             snprintf(errmsg, n, "%s", plain.u.error.text);
             at_wire_msg_fini(&plain);
@@ -374,13 +360,12 @@ at_err at_wire_client_call(at_wire_client *c, at_wire_msg *req, int timeout_ms,
         return err;
     }
     if (rep->re != req->seq) {
-        snprintf(errmsg, n, "the reply answers request %llu, not %llu",
-                 (unsigned long long)rep->re, (unsigned long long)req->seq);
+        snprintf(errmsg, n, "the reply answers request %llu, not %llu", (unsigned long long)rep->re,
+                 (unsigned long long)req->seq);
         at_wire_msg_fini(rep);
         drop_session(c);
         return AT_EPROTO;
     }
-    if (rep->type == AT_WIRE_T_ERROR && rep->u.error.code == AT_ECLOSED)
-        drop_session(c);
+    if (rep->type == AT_WIRE_T_ERROR && rep->u.error.code == AT_ECLOSED) drop_session(c);
     return AT_OK;
 }

@@ -28,50 +28,50 @@
 
 /* ---- versions and bounds ------------------------------------------------------------ */
 
-#define AT_WIRE_VERSION 1               /* the protocol version this build speaks */
-#define AT_WIRE_SOFTWARE "0.1.0"        /* software version sent in HELLO (logs only) */
-#define AT_WIRE_TAG_BYTES 32            /* HMAC-SHA256 tag after every payload */
+#define AT_WIRE_VERSION 1        /* the protocol version this build speaks */
+#define AT_WIRE_SOFTWARE "0.1.0" /* software version sent in HELLO (logs only) */
+#define AT_WIRE_TAG_BYTES 32     /* HMAC-SHA256 tag after every payload */
 #define AT_WIRE_NONCE_BYTES 32
 #define AT_WIRE_KEYID_BYTES 4
-#define AT_WIRE_REFID_BYTES 32          /* a reference artifact's id: SHA-256 of its bytes */
-#define AT_WIRE_MAX_MSG (64u << 20)     /* one frame, tag included */
-#define AT_WIRE_MAX_PREAUTH 4096u       /* a frame before the session is authenticated */
-#define AT_WIRE_MAX_OBJ (16u << 20)     /* one artifact's object bytes */
-#define AT_WIRE_MAX_JOBS 4096           /* jobs (or results, refs, ids) in one message */
-#define AT_WIRE_MAX_REFS 64             /* reference artifacts in one message */
-#define AT_WIRE_MAX_COSTS 1024          /* timed repeats of one result */
-#define AT_WIRE_MAX_ARGS 64             /* kernel arguments */
-#define AT_WIRE_MAX_DIMS 8              /* dimensions of one argument */
+#define AT_WIRE_REFID_BYTES 32            /* a reference artifact's id: SHA-256 of its bytes */
+#define AT_WIRE_MAX_MSG (64u << 20)       /* one frame, tag included */
+#define AT_WIRE_MAX_PREAUTH 4096u         /* a frame before the session is authenticated */
+#define AT_WIRE_MAX_OBJ (16u << 20)       /* one artifact's object bytes */
+#define AT_WIRE_MAX_JOBS 4096             /* jobs (or results, refs, ids) in one message */
+#define AT_WIRE_MAX_REFS 64               /* reference artifacts in one message */
+#define AT_WIRE_MAX_COSTS 1024            /* timed repeats of one result */
+#define AT_WIRE_MAX_ARGS 64               /* kernel arguments */
+#define AT_WIRE_MAX_DIMS 8                /* dimensions of one argument */
 #define AT_WIRE_MAX_BUF_BYTES (1ll << 30) /* one argument buffer or the workspace */
-#define AT_WIRE_MAX_NAME 128            /* ids, keys, names, triples (bytes) */
-#define AT_WIRE_MAX_FEATURES 4096       /* CPU feature string */
-#define AT_WIRE_MAX_TEXT 4096           /* error texts */
-#define AT_WIRE_MAX_JSON (4u << 20)     /* the status document */
-#define AT_WIRE_MAX_OBJECTS 200000      /* msgpack values in one frame (bounds decoding memory) */
-#define AT_WIRE_MAX_DEPTH 8             /* msgpack nesting in one frame */
+#define AT_WIRE_MAX_NAME 128              /* ids, keys, names, triples (bytes) */
+#define AT_WIRE_MAX_FEATURES 4096         /* CPU feature string */
+#define AT_WIRE_MAX_TEXT 4096             /* error texts */
+#define AT_WIRE_MAX_JSON (4u << 20)       /* the status document */
+#define AT_WIRE_MAX_OBJECTS 200000        /* msgpack values in one frame (bounds decoding memory) */
+#define AT_WIRE_MAX_DEPTH 8               /* msgpack nesting in one frame */
 
 /* ---- message types -------------------------------------------------------------------- */
 
 /* X(number, NAME, who sends it, what it is).  The numbers are on the wire: append only. */
-#define AT_WIRE_MSG_MAP(X)                                                                 \
-    X(1, HELLO, "client", "opens a session: version, role, client nonce, key ids")         \
-    X(2, CHALLENGE, "tracker", "answers HELLO: tracker nonce, chosen key; tag proves the key") \
-    X(3, AUTH, "client", "answers CHALLENGE; its tag proves the client holds the key")     \
-    X(4, WELCOME, "tracker", "answers AUTH: the session is open; tracker's timings")       \
-    X(5, ERROR, "tracker", "a refusal: error code and a sentence")                         \
-    X(6, REGISTER, "agent", "device key, target triple, CPU features, fingerprint, sandbox") \
-    X(7, REGISTERED, "tracker", "answers REGISTER")                                        \
-    X(8, AGENT_POLL, "agent", "heartbeat: device state, results, free slots, returned jobs") \
-    X(9, AGENT_WORK, "tracker", "answers AGENT_POLL: jobs, reference artifacts, cancels")  \
-    X(10, SUBMIT, "tuner", "a batch of jobs for a device key, with reference artifacts")   \
-    X(11, SUBMITTED, "tracker", "answers SUBMIT: accepted jobs, the keys agents serve")     \
-    X(12, TUNER_POLL, "tuner", "asks for results, acknowledges those received")            \
-    X(13, RESULTS, "tracker", "answers TUNER_POLL: results, queue and agent counts")       \
-    X(14, CANCEL, "tuner", "cancels jobs")                                                 \
-    X(15, CANCELED, "tracker", "answers CANCEL")                                           \
-    X(16, STATUS_QUERY, "client", "asks for the tracker's status")                         \
-    X(17, STATUS, "tracker", "answers STATUS_QUERY: the status document (JSON text)")      \
-    X(32, SBX_BATCH, "agent", "inside an agent: the batch handed to a sandboxed child")    \
+#define AT_WIRE_MSG_MAP(X)                                                                         \
+    X(1, HELLO, "client", "opens a session: version, role, client nonce, key ids")                 \
+    X(2, CHALLENGE, "tracker", "answers HELLO: tracker nonce, chosen key; tag proves the key")     \
+    X(3, AUTH, "client", "answers CHALLENGE; its tag proves the client holds the key")             \
+    X(4, WELCOME, "tracker", "answers AUTH: the session is open; tracker's timings")               \
+    X(5, ERROR, "tracker", "a refusal: error code and a sentence")                                 \
+    X(6, REGISTER, "agent", "device key, target triple, CPU features, fingerprint, sandbox")       \
+    X(7, REGISTERED, "tracker", "answers REGISTER")                                                \
+    X(8, AGENT_POLL, "agent", "heartbeat: device state, results, free slots, returned jobs")       \
+    X(9, AGENT_WORK, "tracker", "answers AGENT_POLL: jobs, reference artifacts, cancels")          \
+    X(10, SUBMIT, "tuner", "a batch of jobs for a device key, with reference artifacts")           \
+    X(11, SUBMITTED, "tracker", "answers SUBMIT: accepted jobs, the keys agents serve")            \
+    X(12, TUNER_POLL, "tuner", "asks for results, acknowledges those received")                    \
+    X(13, RESULTS, "tracker", "answers TUNER_POLL: results, queue and agent counts")               \
+    X(14, CANCEL, "tuner", "cancels jobs")                                                         \
+    X(15, CANCELED, "tracker", "answers CANCEL")                                                   \
+    X(16, STATUS_QUERY, "client", "asks for the tracker's status")                                 \
+    X(17, STATUS, "tracker", "answers STATUS_QUERY: the status document (JSON text)")              \
+    X(32, SBX_BATCH, "agent", "inside an agent: the batch handed to a sandboxed child")            \
     X(33, SBX_EVENT, "child", "inside an agent: a job started, a result, reference output")
 
 typedef enum {
@@ -83,7 +83,11 @@ typedef enum {
 const char *at_wire_type_name(int type); /* "SUBMIT"; "?" when unknown */
 
 /* Roles a client declares in HELLO. */
-typedef enum { AT_WIRE_ROLE_AGENT = 1, AT_WIRE_ROLE_TUNER = 2, AT_WIRE_ROLE_STATUS = 3 } at_wire_role;
+typedef enum {
+    AT_WIRE_ROLE_AGENT = 1,
+    AT_WIRE_ROLE_TUNER = 2,
+    AT_WIRE_ROLE_STATUS = 3
+} at_wire_role;
 const char *at_wire_role_name(int role);
 
 /* ---- message bodies --------------------------------------------------------------------- */
@@ -123,11 +127,11 @@ typedef struct at_wire_settings {
 } at_wire_settings;
 
 typedef struct at_wire_job {
-    const char *id;  /* unique across the fleet (run id + counter) */
+    const char *id; /* unique across the fleet (run id + counter) */
     at_wire_artifact art;
     at_wire_settings run;
-    uint64_t seed;   /* inputs are kn_rt_fill(seed, argument index) */
-    int has_ref;     /* check the output against reference 'ref' */
+    uint64_t seed; /* inputs are kn_rt_fill(seed, argument index) */
+    int has_ref;   /* check the output against reference 'ref' */
     uint8_t ref[AT_WIRE_REFID_BYTES];
 } at_wire_job;
 
@@ -155,31 +159,31 @@ typedef struct at_wire_device {
 } at_wire_device;
 
 typedef struct at_wire_result {
-    const char *id;       /* the job id */
-    int status;           /* at_measure */
+    const char *id; /* the job id */
+    int status;     /* at_measure */
     int n_costs;
-    double *costs;        /* seconds per call of each repeat */
-    double median_s;      /* median of 'costs' (0 when there are none) */
-    const char *error;    /* "" on success */
-    double measured_at;   /* UNIX seconds */
-    double run_s;         /* wall seconds the agent spent on the job */
+    double *costs;      /* seconds per call of each repeat */
+    double median_s;    /* median of 'costs' (0 when there are none) */
+    const char *error;  /* "" on success */
+    double measured_at; /* UNIX seconds */
+    double run_s;       /* wall seconds the agent spent on the job */
     at_wire_devstate state;
-    const char *agent;    /* agent id (filled by the tracker when forwarding) */
+    const char *agent; /* agent id (filled by the tracker when forwarding) */
     const char *fingerprint;
-    at_wire_device dev;   /* filled by the tracker when forwarding */
+    at_wire_device dev; /* filled by the tracker when forwarding */
 } at_wire_result;
 
 typedef struct at_wire_sandbox {
-    int seccomp;    /* kernels run under a seccomp filter */
-    int rlimits;    /* resource limits on the child */
-    int guard;      /* guard pages around buffers */
+    int seccomp;      /* kernels run under a seccomp filter */
+    int rlimits;      /* resource limits on the child */
+    int guard;        /* guard pages around buffers */
     const char *note; /* why something is missing */
 } at_wire_sandbox;
 
 typedef struct at_wire_hello {
-    int version;    /* the client's protocol version */
-    int role;       /* at_wire_role */
-    const char *name;   /* free text for logs ("rpc_agent pixel7 host:pid") */
+    int version;           /* the client's protocol version */
+    int role;              /* at_wire_role */
+    const char *name;      /* free text for logs ("rpc_agent pixel7 host:pid") */
     const char *client_id; /* stable across reconnections of one client process */
     uint8_t nonce[AT_WIRE_NONCE_BYTES];
     int n_keys;
@@ -206,14 +210,14 @@ typedef struct at_wire_error {
 typedef struct at_wire_register {
     const char *device_key;
     const char *triple;
-    const char *features;  /* CPU features ("+neon,+dotprod" or /proc/cpuinfo flags) */
-    const char *gpu;       /* GPU model; "" for CPU agents */
+    const char *features; /* CPU features ("+neon,+dotprod" or /proc/cpuinfo flags) */
+    const char *gpu;      /* GPU model; "" for CPU agents */
     at_wire_device dev;
     const char *fingerprint; /* at_wire_fingerprint of dev */
     at_wire_sandbox sandbox;
-    int n_threads;   /* default threads per kernel */
-    int max_batch;   /* jobs it takes at once */
-    int bench_ack;   /* benchmark mode: acknowledges jobs without running them */
+    int n_threads; /* default threads per kernel */
+    int max_batch; /* jobs it takes at once */
+    int bench_ack; /* benchmark mode: acknowledges jobs without running them */
 } at_wire_register;
 
 typedef struct at_wire_registered {
@@ -221,12 +225,12 @@ typedef struct at_wire_registered {
 } at_wire_registered;
 
 typedef struct at_wire_agent_poll {
-    int n_held;      /* jobs the agent holds (running or waiting) */
-    int n_free;      /* jobs it would take now */
+    int n_held; /* jobs the agent holds (running or waiting) */
+    int n_free; /* jobs it would take now */
     at_wire_devstate state;
     int n_results;
     at_wire_result *results;
-    int n_returned;  /* jobs it gives back unmeasured (shutting down, or a reference missing) */
+    int n_returned; /* jobs it gives back unmeasured (shutting down, or a reference missing) */
     const char **returned;
     int n_need_refs; /* reference artifacts it lacks (send them again) */
     const uint8_t (*need_refs)[AT_WIRE_REFID_BYTES];
@@ -243,7 +247,7 @@ typedef struct at_wire_agent_work {
 
 typedef struct at_wire_submit {
     const char *device_key;
-    int priority;    /* higher first; default 1 */
+    int priority; /* higher first; default 1 */
     int n_refs;
     at_wire_ref *refs;
     int n_jobs;
@@ -256,20 +260,20 @@ typedef struct at_wire_keyinfo {
 } at_wire_keyinfo;
 
 typedef struct at_wire_submitted {
-    int n_accepted;  /* new jobs queued */
-    int n_known;     /* jobs this client had submitted already (ignored) */
-    int n_agents;    /* agents serving the device key now */
+    int n_accepted; /* new jobs queued */
+    int n_known;    /* jobs this client had submitted already (ignored) */
+    int n_agents;   /* agents serving the device key now */
     int n_keys;
     at_wire_keyinfo *keys; /* every key the tracker knows, with its agents */
 } at_wire_submitted;
 
 typedef struct at_wire_tuner_poll {
-    uint64_t ack;    /* results numbered below this were received */
-    int hold_ms;     /* wait up to this long for a result */
+    uint64_t ack; /* results numbered below this were received */
+    int hold_ms;  /* wait up to this long for a result */
 } at_wire_tuner_poll;
 
 typedef struct at_wire_results {
-    uint64_t first;  /* number of results[0]; the next ones follow */
+    uint64_t first; /* number of results[0]; the next ones follow */
     int n_results;
     at_wire_result *results;
     int n_queued, n_inflight, n_agents; /* this client's jobs; agents of its keys */
@@ -311,15 +315,15 @@ typedef struct at_wire_sbx_batch {
 } at_wire_sbx_batch;
 
 typedef enum {
-    AT_WIRE_SBX_READY = 1,   /* set up; the sandbox is entered */
-    AT_WIRE_SBX_START = 2,   /* job 'index' starts */
-    AT_WIRE_SBX_RESULT = 3,  /* job 'index' is done: 'result' */
-    AT_WIRE_SBX_REFOUT = 4,  /* a chunk of a reference output */
+    AT_WIRE_SBX_READY = 1,  /* set up; the sandbox is entered */
+    AT_WIRE_SBX_START = 2,  /* job 'index' starts */
+    AT_WIRE_SBX_RESULT = 3, /* job 'index' is done: 'result' */
+    AT_WIRE_SBX_REFOUT = 4, /* a chunk of a reference output */
 } at_wire_sbx_kind;
 
 typedef struct at_wire_sbx_event {
-    int kind;   /* at_wire_sbx_kind */
-    int index;  /* job index in the batch */
+    int kind;  /* at_wire_sbx_kind */
+    int index; /* job index in the batch */
     at_wire_result result;
     /* REFOUT: bytes [offset, offset + n) of output 'output' (of 'n_outputs', each
     ** 'total' bytes long) of reference 'ref' on 'seed' */
@@ -335,11 +339,11 @@ typedef struct at_wire_sbx_event {
 /* ---- a message ------------------------------------------------------------------------ */
 
 typedef struct at_wire_msg {
-    int type;        /* at_wire_type */
-    int version;     /* of the frame; AT_WIRE_VERSION when encoding */
-    uint64_t seq;    /* set by at_wire_encode */
-    uint64_t re;     /* a reply: seq of the request it answers; 0 in requests */
-    at_arena arena;  /* a decoded message's strings and arrays */
+    int type;       /* at_wire_type */
+    int version;    /* of the frame; AT_WIRE_VERSION when encoding */
+    uint64_t seq;   /* set by at_wire_encode */
+    uint64_t re;    /* a reply: seq of the request it answers; 0 in requests */
+    at_arena arena; /* a decoded message's strings and arrays */
     union {
         at_wire_hello hello;
         at_wire_challenge challenge;
@@ -411,9 +415,9 @@ at_err at_wire_random(void *p, size_t n);
 ** After it, every frame carries HMAC(session key, direction || payload) and a sequence
 ** number above the last one received (replay and reordering are refused). */
 typedef struct at_wire_session {
-    int is_client;   /* 1: agent/tuner end; 0: tracker end */
+    int is_client; /* 1: agent/tuner end; 0: tracker end */
     int authed;
-    int keyed;       /* 'skey' holds the session key (from CHALLENGE on) */
+    int keyed; /* 'skey' holds the session key (from CHALLENGE on) */
     uint8_t skey[32];
     uint64_t send_seq; /* last sequence number sent */
     uint64_t recv_seq; /* last sequence number accepted */
@@ -441,8 +445,8 @@ at_err at_wire_encode(at_wire_session *s, at_wire_msg *m, at_buf *out);
 ** owns *out (at_wire_msg_fini) and keeps 'p' alive while it uses byte arrays of the
 ** message.  On failure *out holds nothing to free (fini is still harmless) and 'errmsg'
 ** says what was wrong.  The session's receive sequence advances only on AT_OK. */
-at_err at_wire_decode(at_wire_session *s, const void *p, size_t n, at_wire_msg *out,
-                      char *errmsg, size_t errmsg_size);
+at_err at_wire_decode(at_wire_session *s, const void *p, size_t n, at_wire_msg *out, char *errmsg,
+                      size_t errmsg_size);
 
 /* The device fingerprint id: the first 16 hex characters of SHA-256 of
 ** ["arch","model",n_cores,"os","driver"] -- the same formula as records' rec_device. */
@@ -453,13 +457,13 @@ at_err at_wire_fingerprint(const at_wire_device *d, char out[17]);
 typedef struct at_wire_client at_wire_client;
 
 typedef struct at_wire_client_cfg {
-    const char *url;           /* "tcp://host:9190", "inproc://name" */
-    int role;                  /* at_wire_role */
-    const char *name;          /* for the tracker's logs and status page */
-    const at_wire_key *keys;   /* the fleet key(s): current first, then the next one */
-    int n_keys;                /* 1 or 2 */
-    int reconnect_min_ms;      /* dialer back-off (default 100) */
-    int reconnect_max_ms;      /* (default 5000) */
+    const char *url;         /* "tcp://host:9190", "inproc://name" */
+    int role;                /* at_wire_role */
+    const char *name;        /* for the tracker's logs and status page */
+    const at_wire_key *keys; /* the fleet key(s): current first, then the next one */
+    int n_keys;              /* 1 or 2 */
+    int reconnect_min_ms;    /* dialer back-off (default 100) */
+    int reconnect_max_ms;    /* (default 5000) */
 } at_wire_client_cfg;
 
 /* Open a client and start dialing (returns at once; nng keeps redialing with back-off).
@@ -473,8 +477,7 @@ void at_wire_client_close(at_wire_client *c); /* NULL is fine */
 ** is (or already was) open -- *fresh is set to 1 when it was just opened, so the caller
 ** re-registers or resubmits; AT_ETIMEDOUT; AT_EAUTH / AT_EVERSION when the tracker
 ** refused us (errmsg has its sentence; retrying later is the caller's choice). */
-at_err at_wire_client_ensure(at_wire_client *c, int timeout_ms, int *fresh, char *errmsg,
-                             size_t n);
+at_err at_wire_client_ensure(at_wire_client *c, int timeout_ms, int *fresh, char *errmsg, size_t n);
 
 /* Send request 'req' on the open session and wait up to 'timeout_ms' for the reply,
 ** decoded into *rep (the caller owns it: at_wire_msg_fini; its byte arrays live until the
@@ -482,8 +485,8 @@ at_err at_wire_client_ensure(at_wire_client *c, int timeout_ms, int *fresh, char
 ** AT_ECLOSED when the connection was lost or the session must be opened again (call
 ** at_wire_client_ensure), AT_ETIMEDOUT, AT_EPROTO / AT_EAUTH for a bad reply (the
 ** session is then dropped). */
-at_err at_wire_client_call(at_wire_client *c, at_wire_msg *req, int timeout_ms,
-                           at_wire_msg *rep, char *errmsg, size_t n);
+at_err at_wire_client_call(at_wire_client *c, at_wire_msg *req, int timeout_ms, at_wire_msg *rep,
+                           char *errmsg, size_t n);
 
 /* The tracker's WELCOME timings (valid once a session was opened). */
 const at_wire_welcome *at_wire_client_welcome(const at_wire_client *c);

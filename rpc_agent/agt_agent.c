@@ -72,8 +72,8 @@ struct agt_agent {
     pthread_t measurer;
     int measurer_started;
     pthread_mutex_t mu;
-    pthread_cond_t cv_jobs;  /* the measurer waits for jobs */
-    pthread_cond_t cv_out;   /* the network loop waits for results */
+    pthread_cond_t cv_jobs; /* the measurer waits for jobs */
+    pthread_cond_t cv_out;  /* the network loop waits for results */
     agt_job *pending, *pending_tail;
     int n_pending, n_running;
     int measurer_idle;
@@ -85,7 +85,7 @@ struct agt_agent {
     int n_need_refs;
     ref_entry refs[REF_CACHE];
     uint64_t ref_clock;
-    refout_entry *refouts;   /* newest first */
+    refout_entry *refouts; /* newest first */
     size_t refout_bytes;
     agt_stats stats;
     at_wire_devstate state;
@@ -117,15 +117,12 @@ static ref_entry *ref_find(agt_agent *a, const uint8_t id[AT_WIRE_REFID_BYTES])
 static void ref_add(agt_agent *a, const at_wire_ref *r)
 {
     ref_entry *e = ref_find(a, r->id), *old = NULL;
-    if (e)
-        return;
+    if (e) return;
     for (int i = 0; i < REF_CACHE && e == NULL; i++)
-        if (!a->refs[i].used)
-            e = &a->refs[i];
+        if (!a->refs[i].used) e = &a->refs[i];
     if (e == NULL) {
         for (int i = 0; i < REF_CACHE; i++)
-            if (old == NULL || a->refs[i].last_use < old->last_use)
-                old = &a->refs[i];
+            if (old == NULL || a->refs[i].last_use < old->last_use) old = &a->refs[i];
         at_arena_fini(&old->arena);
         old->used = 0;
         e = old;
@@ -143,8 +140,7 @@ static void ref_add(agt_agent *a, const at_wire_ref *r)
 static refout_entry *refout_find(agt_agent *a, const uint8_t id[AT_WIRE_REFID_BYTES], uint64_t seed)
 {
     for (refout_entry *e = a->refouts; e; e = e->next)
-        if (e->seed == seed && memcmp(e->id, id, AT_WIRE_REFID_BYTES) == 0)
-            return e;
+        if (e->seed == seed && memcmp(e->id, id, AT_WIRE_REFID_BYTES) == 0) return e;
     return NULL;
 }
 
@@ -182,13 +178,11 @@ static void push_result(agt_agent *a, const at_wire_result *r)
     if (a->n_out == a->cap_out) {
         int cap = a->cap_out ? 2 * a->cap_out : 64;
         agt_res **v = at_realloc(a->outbox, (size_t)cap * sizeof *v);
-        if (v == NULL)
-            return;
+        if (v == NULL) return;
         a->outbox = v;
         a->cap_out = cap;
     }
-    if ((res = at_calloc(1, sizeof *res)) == NULL)
-        return;
+    if ((res = at_calloc(1, sizeof *res)) == NULL) return;
     at_arena_init(&res->arena, 512);
     if (at_wire_result_copy(&res->arena, &res->r, r) != AT_OK) {
         at_arena_fini(&res->arena);
@@ -196,8 +190,7 @@ static void push_result(agt_agent *a, const at_wire_result *r)
         return;
     }
     a->outbox[a->n_out++] = res;
-    if (r->status != AT_MEASURE_NO_ERROR)
-        a->stats.n_failed++;
+    if (r->status != AT_MEASURE_NO_ERROR) a->stats.n_failed++;
     pthread_cond_signal(&a->cv_out);
 }
 
@@ -207,20 +200,17 @@ static void push_returned(agt_agent *a, const char *id)
     if (a->n_returned == a->cap_returned) {
         int cap = a->cap_returned ? 2 * a->cap_returned : 32;
         char **v = at_realloc(a->returned, (size_t)cap * sizeof *v);
-        if (v == NULL)
-            return;
+        if (v == NULL) return;
         a->returned = v;
         a->cap_returned = cap;
     }
-    if ((c = at_strdup(id)) != NULL)
-        a->returned[a->n_returned++] = c;
+    if ((c = at_strdup(id)) != NULL) a->returned[a->n_returned++] = c;
 }
 
 static void need_ref(agt_agent *a, const uint8_t id[AT_WIRE_REFID_BYTES])
 {
     for (int i = 0; i < a->n_need_refs; i++)
-        if (memcmp(a->need_refs[i], id, AT_WIRE_REFID_BYTES) == 0)
-            return;
+        if (memcmp(a->need_refs[i], id, AT_WIRE_REFID_BYTES) == 0) return;
     if (a->n_need_refs < AT_WIRE_MAX_REFS)
         memcpy(a->need_refs[a->n_need_refs++], id, AT_WIRE_REFID_BYTES);
 }
@@ -275,15 +265,11 @@ static int read_report(agt_launcher *l, agt_report *rep, int timeout_ms)
     while (got < sizeof *rep) {
         ssize_t r;
         int pr = poll(&p, 1, timeout_ms);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr <= 0)
-            return -1;
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) return -1;
         r = read(l->ctl_fd, c + got, sizeof *rep - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
         got += (size_t)r;
     }
     return 0;
@@ -295,8 +281,7 @@ static int write_all(int fd, const void *p, size_t n)
     while (n > 0) {
         ssize_t w = write(fd, c, n);
         if (w < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             return -1;
         }
         c += w;
@@ -320,26 +305,21 @@ static void on_refout(agt_agent *a, refout_rx *rx, const at_wire_sbx_event *v)
         rx->e = e = NULL;
     }
     if (e == NULL) {
-        if (v->offset != 0 || v->output != 0 || (e = at_calloc(1, sizeof *e)) == NULL)
-            return;
+        if (v->offset != 0 || v->output != 0 || (e = at_calloc(1, sizeof *e)) == NULL) return;
         memcpy(e->id, v->ref, AT_WIRE_REFID_BYTES);
         e->seed = v->seed;
         e->n_outputs = v->n_outputs;
         rx->e = e;
         rx->n_done = 0;
     }
-    if (v->output != rx->n_done)
-        return;
+    if (v->output != rx->n_done) return;
     if (v->offset == 0) {
-        if (e->data[v->output] != NULL)
-            return;
-        if ((e->data[v->output] = at_malloc(v->total ? (size_t)v->total : 1)) == NULL)
-            return;
+        if (e->data[v->output] != NULL) return;
+        if ((e->data[v->output] = at_malloc(v->total ? (size_t)v->total : 1)) == NULL) return;
         e->n_bytes[v->output] = (size_t)v->total;
         e->total += (size_t)v->total;
     }
-    if (e->data[v->output] == NULL || v->total != e->n_bytes[v->output])
-        return;
+    if (e->data[v->output] == NULL || v->total != e->n_bytes[v->output]) return;
     memcpy(e->data[v->output] + v->offset, v->data, v->n);
     if (v->offset + v->n == v->total) {
         rx->n_done++;
@@ -360,8 +340,8 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
 {
     int *done = at_calloc((size_t)n, sizeof *done);
     int *map = at_calloc((size_t)n, sizeof *map);
-    uint8_t (*bad_refs)[AT_WIRE_REFID_BYTES + 8] = at_calloc((size_t)n, AT_WIRE_REFID_BYTES + 8);
-    int n_bad_refs = 0, remaining = n;
+    uint8_t(*bad_refs)[AT_WIRE_REFID_BYTES + 8] = at_calloc((size_t)n, AT_WIRE_REFID_BYTES + 8);
+    int n_bad_refs = 0, remaining = n, n_children = 0;
     uint8_t *rxbuf = at_malloc(256u << 10);
     at_buf frame;
 
@@ -385,6 +365,18 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
         refout_rx rx = {NULL, 0};
         pid_t pid;
 
+        /* every child ends at least one job, so more children than jobs means a child that
+        ** ends none (its events do not decode): give up on what is left */
+        if (++n_children > n + 2) {
+            for (int i = 0; i < n; i++)
+                if (!done[i]) {
+                    make_result(a, &jobs[i]->w, AT_MEASURE_UNKNOWN_ERROR, NULL, 0,
+                                "the sandboxed child reported no result for this job", 0);
+                    done[i] = 1;
+                    remaining--;
+                }
+            break;
+        }
         /* the sub-batch: jobs without a result, minus those whose reference failed or
         ** is missing from the cache */
         at_wire_msg_init(&m, AT_WIRE_T_SBX_BATCH);
@@ -400,8 +392,7 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
             const at_wire_job *w = &jobs[i]->w;
             ref_entry *re;
             int bad = 0;
-            if (done[i])
-                continue;
+            if (done[i]) continue;
             if (atomic_load(&a->stop)) {
                 push_returned(a, w->id);
                 done[i] = 1;
@@ -416,7 +407,8 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
                     pthread_mutex_unlock(&a->mu);
                     make_result(a, w, AT_MEASURE_UNKNOWN_ERROR, NULL, 0,
                                 "the task's reference kernel failed on this input (see the "
-                                "result of the first job of this task)", 0);
+                                "result of the first job of this task)",
+                                0);
                     pthread_mutex_lock(&a->mu);
                     done[i] = 1;
                     remaining--;
@@ -434,8 +426,7 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
                     refout_entry *oe;
                     for (int k = 0; k < nr; k++)
                         have |= memcmp(br[k].id, w->ref, AT_WIRE_REFID_BYTES) == 0;
-                    if (!have && nr < AT_WIRE_MAX_REFS)
-                        br[nr++] = re->w;
+                    if (!have && nr < AT_WIRE_MAX_REFS) br[nr++] = re->w;
                     if ((oe = refout_find(a, w->ref, w->seed)) != NULL) {
                         have = 0;
                         for (int k = 0; k < no; k++)
@@ -454,8 +445,7 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
             }
             map[nb] = i;
             bj[nb++] = *w;
-            if (w->run.cooldown_ms / 1000.0 > max_cool_s)
-                max_cool_s = w->run.cooldown_ms / 1000.0;
+            if (w->run.cooldown_ms / 1000.0 > max_cool_s) max_cool_s = w->run.cooldown_ms / 1000.0;
         }
         m.u.batch.jobs = bj;
         m.u.batch.n_jobs = nb;
@@ -478,8 +468,7 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
         }
         pthread_mutex_unlock(&a->mu);
         at_wire_msg_fini(&m);
-        if (nb == 0)
-            break;
+        if (nb == 0) break;
 
         /* launch */
         memset(&h, 0, sizeof h);
@@ -507,7 +496,8 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
 
         /* events until the child is gone */
         while (!exited) {
-            struct pollfd p[2] = {{a->launcher->ev_fd, POLLIN, 0}, {a->launcher->ctl_fd, POLLIN, 0}};
+            struct pollfd p[2] = {{a->launcher->ev_fd, POLLIN, 0},
+                                  {a->launcher->ctl_fd, POLLIN, 0}};
             int wait_ms;
             now = at_time_mono_s();
             if (!timed_out && now >= deadline) {
@@ -521,23 +511,18 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
                 stopping = 1;
             }
             wait_ms = timed_out ? 1000 : (int)((deadline - now) * 1000) + 1;
-            if (wait_ms > 100)
-                wait_ms = 100;
-            if (poll(p, 2, wait_ms) < 0 && errno != EINTR)
-                break;
+            if (wait_ms > 100) wait_ms = 100;
+            if (poll(p, 2, wait_ms) < 0 && errno != EINTR) break;
             /* events first: all of a child's events are queued before its exit report */
             for (;;) {
                 ssize_t got;
                 at_wire_msg ev;
                 int idx;
                 struct pollfd q = {a->launcher->ev_fd, POLLIN, 0};
-                if (poll(&q, 1, 0) != 1)
-                    break;
+                if (poll(&q, 1, 0) != 1) break;
                 got = recv(a->launcher->ev_fd, rxbuf, 256u << 10, MSG_DONTWAIT | MSG_TRUNC);
-                if (got <= 0)
-                    break;
-                if ((size_t)got > (256u << 10))
-                    continue;
+                if (got <= 0) break;
+                if ((size_t)got > (256u << 10)) continue;
                 if (at_wire_decode(NULL, rxbuf, (size_t)got, &ev, NULL, 0) != AT_OK ||
                     ev.type != AT_WIRE_T_SBX_EVENT) {
                     at_log_warn("agent: a malformed event from a sandboxed child was ignored");
@@ -552,14 +537,12 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
                     deadline = now + 10.0 + 0.1 * nb;
                     break;
                 case AT_WIRE_SBX_START:
-                    if (idx < 0 || idx >= nb || done[map[idx]])
-                        break;
+                    if (idx < 0 || idx >= nb || done[map[idx]]) break;
                     current = idx;
                     ref_phase = ev.u.event.note && strcmp(ev.u.event.note, "reference") == 0;
-                    if (ref_phase || started == 0 || current != idx)
-                        started = now;
-                    deadline = now + jobs[map[idx]]->w.run.timeout_ms / 1000.0 *
-                                         (ref_phase ? 4.0 : 1.0) +
+                    if (ref_phase || started == 0 || current != idx) started = now;
+                    deadline = now +
+                               jobs[map[idx]]->w.run.timeout_ms / 1000.0 * (ref_phase ? 4.0 : 1.0) +
                                (ref_phase ? 5.0 : 0.05);
                     break;
                 case AT_WIRE_SBX_RESULT: {
@@ -599,15 +582,13 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
                 }
             }
         }
-        if (rx.e)
-            refout_free(rx.e);
+        if (rx.e) refout_free(rx.e);
         /* drain what the child wrote just before dying */
         for (;;) {
             ssize_t got = recv(a->launcher->ev_fd, rxbuf, 256u << 10, MSG_DONTWAIT);
             at_wire_msg ev;
             int idx;
-            if (got <= 0)
-                break;
+            if (got <= 0) break;
             if (at_wire_decode(NULL, rxbuf, (size_t)got, &ev, NULL, 0) != AT_OK) {
                 at_wire_msg_fini(&ev);
                 continue;
@@ -621,8 +602,7 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
                 done[map[idx]] = 1;
                 remaining--;
                 got_any = 1;
-                if (current == idx)
-                    current = -1;
+                if (current == idx) current = -1;
             }
             at_wire_msg_fini(&ev);
         }
@@ -639,13 +619,17 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
                          ref_phase ? "4 x " : "", w->run.timeout_ms);
             } else if (wstatus != -1 && WIFSIGNALED(wstatus)) {
                 status = ref_phase ? AT_MEASURE_UNKNOWN_ERROR : AT_MEASURE_RUNTIME_DEVICE;
-                snprintf(text, sizeof text, "%s died of %s", ref_phase ? "the task's reference "
-                         "kernel" : "the kernel", agt__signal_text(WTERMSIG(wstatus)));
+                snprintf(text, sizeof text, "%s died of %s",
+                         ref_phase ? "the task's reference "
+                                     "kernel"
+                                   : "the kernel",
+                         agt__signal_text(WTERMSIG(wstatus)));
             } else {
                 status = AT_MEASURE_RUNTIME_DEVICE;
-                snprintf(text, sizeof text, "the sandboxed child ended (status %d) while running "
-                         "the kernel", wstatus != -1 && WIFEXITED(wstatus) ? WEXITSTATUS(wstatus)
-                                                                           : -1);
+                snprintf(text, sizeof text,
+                         "the sandboxed child ended (status %d) while running "
+                         "the kernel",
+                         wstatus != -1 && WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
             }
             if (stopping && !timed_out) {
                 pthread_mutex_lock(&a->mu);
@@ -672,8 +656,10 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
                 snprintf(text, sizeof text, "the sandboxed child died during its setup: %s",
                          agt__signal_text(WTERMSIG(wstatus)));
             else
-                snprintf(text, sizeof text, "the sandboxed child ended during its setup "
-                         "(status %d)", wstatus != -1 && WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
+                snprintf(text, sizeof text,
+                         "the sandboxed child ended during its setup "
+                         "(status %d)",
+                         wstatus != -1 && WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
             for (int k = 0; k < nb; k++)
                 if (!done[map[k]]) {
                     make_result(a, &jobs[map[k]]->w, AT_MEASURE_UNKNOWN_ERROR, NULL, 0, text, 0);
@@ -708,8 +694,7 @@ static void *measurer_main(void *arg)
 {
     agt_agent *a = arg;
     agt_job **batch = at_calloc((size_t)a->cfg.max_batch, sizeof *batch);
-    if (batch == NULL)
-        return NULL;
+    if (batch == NULL) return NULL;
     for (;;) {
         int n = 0;
         pthread_mutex_lock(&a->mu);
@@ -727,8 +712,7 @@ static void *measurer_main(void *arg)
             a->pending = a->pending->next;
             a->n_pending--;
         }
-        if (a->pending == NULL)
-            a->pending_tail = NULL;
+        if (a->pending == NULL) a->pending_tail = NULL;
         a->n_running = n;
         pthread_mutex_unlock(&a->mu);
         if (a->cfg.bench_ack)
@@ -762,8 +746,7 @@ static void on_work(agt_agent *a, const at_wire_agent_work *w)
             if (strcmp((*pp)->w.id, w->cancel[i]) == 0) {
                 agt_job *j = *pp;
                 *pp = j->next;
-                if (a->pending_tail == j)
-                    a->pending_tail = prev;
+                if (a->pending_tail == j) a->pending_tail = prev;
                 a->n_pending--;
                 job_free(j);
                 break;
@@ -774,8 +757,7 @@ static void on_work(agt_agent *a, const at_wire_agent_work *w)
     }
     for (int i = 0; i < w->n_jobs; i++) {
         agt_job *j = at_calloc(1, sizeof *j);
-        if (j == NULL)
-            break;
+        if (j == NULL) break;
         at_arena_init(&j->arena, w->jobs[i].art.obj_size + 1024);
         if (at_wire_job_copy(&j->arena, &j->w, &w->jobs[i]) != AT_OK) {
             job_free(j);
@@ -830,8 +812,8 @@ static at_err do_register(agt_agent *a, char *err, size_t n)
     }
     if (e == AT_OK)
         at_log_info("agent: registered as %s for key '%s' (%s, %s, %d cores, sandbox: %s)",
-                    rep.u.registered.agent_id, a->key, a->dev.triple, a->dev.model,
-                    a->dev.n_cores, req.u.reg.sandbox.seccomp ? "seccomp" : req.u.reg.sandbox.note);
+                    rep.u.registered.agent_id, a->key, a->dev.triple, a->dev.model, a->dev.n_cores,
+                    req.u.reg.sandbox.seccomp ? "seccomp" : req.u.reg.sandbox.note);
     at_wire_msg_fini(&rep);
     return e;
 }
@@ -843,8 +825,7 @@ at_err agt_run(agt_agent *a)
     char err[512], last_err[512] = "";
     at_wire_devstate st;
 
-    if (pthread_create(&a->measurer, NULL, measurer_main, a) != 0)
-        return AT_ENOMEM;
+    if (pthread_create(&a->measurer, NULL, measurer_main, a) != 0) return AT_ENOMEM;
     a->measurer_started = 1;
     at_log_info("agent: serving key '%s' for the tracker at %s", a->key, a->url);
     for (;;) {
@@ -872,24 +853,26 @@ at_err agt_run(agt_agent *a)
                 pthread_cond_broadcast(&a->cv_jobs);
             }
             quiet = a->measurer_idle && a->n_running == 0;
-            if (quiet && quiet_since == 0)
-                quiet_since = now;
+            if (quiet && quiet_since == 0) quiet_since = now;
             finished = quiet && a->n_out == 0 && a->n_returned == 0;
             late = quiet && now - quiet_since > 5.0;
             if (late && !finished)
                 at_log_warn("agent: stopping with %d result(s) and %d returned job(s) not "
-                            "delivered (no tracker)", a->n_out, a->n_returned);
+                            "delivered (no tracker)",
+                            a->n_out, a->n_returned);
             pthread_mutex_unlock(&a->mu);
-            if (finished || late)
-                break;
+            if (finished || late) break;
         }
 
         e = at_wire_client_ensure(a->client, 2000, &fresh, err, sizeof err);
         if (e != AT_OK) {
             if (e == AT_EAUTH || e == AT_EVERSION || e == AT_EPROTO) {
                 if (strcmp(err, last_err) != 0)
-                    at_log_error("agent: %s%s", e == AT_EPROTO ? "refused a malformed answer "
-                                                                 "from the tracker: " : "", err);
+                    at_log_error("agent: %s%s",
+                                 e == AT_EPROTO ? "refused a malformed answer "
+                                                  "from the tracker: "
+                                                : "",
+                                 err);
                 snprintf(last_err, sizeof last_err, "%s", err);
             } else if (connected_once && !lost_logged) {
                 at_log_warn("agent: lost the tracker (%s); reconnecting", err);
@@ -900,8 +883,8 @@ at_err agt_run(agt_agent *a)
                 struct timespec ts = {backoff_ms / 1000, (long)(backoff_ms % 1000) * 1000000L};
                 nanosleep(&ts, NULL);
             }
-            backoff_ms = backoff_ms * 2 > a->cfg.reconnect_max_ms ? a->cfg.reconnect_max_ms
-                                                                    : backoff_ms * 2;
+            backoff_ms =
+                backoff_ms * 2 > a->cfg.reconnect_max_ms ? a->cfg.reconnect_max_ms : backoff_ms * 2;
             continue;
         }
         backoff_ms = 100;
@@ -912,8 +895,7 @@ at_err agt_run(agt_agent *a)
             a->stats.n_sessions++;
             a->stats.registered = 0;
             pthread_mutex_unlock(&a->mu);
-            if (connected_once)
-                at_log_info("agent: connected to the tracker again");
+            if (connected_once) at_log_info("agent: connected to the tracker again");
             connected_once = 1;
             lost_logged = 0;
         }
@@ -936,17 +918,14 @@ at_err agt_run(agt_agent *a)
         if (n_res > 0 && (res = at_arena_alloc(&req.arena, (size_t)n_res * sizeof *res)) != NULL)
             for (int i = 0; i < n_res; i++)
                 at_wire_result_copy(&req.arena, &res[i], &a->outbox[i]->r);
-        if (res == NULL)
-            n_res = 0;
+        if (res == NULL) n_res = 0;
         n_ret = a->n_returned < AT_WIRE_MAX_JOBS ? a->n_returned : AT_WIRE_MAX_JOBS;
         if (n_ret > 0 && (ret = at_arena_alloc(&req.arena, (size_t)n_ret * sizeof *ret)) != NULL)
             for (int i = 0; i < n_ret; i++)
                 ret[i] = at_arena_strdup(&req.arena, a->returned[i]);
-        if (ret == NULL)
-            n_ret = 0;
+        if (ret == NULL) n_ret = 0;
         n_need = a->n_need_refs;
-        if (n_need > 0)
-            memcpy(need, a->need_refs, (size_t)n_need * AT_WIRE_REFID_BYTES);
+        if (n_need > 0) memcpy(need, a->need_refs, (size_t)n_need * AT_WIRE_REFID_BYTES);
         held = a->n_pending + a->n_running;
         idle = held == 0 && n_res == 0 && n_ret == 0;
         req.u.apoll.n_held = held;
@@ -1056,8 +1035,7 @@ at_err agt_open(const agt_config *cfg, agt_agent **out, char *errmsg, size_t n)
         snprintf(errmsg, n, "an agent needs the fleet key");
         return AT_EINVAL;
     }
-    if ((a = at_calloc(1, sizeof *a)) == NULL)
-        return AT_ENOMEM;
+    if ((a = at_calloc(1, sizeof *a)) == NULL) return AT_ENOMEM;
     a->cfg = *cfg;
     memcpy(a->keys, cfg->keys, (size_t)cfg->n_keys * sizeof *a->keys);
     a->cfg.keys = a->keys;
@@ -1066,8 +1044,7 @@ at_err agt_open(const agt_config *cfg, agt_agent **out, char *errmsg, size_t n)
     if (cfg->name && cfg->name[0])
         snprintf(a->name, sizeof a->name, "%s", cfg->name);
     else {
-        if (gethostname(host, sizeof host) != 0)
-            snprintf(host, sizeof host, "agent");
+        if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "agent");
         host[sizeof host - 1] = 0;
         snprintf(a->name, sizeof a->name, "%s:%d", host, (int)getpid());
     }
@@ -1077,20 +1054,13 @@ at_err agt_open(const agt_config *cfg, agt_agent **out, char *errmsg, size_t n)
         if (at_wire_fingerprint(&d, a->fingerprint) != AT_OK)
             snprintf(a->fingerprint, sizeof a->fingerprint, "unknown");
     }
-    if (a->cfg.n_threads <= 0)
-        a->cfg.n_threads = a->dev.n_cores;
-    if (a->cfg.n_threads > 1024)
-        a->cfg.n_threads = 1024;
-    if (a->cfg.max_batch <= 0)
-        a->cfg.max_batch = 16;
-    if (a->cfg.max_batch > 1024)
-        a->cfg.max_batch = 1024;
-    if (a->cfg.hot_c <= 0)
-        a->cfg.hot_c = 85;
-    if (a->cfg.loaded_per_core <= 0)
-        a->cfg.loaded_per_core = 0.75;
-    if (a->cfg.reconnect_max_ms <= 0)
-        a->cfg.reconnect_max_ms = 5000;
+    if (a->cfg.n_threads <= 0) a->cfg.n_threads = a->dev.n_cores;
+    if (a->cfg.n_threads > 1024) a->cfg.n_threads = 1024;
+    if (a->cfg.max_batch <= 0) a->cfg.max_batch = 16;
+    if (a->cfg.max_batch > 1024) a->cfg.max_batch = 1024;
+    if (a->cfg.hot_c <= 0) a->cfg.hot_c = 85;
+    if (a->cfg.loaded_per_core <= 0) a->cfg.loaded_per_core = 0.75;
+    if (a->cfg.reconnect_max_ms <= 0) a->cfg.reconnect_max_ms = 5000;
     a->state_at = -1;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv_jobs, NULL);
@@ -1104,8 +1074,10 @@ at_err agt_open(const agt_config *cfg, agt_agent **out, char *errmsg, size_t n)
         }
         a->own_launcher = 1;
     }
-    if ((e = at_wire_client_open(&(at_wire_client_cfg){.url = a->url, .role = AT_WIRE_ROLE_AGENT,
-                                                       .name = a->name, .keys = a->keys,
+    if ((e = at_wire_client_open(&(at_wire_client_cfg){.url = a->url,
+                                                       .role = AT_WIRE_ROLE_AGENT,
+                                                       .name = a->name,
+                                                       .keys = a->keys,
                                                        .n_keys = cfg->n_keys,
                                                        .reconnect_max_ms = a->cfg.reconnect_max_ms},
                                  &a->client, errmsg, n)) != AT_OK) {
@@ -1118,8 +1090,7 @@ at_err agt_open(const agt_config *cfg, agt_agent **out, char *errmsg, size_t n)
 
 void agt_close(agt_agent *a)
 {
-    if (a == NULL)
-        return;
+    if (a == NULL) return;
     if (a->measurer_started) {
         agt_stop(a);
         pthread_mutex_lock(&a->mu);
@@ -1128,8 +1099,7 @@ void agt_close(agt_agent *a)
         pthread_join(a->measurer, NULL);
     }
     at_wire_client_close(a->client);
-    if (a->own_launcher)
-        agt_launcher_close(a->launcher);
+    if (a->own_launcher) agt_launcher_close(a->launcher);
     while (a->pending) {
         agt_job *j = a->pending;
         a->pending = j->next;
@@ -1144,8 +1114,7 @@ void agt_close(agt_agent *a)
         at_free(a->returned[i]);
     at_free(a->returned);
     for (int i = 0; i < REF_CACHE; i++)
-        if (a->refs[i].used)
-            at_arena_fini(&a->refs[i].arena);
+        if (a->refs[i].used) at_arena_fini(&a->refs[i].arena);
     while (a->refouts) {
         refout_entry *e = a->refouts;
         a->refouts = e->next;

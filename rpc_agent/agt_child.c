@@ -38,16 +38,15 @@
 typedef struct gbuf {
     uint8_t *map;
     size_t map_n;
-    uint8_t *p;     /* 64-byte aligned */
-    size_t n;       /* bytes asked for */
+    uint8_t *p;       /* 64-byte aligned */
+    size_t n;         /* bytes asked for */
     uint8_t *lo, *hi; /* usable region between the guards */
 } gbuf;
 
 static int gbuf_alloc(gbuf *g, size_t n)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE), body, rounded = (n + 63) & ~(size_t)63;
-    if (rounded == 0)
-        rounded = 64;
+    if (rounded == 0) rounded = 64;
     body = (rounded + page - 1) / page * page;
     g->map_n = body + 2 * page;
     g->map = mmap(NULL, g->map_n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -70,11 +69,9 @@ static int gbuf_alloc(gbuf *g, size_t n)
 static int gbuf_intact(const gbuf *g)
 {
     for (const uint8_t *c = g->lo; c < g->p; c++)
-        if (*c != CANARY)
-            return -1;
+        if (*c != CANARY) return -1;
     for (const uint8_t *c = g->p + g->n; c < g->hi; c++)
-        if (*c != CANARY)
-            return -1;
+        if (*c != CANARY) return -1;
     return 0;
 }
 
@@ -97,9 +94,9 @@ typedef struct bufset {
 typedef struct refout {
     const at_wire_ref *ref;
     uint64_t seed;
-    bufset *set;       /* its inputs */
+    bufset *set; /* its inputs */
     gbuf out[AT_WIRE_MAX_ARGS];
-    int ready;         /* computed, or given by the agent */
+    int ready; /* computed, or given by the agent */
     int failed;
     char why[256];
 } refout;
@@ -108,14 +105,14 @@ typedef struct cjob {
     const at_wire_job *w;
     kn_rt_kernel_fn fn;
     bufset *set;
-    refout *ro;        /* NULL: no check */
+    refout *ro; /* NULL: no check */
     int threads;
-    int failed;        /* reported during setup */
+    int failed; /* reported during setup */
 } cjob;
 
 typedef struct child {
     int ev;
-    at_buf out;        /* reserved before the sandbox; never grows after */
+    at_buf out; /* reserved before the sandbox; never grows after */
     at_wire_sbx_batch *b;
     cjob *jobs;
     bufset *sets;
@@ -132,8 +129,7 @@ typedef struct child {
 static void send_msg(child *c, at_wire_msg *m)
 {
     at_buf_reset(&c->out);
-    if (at_wire_encode(NULL, m, &c->out) != AT_OK || c->out.err != AT_OK)
-        return;
+    if (at_wire_encode(NULL, m, &c->out) != AT_OK || c->out.err != AT_OK) return;
     while (write(c->ev, c->out.data, c->out.len) < 0 && errno == EINTR)
         ;
 }
@@ -165,15 +161,13 @@ static void send_start(child *c, int index, const char *note)
 
 static int same_sig(const at_wire_artifact *a, const at_wire_artifact *b)
 {
-    if (a->n_args != b->n_args)
-        return 0;
+    if (a->n_args != b->n_args) return 0;
     for (int i = 0; i < a->n_args; i++) {
         const at_wire_arg *x = &a->args[i], *y = &b->args[i];
         if (x->dtype != y->dtype || x->is_output != y->is_output || x->n_dims != y->n_dims)
             return 0;
         for (int d = 0; d < x->n_dims; d++)
-            if (x->shape[d] != y->shape[d])
-                return 0;
+            if (x->shape[d] != y->shape[d]) return 0;
     }
     return 1;
 }
@@ -200,8 +194,7 @@ static void fill_inputs(bufset *s)
 {
     for (int i = 0; i < s->sig->n_args; i++) {
         const at_wire_arg *a = &s->sig->args[i];
-        if (a->is_output)
-            continue;
+        if (a->is_output) continue;
         kn_rt_fill(s->b[i].p, (at_dtype)a->dtype, s->n_elems[i], s->seed, (uint32_t)i);
         s->in_hash[i] = hash_bytes(s->b[i].p, s->b[i].n);
     }
@@ -211,8 +204,7 @@ static bufset *get_set(child *c, const at_wire_artifact *sig, uint64_t seed, cha
 {
     bufset *s;
     for (int i = 0; i < c->n_sets; i++)
-        if (c->sets[i].seed == seed && same_sig(c->sets[i].sig, sig))
-            return &c->sets[i];
+        if (c->sets[i].seed == seed && same_sig(c->sets[i].sig, sig)) return &c->sets[i];
     s = &c->sets[c->n_sets];
     memset(s, 0, sizeof *s);
     s->sig = sig;
@@ -230,11 +222,11 @@ static bufset *get_set(child *c, const at_wire_artifact *sig, uint64_t seed, cha
     return s;
 }
 
-static const at_wire_ref *find_ref(const at_wire_sbx_batch *b, const uint8_t id[AT_WIRE_REFID_BYTES])
+static const at_wire_ref *find_ref(const at_wire_sbx_batch *b,
+                                   const uint8_t id[AT_WIRE_REFID_BYTES])
 {
     for (int i = 0; i < b->n_refs; i++)
-        if (memcmp(b->refs[i].id, id, AT_WIRE_REFID_BYTES) == 0)
-            return &b->refs[i];
+        if (memcmp(b->refs[i].id, id, AT_WIRE_REFID_BYTES) == 0) return &b->refs[i];
     return NULL;
 }
 
@@ -242,16 +234,14 @@ static refout *get_refout(child *c, const at_wire_ref *r, bufset *set, char *why
 {
     refout *ro;
     for (int i = 0; i < c->n_ros; i++)
-        if (c->ros[i].ref == r && c->ros[i].seed == set->seed)
-            return &c->ros[i];
+        if (c->ros[i].ref == r && c->ros[i].seed == set->seed) return &c->ros[i];
     ro = &c->ros[c->n_ros];
     memset(ro, 0, sizeof *ro);
     ro->ref = r;
     ro->seed = set->seed;
     ro->set = set;
     for (int i = 0; i < r->art.n_args; i++) {
-        if (!r->art.args[i].is_output)
-            continue;
+        if (!r->art.args[i].is_output) continue;
         if (gbuf_alloc(&ro->out[i], arg_bytes(&r->art.args[i])) != 0) {
             snprintf(why, n, "cannot allocate the reference's output %d", i);
             return NULL;
@@ -261,19 +251,16 @@ static refout *get_refout(child *c, const at_wire_ref *r, bufset *set, char *why
     for (int k = 0; k < c->b->n_refouts; k++) {
         const at_wire_refout *o = &c->b->refouts[k];
         int ok = 1, j = 0;
-        if (memcmp(o->ref, r->id, AT_WIRE_REFID_BYTES) != 0 || o->seed != set->seed)
-            continue;
+        if (memcmp(o->ref, r->id, AT_WIRE_REFID_BYTES) != 0 || o->seed != set->seed) continue;
         for (int i = 0; i < r->art.n_args; i++) {
-            if (!r->art.args[i].is_output)
-                continue;
+            if (!r->art.args[i].is_output) continue;
             if (j >= o->n_outputs || o->n_bytes[j] != ro->out[i].n) {
                 ok = 0;
                 break;
             }
             j++;
         }
-        if (!ok || j != o->n_outputs)
-            continue;
+        if (!ok || j != o->n_outputs) continue;
         j = 0;
         for (int i = 0; i < r->art.n_args; i++)
             if (r->art.args[i].is_output) {
@@ -297,8 +284,7 @@ static int32_t noop_task(void *closure, int32_t t, int32_t n)
 static const kn_rt_par *par_for(child *c, int threads)
 {
     for (int i = 0; i < c->n_pools; i++)
-        if (c->pool_threads[i] == threads)
-            return kn_rt_pool_par(c->pools[i]);
+        if (c->pool_threads[i] == threads) return kn_rt_pool_par(c->pools[i]);
     return kn_rt_serial_par();
 }
 
@@ -310,8 +296,7 @@ static int ensure_ref(child *c, int index, cjob *j, kn_rt_kernel_fn ref_fn)
     int32_t rc;
     int n_out = 0, k = 0;
 
-    if (ro->ready || ro->failed)
-        return ro->failed ? -1 : 0;
+    if (ro->ready || ro->failed) return ro->failed ? -1 : 0;
     send_start(c, index, "reference");
     for (int i = 0; i < ro->ref->art.n_args; i++) {
         bufs[i] = ro->ref->art.args[i].is_output ? ro->out[i].p : ro->set->b[i].p;
@@ -334,8 +319,7 @@ static int ensure_ref(child *c, int index, cjob *j, kn_rt_kernel_fn ref_fn)
     for (int i = 0; i < ro->ref->art.n_args; i++) {
         at_wire_msg m;
         size_t total;
-        if (!ro->ref->art.args[i].is_output)
-            continue;
+        if (!ro->ref->art.args[i].is_output) continue;
         total = ro->out[i].n;
         for (size_t off = 0; off < total || (total == 0 && off == 0); off += CHUNK) {
             at_wire_msg_init(&m, AT_WIRE_T_SBX_EVENT);
@@ -349,8 +333,7 @@ static int ensure_ref(child *c, int index, cjob *j, kn_rt_kernel_fn ref_fn)
             m.u.event.data = ro->out[i].p + off;
             m.u.event.n = total - off < CHUNK ? total - off : CHUNK;
             send_msg(c, &m);
-            if (total == 0)
-                break;
+            if (total == 0) break;
         }
         k++;
     }
@@ -363,15 +346,14 @@ static int check_args(child *c, cjob *j, int *input_written)
     const at_wire_artifact *a = &j->w->art;
     *input_written = 0;
     for (int i = 0; i < a->n_args; i++) {
-        if (gbuf_intact(&j->set->b[i]) != 0)
-            return i;
-        if (!a->args[i].is_output && hash_bytes(j->set->b[i].p, j->set->b[i].n) != j->set->in_hash[i]) {
+        if (gbuf_intact(&j->set->b[i]) != 0) return i;
+        if (!a->args[i].is_output &&
+            hash_bytes(j->set->b[i].p, j->set->b[i].n) != j->set->in_hash[i]) {
             *input_written = 1;
             return i;
         }
     }
-    if (c->ws.map && gbuf_intact(&c->ws) != 0)
-        return a->n_args; /* the workspace */
+    if (c->ws.map && gbuf_intact(&c->ws) != 0) return a->n_args; /* the workspace */
     return -1;
 }
 
@@ -381,8 +363,7 @@ static void repair(child *c, cjob *j)
     for (int i = 0; i < j->w->art.n_args; i++)
         gbuf_recanary(&j->set->b[i]);
     fill_inputs(j->set);
-    if (c->ws.map)
-        gbuf_recanary(&c->ws);
+    if (c->ws.map) gbuf_recanary(&c->ws);
 }
 
 static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
@@ -400,7 +381,8 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
     int32_t rc;
 
     if (w->run.cooldown_ms > 0) {
-        struct timespec ts = {w->run.cooldown_ms / 1000, (long)(w->run.cooldown_ms % 1000) * 1000000L};
+        struct timespec ts = {w->run.cooldown_ms / 1000,
+                              (long)(w->run.cooldown_ms % 1000) * 1000000L};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
             ;
     }
@@ -409,8 +391,7 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
         send_result(c, index, AT_MEASURE_UNKNOWN_ERROR, NULL, 0, j->ro->why);
         return;
     }
-    if (j->ro)
-        send_start(c, index, ""); /* the job's own time starts now */
+    if (j->ro) send_start(c, index, ""); /* the job's own time starts now */
     for (int i = 0; i < a->n_args; i++) {
         bufs[i] = j->set->b[i].p;
         n_bytes[i] = j->set->b[i].n;
@@ -429,8 +410,10 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
         if (bad == a->n_args)
             snprintf(text, sizeof text, "the kernel wrote out of bounds of its workspace");
         else if (input_written)
-            snprintf(text, sizeof text, "the kernel wrote into its input argument %d (inputs are "
-                     "read-only)", bad);
+            snprintf(text, sizeof text,
+                     "the kernel wrote into its input argument %d (inputs are "
+                     "read-only)",
+                     bad);
         else
             snprintf(text, sizeof text, "the kernel wrote out of bounds of argument %d", bad);
         repair(c, j);
@@ -440,13 +423,14 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
     if (j->ro) {
         for (int i = 0; i < a->n_args; i++) {
             double e;
-            if (!a->args[i].is_output)
-                continue;
+            if (!a->args[i].is_output) continue;
             e = kn_rt_rel_err(j->set->b[i].p, j->ro->out[i].p, (at_dtype)a->args[i].dtype,
                               j->set->n_elems[i]);
             if (!(e <= REL_ERR_BOUND)) {
-                snprintf(text, sizeof text, "output argument %d differs from the reference: "
-                         "relative error %.3g (bound %g)", i, e, REL_ERR_BOUND);
+                snprintf(text, sizeof text,
+                         "output argument %d differs from the reference: "
+                         "relative error %.3g (bound %g)",
+                         i, e, REL_ERR_BOUND);
                 send_result(c, index, AT_MEASURE_WRONG_ANSWER, NULL, 0, text);
                 return;
             }
@@ -469,8 +453,10 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
         return;
     }
     if ((bad = check_args(c, j, &input_written)) >= 0) {
-        snprintf(text, sizeof text, "the kernel wrote out of bounds or into an input (argument "
-                 "%d) while being timed", bad);
+        snprintf(text, sizeof text,
+                 "the kernel wrote out of bounds or into an input (argument "
+                 "%d) while being timed",
+                 bad);
         repair(c, j);
         send_result(c, index, AT_MEASURE_RUNTIME_DEVICE, NULL, 0, text);
         return;
@@ -483,15 +469,14 @@ static const char *arch_of(const char *triple, char *buf, size_t n)
     const char *dash = strchr(triple, '-');
     size_t k = dash ? (size_t)(dash - triple) : strlen(triple);
     snprintf(buf, n, "%.*s", (int)k, triple);
-    if (strcmp(buf, "arm64") == 0)
-        snprintf(buf, n, "aarch64");
+    if (strcmp(buf, "arm64") == 0) snprintf(buf, n, "aarch64");
     return buf;
 }
 
 void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int64_t mem_limit)
 {
-    static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS, SIGTRAP,
-                                SIGXCPU, SIGPIPE};
+    static const int fatal[] = {SIGSEGV, SIGBUS,  SIGFPE,  SIGILL, SIGABRT,
+                                SIGSYS,  SIGTRAP, SIGXCPU, SIGPIPE};
     at_wire_msg m;
     child c;
     char err[512], why[256], mine[32], theirs[32];
@@ -526,8 +511,7 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
     mods = at_calloc((size_t)c.b->n_jobs + 1, sizeof *mods);
     ref_mods = at_calloc((size_t)c.b->n_refs + 1, sizeof *ref_mods);
     ref_fns = at_calloc((size_t)c.b->n_refs + 1, sizeof *ref_fns);
-    if (!c.jobs || !c.sets || !c.ros || !mods || !ref_mods || !ref_fns)
-        _exit(4);
+    if (!c.jobs || !c.sets || !c.ros || !mods || !ref_mods || !ref_fns) _exit(4);
     agt_device_read(&dev);
 
     /* references first: every job with a reference needs it loaded */
@@ -537,8 +521,7 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
                               sizeof err) == AT_OK)
             ref_fns[r] = (kn_rt_kernel_fn)kn_rt_module_sym(ref_mods[r], ref->art.entry);
         size_t need = (size_t)(ref->art.ws_fixed + ref->art.ws_per_thread);
-        if (need > ws_need)
-            ws_need = need;
+        if (need > ws_need) ws_need = need;
     }
     for (int i = 0; i < c.b->n_jobs; i++) {
         cjob *j = &c.jobs[i];
@@ -584,14 +567,12 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
             continue;
         }
         need = (size_t)(w->art.ws_fixed + w->art.ws_per_thread * j->threads);
-        if (need > ws_need)
-            ws_need = need;
+        if (need > ws_need) ws_need = need;
         if (c.n_pools < 8) {
             int have = 0;
             for (int k = 0; k < c.n_pools; k++)
                 have |= c.pool_threads[k] == j->threads;
-            if (!have && j->threads > 1 &&
-                kn_rt_pool_new(j->threads, &c.pools[c.n_pools]) == AT_OK)
+            if (!have && j->threads > 1 && kn_rt_pool_new(j->threads, &c.pools[c.n_pools]) == AT_OK)
                 c.pool_threads[c.n_pools++] = j->threads;
         }
     }
@@ -627,8 +608,8 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
     sandbox_note = "no seccomp (disabled or unavailable): process isolation, limits, timeouts";
     if (flags & AGT_LAUNCH_SECCOMP) {
         if (agt__seccomp_enter(err, sizeof err) == 0)
-            sandbox_note = AGT_SANITIZER ? "seccomp (sanitizer build: a wider allow-list)"
-                                         : "seccomp";
+            sandbox_note =
+                AGT_SANITIZER ? "seccomp (sanitizer build: a wider allow-list)" : "seccomp";
         else
             sandbox_note = err;
     }
@@ -641,10 +622,8 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
     }
     for (int i = 0; i < c.b->n_jobs; i++) {
         kn_rt_kernel_fn rf = NULL;
-        if (c.jobs[i].failed)
-            continue;
-        if (c.jobs[i].ro)
-            rf = ref_fns[c.jobs[i].ro->ref - c.b->refs];
+        if (c.jobs[i].failed) continue;
+        if (c.jobs[i].ro) rf = ref_fns[c.jobs[i].ro->ref - c.b->refs];
         run_job(&c, i, rf);
     }
     _exit(0);

@@ -25,14 +25,12 @@ static int cpuinfo(const char *key, char *out, size_t n)
     char line[8192];
     size_t kn = strlen(key);
     int found = 0;
-    if (f == NULL)
-        return 0;
+    if (f == NULL) return 0;
     while (!found && fgets(line, sizeof line, f)) {
         char *colon;
         if (strncmp(line, key, kn) != 0 || (line[kn] != ' ' && line[kn] != '\t' && line[kn] != ':'))
             continue;
-        if ((colon = strchr(line, ':')) == NULL)
-            continue;
+        if ((colon = strchr(line, ':')) == NULL) continue;
         colon++;
         while (*colon == ' ')
             colon++;
@@ -80,10 +78,8 @@ static double read_num(const char *path)
 {
     FILE *f = fopen(path, "r");
     double v;
-    if (f == NULL)
-        return -1;
-    if (fscanf(f, "%lf", &v) != 1)
-        v = -1;
+    if (f == NULL) return -1;
+    if (fscanf(f, "%lf", &v) != 1) v = -1;
     fclose(f);
     return v;
 }
@@ -102,20 +98,17 @@ void agt_device_state(double hot_c, double loaded_per_core, int n_cores, at_wire
         struct dirent *e;
         while ((e = readdir(dir)) != NULL) {
             char path[512];
-            if (strncmp(e->d_name, "thermal_zone", 12) != 0)
-                continue;
+            if (strncmp(e->d_name, "thermal_zone", 12) != 0) continue;
             snprintf(path, sizeof path, "/sys/class/thermal/%s/temp", e->d_name);
             if ((v = read_num(path)) > -1000 && v != -1) {
                 v = v > 1000 ? v / 1000.0 : v; /* millidegrees on Linux */
-                if (v > s->temp_c)
-                    s->temp_c = v;
+                if (v > s->temp_c) s->temp_c = v;
             }
         }
         closedir(dir);
     }
     s->load1 = read_num("/proc/loadavg");
-    if (s->temp_c >= hot_c && hot_c > 0)
-        s->throttled = 1;
+    if (s->temp_c >= hot_c && hot_c > 0) s->throttled = 1;
     /* well below the maximum clock while busy measuring: throttled (power or heat) */
     if (s->cpu_mhz > 0 && s->cpu_max_mhz > 0 && s->cpu_mhz < 0.5 * s->cpu_max_mhz &&
         s->load1 >= 0.5)

@@ -23,9 +23,9 @@
 typedef struct agt_launch_hdr {
     uint32_t magic;
     uint32_t len;
-    uint32_t flags;      /* AGT_LAUNCH_* */
+    uint32_t flags; /* AGT_LAUNCH_* */
     uint32_t reserved;
-    int64_t mem_limit;   /* RLIMIT_AS of the child; 0: none */
+    int64_t mem_limit; /* RLIMIT_AS of the child; 0: none */
 } agt_launch_hdr;
 
 enum { AGT_LAUNCH_SECCOMP = 1 };
@@ -35,14 +35,14 @@ enum { AGT_REP_STARTED = 1, AGT_REP_EXITED = 2, AGT_REP_FORK_FAILED = 3, AGT_REP
 typedef struct agt_report {
     uint32_t kind;
     int32_t pid;
-    int32_t status;  /* EXITED: wait status; FORK_FAILED: errno; CAPS: seccomp works (0/1) */
-    int32_t err;     /* CAPS: errno of the failed probe, or -1 when it was not enforced */
+    int32_t status; /* EXITED: wait status; FORK_FAILED: errno; CAPS: seccomp works (0/1) */
+    int32_t err;    /* CAPS: errno of the failed probe, or -1 when it was not enforced */
 } agt_report;
 
 struct agt_launcher {
-    pid_t pid;       /* the launcher process */
-    int ctl_fd;      /* stream socket: launch requests out, reports in */
-    int ev_fd;       /* seqpacket socket: events from sandbox children */
+    pid_t pid;  /* the launcher process */
+    int ctl_fd; /* stream socket: launch requests out, reports in */
+    int ev_fd;  /* seqpacket socket: events from sandbox children */
     agt_caps caps;
 };
 
@@ -52,8 +52,8 @@ int agt__seccomp_enter(char *err, size_t n);
 
 /* The body of a sandboxed child (never returns): decode the batch, set everything up,
 ** enter the sandbox, run, check and time each job, send events on 'ev_fd'. */
-void agt__child_main(const uint8_t *batch, size_t n, int ev_fd, uint32_t flags,
-                     int64_t mem_limit) __attribute__((noreturn));
+void agt__child_main(const uint8_t *batch, size_t n, int ev_fd, uint32_t flags, int64_t mem_limit)
+    __attribute__((noreturn));
 
 /* "SIGSEGV (invalid memory access)" */
 const char *agt__signal_text(int sig);

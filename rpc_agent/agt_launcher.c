@@ -60,18 +60,33 @@ const char *agt__signal_text(int sig)
 int agt__seccomp_enter(char *err, size_t n)
 {
     static const int allowed[] = {
-        SCMP_SYS(write), SCMP_SYS(futex), SCMP_SYS(sched_yield), SCMP_SYS(clock_gettime),
-        SCMP_SYS(clock_getres), SCMP_SYS(gettimeofday), SCMP_SYS(nanosleep),
-        SCMP_SYS(clock_nanosleep), SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask),
-        SCMP_SYS(restart_syscall), SCMP_SYS(exit), SCMP_SYS(exit_group),
+        SCMP_SYS(write),          SCMP_SYS(futex),           SCMP_SYS(sched_yield),
+        SCMP_SYS(clock_gettime),  SCMP_SYS(clock_getres),    SCMP_SYS(gettimeofday),
+        SCMP_SYS(nanosleep),      SCMP_SYS(clock_nanosleep), SCMP_SYS(rt_sigreturn),
+        SCMP_SYS(rt_sigprocmask), SCMP_SYS(restart_syscall), SCMP_SYS(exit),
+        SCMP_SYS(exit_group),
     };
 #if AGT_SANITIZER
     static const int sanitizer[] = {
-        SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mprotect), SCMP_SYS(madvise),
-        SCMP_SYS(sigaltstack), SCMP_SYS(rt_sigaction), SCMP_SYS(getpid), SCMP_SYS(gettid),
-        SCMP_SYS(tgkill), SCMP_SYS(openat), SCMP_SYS(read), SCMP_SYS(close), SCMP_SYS(fstat),
-        SCMP_SYS(newfstatat), SCMP_SYS(readlinkat), SCMP_SYS(prctl),
-        SCMP_SYS(sched_getaffinity), SCMP_SYS(lseek), SCMP_SYS(pread64),
+        SCMP_SYS(mmap),
+        SCMP_SYS(munmap),
+        SCMP_SYS(mprotect),
+        SCMP_SYS(madvise),
+        SCMP_SYS(sigaltstack),
+        SCMP_SYS(rt_sigaction),
+        SCMP_SYS(getpid),
+        SCMP_SYS(gettid),
+        SCMP_SYS(tgkill),
+        SCMP_SYS(openat),
+        SCMP_SYS(read),
+        SCMP_SYS(close),
+        SCMP_SYS(fstat),
+        SCMP_SYS(newfstatat),
+        SCMP_SYS(readlinkat),
+        SCMP_SYS(prctl),
+        SCMP_SYS(sched_getaffinity),
+        SCMP_SYS(lseek),
+        SCMP_SYS(pread64),
     };
 #endif
     scmp_filter_ctx ctx;
@@ -84,15 +99,12 @@ int agt__seccomp_enter(char *err, size_t n)
     }
     rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
     for (size_t i = 0; rc == 0 && i < AT_ARRAY_LEN(allowed); i++)
-        if (allowed[i] >= 0)
-            rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+        if (allowed[i] >= 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
 #if AGT_SANITIZER
     for (size_t i = 0; rc == 0 && i < AT_ARRAY_LEN(sanitizer); i++)
-        if (sanitizer[i] >= 0)
-            rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sanitizer[i], 0);
+        if (sanitizer[i] >= 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, sanitizer[i], 0);
 #endif
-    if (rc == 0)
-        rc = seccomp_load(ctx);
+    if (rc == 0) rc = seccomp_load(ctx);
     /* the context is not released: free() might call munmap, which is no longer allowed */
     if (rc != 0) {
         snprintf(err, n, "seccomp: %s", strerror(-rc));
@@ -108,8 +120,7 @@ static int write_all(int fd, const void *p, size_t n)
     while (n > 0) {
         ssize_t w = write(fd, c, n);
         if (w < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             return -1;
         }
         c += w;
@@ -123,11 +134,9 @@ static int read_all(int fd, void *p, size_t n)
     char *c = p;
     while (n > 0) {
         ssize_t r = read(fd, c, n);
-        if (r == 0)
-            return -1;
+        if (r == 0) return -1;
         if (r < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             return -1;
         }
         c += r;
@@ -150,21 +159,22 @@ static int probe_seccomp(agt_caps *caps)
     if (pid == 0) {
         char err[128];
         int rc = agt__seccomp_enter(err, sizeof err);
-        if (rc != 0)
-            _exit(100 + (-rc > 100 ? 99 : -rc));
+        if (rc != 0) _exit(100 + (-rc > 100 ? 99 : -rc));
         syscall(SYS_getppid); /* forbidden: the filter must kill us here */
         _exit(2);
     }
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
-    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS)
-        return 1;
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) return 1;
     if (WIFEXITED(st) && WEXITSTATUS(st) >= 100)
-        snprintf(caps->note, sizeof caps->note, "seccomp unavailable: %s (qemu-user and some "
+        snprintf(caps->note, sizeof caps->note,
+                 "seccomp unavailable: %s (qemu-user and some "
                  "kernels have no seccomp): kernels run with process isolation, limits and "
-                 "timeouts only", strerror(WEXITSTATUS(st) - 100));
+                 "timeouts only",
+                 strerror(WEXITSTATUS(st) - 100));
     else
-        snprintf(caps->note, sizeof caps->note, "seccomp filter not enforced here: kernels run "
+        snprintf(caps->note, sizeof caps->note,
+                 "seccomp filter not enforced here: kernels run "
                  "with process isolation, limits and timeouts only");
     return 0;
 }
@@ -186,12 +196,9 @@ static void launcher_main(int ctl, int ev)
         uint8_t *buf;
         pid_t pid;
         int st;
-        if (read_all(ctl, &h, sizeof h) != 0)
-            _exit(0); /* the agent closed its end */
-        if (h.magic != AGT_LAUNCH_MAGIC || h.len == 0 || h.len > AT_WIRE_MAX_MSG)
-            _exit(1);
-        if ((buf = malloc(h.len)) == NULL || read_all(ctl, buf, h.len) != 0)
-            _exit(1);
+        if (read_all(ctl, &h, sizeof h) != 0) _exit(0); /* the agent closed its end */
+        if (h.magic != AGT_LAUNCH_MAGIC || h.len == 0 || h.len > AT_WIRE_MAX_MSG) _exit(1);
+        if ((buf = malloc(h.len)) == NULL || read_all(ctl, buf, h.len) != 0) _exit(1);
         pid = fork();
         if (pid == 0) {
             close(ctl);
@@ -204,8 +211,7 @@ static void launcher_main(int ctl, int ev)
         if (pid < 0) {
             rep.kind = AGT_REP_FORK_FAILED;
             rep.status = errno;
-            if (write_all(ctl, &rep, sizeof rep) != 0)
-                _exit(1);
+            if (write_all(ctl, &rep, sizeof rep) != 0) _exit(1);
             continue;
         }
         setpgid(pid, pid); /* also here: no race with the agent's kill of the group */
@@ -224,8 +230,7 @@ static void launcher_main(int ctl, int ev)
         rep.kind = AGT_REP_EXITED;
         rep.pid = pid;
         rep.status = st;
-        if (write_all(ctl, &rep, sizeof rep) != 0)
-            _exit(1);
+        if (write_all(ctl, &rep, sizeof rep) != 0) _exit(1);
     }
 }
 
@@ -234,11 +239,9 @@ static int thread_count(void)
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     int n = 1;
-    if (f == NULL)
-        return 1;
+    if (f == NULL) return 1;
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "Threads: %d", &n) == 1)
-            break;
+        if (sscanf(line, "Threads: %d", &n) == 1) break;
     fclose(f);
     return n;
 }
@@ -253,8 +256,7 @@ at_err agt_launcher_open(agt_launcher **out, char *errmsg, size_t n)
     int threads = thread_count();
 
     *out = NULL;
-    if ((l = at_calloc(1, sizeof *l)) == NULL)
-        return AT_ENOMEM;
+    if ((l = at_calloc(1, sizeof *l)) == NULL) return AT_ENOMEM;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
         snprintf(errmsg, n, "socketpair: %s", strerror(errno));
         at_free(l);
@@ -269,7 +271,8 @@ at_err agt_launcher_open(agt_launcher **out, char *errmsg, size_t n)
     }
     if (threads > 1) /* glibc's fork is safe with threads; sanitizer runtimes are not */
         at_log_debug("agent: starting the launcher from a process with %d threads (start it "
-                     "first thing in main; a sanitizer build may hang in it)", threads);
+                     "first thing in main; a sanitizer build may hang in it)",
+                     threads);
     fflush(stdout);
     fflush(stderr);
     l->pid = fork();
@@ -286,10 +289,9 @@ at_err agt_launcher_open(agt_launcher **out, char *errmsg, size_t n)
         close(ctl[0]);
         close(ev[0]);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(0);
+        if (getppid() != parent) _exit(0);
         signal(SIGPIPE, SIG_IGN);
-        signal(SIGINT, SIG_IGN);  /* the agent decides when we end */
+        signal(SIGINT, SIG_IGN); /* the agent decides when we end */
         signal(SIGTERM, SIG_DFL);
         launcher_main(ctl[1], ev[1]);
     }
@@ -315,15 +317,13 @@ at_err agt_launcher_open(agt_launcher **out, char *errmsg, size_t n)
 void agt_launcher_close(agt_launcher *l)
 {
     int st;
-    if (l == NULL)
-        return;
+    if (l == NULL) return;
     close(l->ctl_fd); /* the launcher exits on EOF */
     close(l->ev_fd);
     if (l->pid > 0) {
         pid_t r;
         for (int i = 0; i < 200; i++) {
-            if ((r = waitpid(l->pid, &st, WNOHANG)) != 0)
-                break;
+            if ((r = waitpid(l->pid, &st, WNOHANG)) != 0) break;
             usleep(10000);
         }
         if (waitpid(l->pid, &st, WNOHANG) == 0) {

@@ -17,32 +17,30 @@ static agt_agent *the_agent;
 static void on_signal(int sig)
 {
     (void)sig;
-    if (the_agent)
-        agt_stop(the_agent);
+    if (the_agent) agt_stop(the_agent);
 }
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: rpc_agent --tracker HOST:PORT --key DEVICE_KEY --fleet-key FILE [flags]\n"
-            "\n"
-            "  --tracker ADDR       the tracker (HOST:PORT, or an nng URL); required\n"
-            "  --key NAME           the device key this agent serves (e.g. pixel7); required\n"
-            "  --fleet-key FILE     the fleet key (or $AT_FLEET_KEY)\n"
-            "  --next-fleet-key F   a second key accepted during a key rotation\n"
-            "  --name NAME          shown by the tracker (default host:pid)\n"
-            "  --threads N          kernel threads (default: online CPUs)\n"
-            "  --batch N            jobs per sandboxed child (default 16)\n"
-            "  --no-seccomp         do not enter the seccomp filter (process isolation only)\n"
-            "  --mem-limit-mb N     address-space limit of a child (default none)\n"
-            "  --hot-c C            flag results measured above C degrees (default 85)\n"
-            "  --bench-ack          benchmark mode: acknowledge jobs without running them\n"
-            "  --reconnect-max-ms N longest pause between reconnection attempts (5000)\n"
-            "  --log-level LEVEL    debug, info, warn, error, off (default info)\n"
-            "\n"
-            "The agent dials the tracker (so it works behind NAT), measures each batch in a\n"
-            "fresh sandboxed child and reconnects with back-off when the tracker goes away.\n"
-            "On SIGTERM it finishes the job running, gives the others back and exits.\n");
+    fprintf(f, "usage: rpc_agent --tracker HOST:PORT --key DEVICE_KEY --fleet-key FILE [flags]\n"
+               "\n"
+               "  --tracker ADDR       the tracker (HOST:PORT, or an nng URL); required\n"
+               "  --key NAME           the device key this agent serves (e.g. pixel7); required\n"
+               "  --fleet-key FILE     the fleet key (or $AT_FLEET_KEY)\n"
+               "  --next-fleet-key F   a second key accepted during a key rotation\n"
+               "  --name NAME          shown by the tracker (default host:pid)\n"
+               "  --threads N          kernel threads (default: online CPUs)\n"
+               "  --batch N            jobs per sandboxed child (default 16)\n"
+               "  --no-seccomp         do not enter the seccomp filter (process isolation only)\n"
+               "  --mem-limit-mb N     address-space limit of a child (default none)\n"
+               "  --hot-c C            flag results measured above C degrees (default 85)\n"
+               "  --bench-ack          benchmark mode: acknowledge jobs without running them\n"
+               "  --reconnect-max-ms N longest pause between reconnection attempts (5000)\n"
+               "  --log-level LEVEL    debug, info, warn, error, off (default info)\n"
+               "\n"
+               "The agent dials the tracker (so it works behind NAT), measures each batch in a\n"
+               "fresh sandboxed child and reconnects with back-off when the tracker goes away.\n"
+               "On SIGTERM it finishes the job running, gives the others back and exits.\n");
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -122,24 +120,22 @@ int main(int argc, char **argv)
             cfg.bench_ack = 1;
         } else if (strcmp(a, "--log-level") == 0 && v) {
             at_log_level lv;
-            if (at_log_parse_level(v, &lv) != AT_OK)
-                return bad_usage("unknown log level '%s'", v);
+            if (at_log_parse_level(v, &lv) != AT_OK) return bad_usage("unknown log level '%s'", v);
             at_log_set_level(lv);
             i++;
         } else {
             return bad_usage("unknown argument '%s'", a);
         }
-        if (bad)
-            return bad;
+        if (bad) return bad;
     }
     if (tracker == NULL || cfg.device_key == NULL) {
         usage(stderr);
         return bad_usage("%s", "--tracker and --key are required");
     }
-    if (key_path == NULL)
-        key_path = getenv("AT_FLEET_KEY");
+    if (key_path == NULL) key_path = getenv("AT_FLEET_KEY");
     if (key_path == NULL || key_path[0] == 0)
-        return bad_usage("%s", "no fleet key: give --fleet-key FILE (made by 'tracker init-fleet')");
+        return bad_usage("%s",
+                         "no fleet key: give --fleet-key FILE (made by 'tracker init-fleet')");
     if (at_wire_key_load(key_path, &keys[0], err, sizeof err) != AT_OK) {
         fprintf(stderr, "rpc_agent: %s\n", err);
         return 1;

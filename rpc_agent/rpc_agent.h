@@ -38,9 +38,9 @@ typedef struct agt_agent agt_agent;
 
 /* What the sandbox of this platform can do, found by trying it in a child. */
 typedef struct agt_caps {
-    int seccomp;        /* a seccomp filter can be entered */
-    int rlimits;        /* resource limits apply */
-    char note[256];     /* why something is missing ("seccomp: Invalid argument (qemu-user?)") */
+    int seccomp;    /* a seccomp filter can be entered */
+    int rlimits;    /* resource limits apply */
+    char note[256]; /* why something is missing ("seccomp: Invalid argument (qemu-user?)") */
 } agt_caps;
 
 /* Fork the launcher process.  Call it before creating any thread (first thing in main);
@@ -53,20 +53,20 @@ void agt_launcher_close(agt_launcher *l); /* NULL is fine */
 const agt_caps *agt_launcher_caps(const agt_launcher *l);
 
 typedef struct agt_config {
-    const char *tracker_url;  /* "tcp://host:9190", "host:9190" or "inproc://name" */
-    const char *device_key;   /* the pool this agent serves ("pixel7") */
-    const at_wire_key *keys;  /* the fleet key, then optionally the next one */
+    const char *tracker_url; /* "tcp://host:9190", "host:9190" or "inproc://name" */
+    const char *device_key;  /* the pool this agent serves ("pixel7") */
+    const at_wire_key *keys; /* the fleet key, then optionally the next one */
     int n_keys;
-    const char *name;         /* for logs and the status page; NULL: host name */
-    agt_launcher *launcher;   /* NULL: agt_open opens one (see agt_launcher_open) */
-    int n_threads;            /* kernel threads by default; 0: online CPUs */
-    int max_batch;            /* jobs per sandboxed child; default 16 */
-    int no_seccomp;           /* run without the seccomp filter even where it works */
-    int bench_ack;            /* benchmark mode: acknowledge jobs without running them */
-    double hot_c;             /* results above this temperature are flagged throttled (85) */
-    double loaded_per_core;   /* load average per core above which results are flagged (0.75) */
-    int64_t mem_limit_bytes;  /* RLIMIT_AS of a child; 0: none (never under ASan) */
-    int reconnect_max_ms;     /* longest back-off between dials (default 5000) */
+    const char *name;        /* for logs and the status page; NULL: host name */
+    agt_launcher *launcher;  /* NULL: agt_open opens one (see agt_launcher_open) */
+    int n_threads;           /* kernel threads by default; 0: online CPUs */
+    int max_batch;           /* jobs per sandboxed child; default 16 */
+    int no_seccomp;          /* run without the seccomp filter even where it works */
+    int bench_ack;           /* benchmark mode: acknowledge jobs without running them */
+    double hot_c;            /* results above this temperature are flagged throttled (85) */
+    double loaded_per_core;  /* load average per core above which results are flagged (0.75) */
+    int64_t mem_limit_bytes; /* RLIMIT_AS of a child; 0: none (never under ASan) */
+    int reconnect_max_ms;    /* longest back-off between dials (default 5000) */
 } agt_config;
 
 /* Make an agent (nothing is dialled until agt_run).  On AT_OK the caller owns *out
@@ -77,17 +77,17 @@ at_err agt_open(const agt_config *cfg, agt_agent **out, char *errmsg, size_t n);
 ** started go back to the tracker, results are delivered when the tracker answers within
 ** a few seconds, then it returns AT_OK. */
 at_err agt_run(agt_agent *a);
-void agt_stop(agt_agent *a);   /* async-signal-safe */
-void agt_close(agt_agent *a);  /* after agt_run returned, or if it never ran; NULL is fine */
+void agt_stop(agt_agent *a);  /* async-signal-safe */
+void agt_close(agt_agent *a); /* after agt_run returned, or if it never ran; NULL is fine */
 
 typedef struct agt_stats {
-    int64_t n_jobs;       /* jobs received */
-    int64_t n_results;    /* results acknowledged by the tracker */
-    int64_t n_failed;     /* results with a status other than NO_ERROR */
-    int64_t n_children;   /* sandboxed children started */
-    int64_t n_sessions;   /* sessions opened (1 + reconnections) */
-    int64_t n_refs_run;   /* reference outputs computed (not taken from the cache) */
-    int registered;       /* registered on the current session */
+    int64_t n_jobs;     /* jobs received */
+    int64_t n_results;  /* results acknowledged by the tracker */
+    int64_t n_failed;   /* results with a status other than NO_ERROR */
+    int64_t n_children; /* sandboxed children started */
+    int64_t n_sessions; /* sessions opened (1 + reconnections) */
+    int64_t n_refs_run; /* reference outputs computed (not taken from the cache) */
+    int registered;     /* registered on the current session */
 } agt_stats;
 
 void agt_get_stats(agt_agent *a, agt_stats *out);

@@ -21,36 +21,34 @@ static trk_tracker *the_tracker;
 static void on_signal(int sig)
 {
     (void)sig;
-    if (the_tracker)
-        trk_stop(the_tracker);
+    if (the_tracker) trk_stop(the_tracker);
 }
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: tracker [flags]                          serve\n"
-            "       tracker init-fleet --key FILE            create the fleet key\n"
-            "       tracker status [--tracker HOST:PORT] --key FILE [--json]\n"
-            "\n"
-            "serving flags:\n"
-            "  --port N            TCP port to listen on (default 9190; 0: any free port)\n"
-            "  --bind ADDR         address to listen on (default 0.0.0.0)\n"
-            "  --listen URL        full nng URL instead of --bind/--port (tcp://, inproc://)\n"
-            "  --key FILE          the fleet key (or $AT_FLEET_KEY)\n"
-            "  --next-key FILE     a second key accepted during a key rotation\n"
-            "  --http ADDR:PORT    status page and status.json (default 127.0.0.1:PORT+1)\n"
-            "  --no-http           no status page\n"
-            "  --lease-ms N        an agent silent this long loses its jobs (default 10000)\n"
-            "  --heartbeat-ms N    agents' heartbeat period (default 1000)\n"
-            "  --hold-ms N         long-poll hold (default 1000)\n"
-            "  --grace-ms N        a disconnected tuner's jobs wait this long (default 60000)\n"
-            "  --max-attempts N    a job lost this often ends as DEVICE_LOST (default 3)\n"
-            "  --name NAME         shown on the status page\n"
-            "  --log-level LEVEL   debug, info, warn, error, off (default info)\n"
-            "\n"
-            "On SIGTERM or SIGINT the tracker stops; agents and tuners reconnect to its next\n"
-            "start and resubmit what has no result.  It prints 'tracker ready port=N http=M'\n"
-            "on stdout once it serves.\n");
+    fprintf(f, "usage: tracker [flags]                          serve\n"
+               "       tracker init-fleet --key FILE            create the fleet key\n"
+               "       tracker status [--tracker HOST:PORT] --key FILE [--json]\n"
+               "\n"
+               "serving flags:\n"
+               "  --port N            TCP port to listen on (default 9190; 0: any free port)\n"
+               "  --bind ADDR         address to listen on (default 0.0.0.0)\n"
+               "  --listen URL        full nng URL instead of --bind/--port (tcp://, inproc://)\n"
+               "  --key FILE          the fleet key (or $AT_FLEET_KEY)\n"
+               "  --next-key FILE     a second key accepted during a key rotation\n"
+               "  --http ADDR:PORT    status page and status.json (default 127.0.0.1:PORT+1)\n"
+               "  --no-http           no status page\n"
+               "  --lease-ms N        an agent silent this long loses its jobs (default 10000)\n"
+               "  --heartbeat-ms N    agents' heartbeat period (default 1000)\n"
+               "  --hold-ms N         long-poll hold (default 1000)\n"
+               "  --grace-ms N        a disconnected tuner's jobs wait this long (default 60000)\n"
+               "  --max-attempts N    a job lost this often ends as DEVICE_LOST (default 3)\n"
+               "  --name NAME         shown on the status page\n"
+               "  --log-level LEVEL   debug, info, warn, error, off (default info)\n"
+               "\n"
+               "On SIGTERM or SIGINT the tracker stops; agents and tuners reconnect to its next\n"
+               "start and resubmit what has no result.  It prints 'tracker ready port=N http=M'\n"
+               "on stdout once it serves.\n");
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -74,8 +72,7 @@ static int load_keys(const char *key_path, const char *next_path, at_wire_key *k
 {
     char err[512];
     *n = 0;
-    if (key_path == NULL)
-        key_path = getenv("AT_FLEET_KEY");
+    if (key_path == NULL) key_path = getenv("AT_FLEET_KEY");
     if (key_path == NULL || key_path[0] == 0) {
         fprintf(stderr, "tracker: no fleet key: give --key FILE (create one with 'tracker "
                         "init-fleet --key FILE')\n");
@@ -112,15 +109,15 @@ static int cmd_init_fleet(int argc, char **argv)
         } else
             return bad_usage("init-fleet: unexpected argument '%s'", argv[i]);
     }
-    if (path == NULL)
-        return bad_usage("%s", "init-fleet needs --key FILE");
+    if (path == NULL) return bad_usage("%s", "init-fleet needs --key FILE");
     if (at_wire_key_generate(path, &key, err, sizeof err) != AT_OK) {
         fprintf(stderr, "tracker: %s\n", err);
         return 1;
     }
     at_wire_key_id_hex(&key, id);
     printf("wrote fleet key %s (key id %s); copy it to every agent and tuner host with mode "
-           "0600\n", path, id);
+           "0600\n",
+           path, id);
     return 0;
 }
 
@@ -154,10 +151,11 @@ static int cmd_status(int argc, char **argv)
         } else
             return bad_usage("status: unexpected argument '%s'", argv[i]);
     }
-    if ((rc = load_keys(key_path, NULL, keys, &n_keys)) != 0)
-        return rc;
-    if (at_wire_client_open(&(at_wire_client_cfg){.url = addr, .role = AT_WIRE_ROLE_STATUS,
-                                                  .name = "tracker status", .keys = keys,
+    if ((rc = load_keys(key_path, NULL, keys, &n_keys)) != 0) return rc;
+    if (at_wire_client_open(&(at_wire_client_cfg){.url = addr,
+                                                  .role = AT_WIRE_ROLE_STATUS,
+                                                  .name = "tracker status",
+                                                  .keys = keys,
                                                   .n_keys = n_keys},
                             &c, err, sizeof err) != AT_OK) {
         fprintf(stderr, "tracker status: %s\n", err);
@@ -188,8 +186,8 @@ static int cmd_status(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    const char *bind = "0.0.0.0", *listen = NULL, *key_path = NULL, *next_path = NULL,
-               *http = NULL, *name = NULL;
+    const char *bind = "0.0.0.0", *listen = NULL, *key_path = NULL, *next_path = NULL, *http = NULL,
+               *name = NULL;
     int port = 9190, no_http = 0, rc, n_keys;
     trk_config cfg;
     at_wire_key keys[2];
@@ -197,10 +195,8 @@ int main(int argc, char **argv)
     struct sigaction sa;
 
     at_log_set_level(AT_LOG_INFO);
-    if (argc > 1 && strcmp(argv[1], "init-fleet") == 0)
-        return cmd_init_fleet(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "status") == 0)
-        return cmd_status(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "init-fleet") == 0) return cmd_init_fleet(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "status") == 0) return cmd_status(argc - 1, argv + 1);
     memset(&cfg, 0, sizeof cfg);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -248,18 +244,15 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--log-level") == 0 && v) {
             at_log_level lv;
-            if (at_log_parse_level(v, &lv) != AT_OK)
-                return bad_usage("unknown log level '%s'", v);
+            if (at_log_parse_level(v, &lv) != AT_OK) return bad_usage("unknown log level '%s'", v);
             at_log_set_level(lv);
             i++;
         } else {
             return bad_usage("unknown argument '%s'", a);
         }
-        if (bad)
-            return bad;
+        if (bad) return bad;
     }
-    if ((rc = load_keys(key_path, next_path, keys, &n_keys)) != 0)
-        return rc;
+    if ((rc = load_keys(key_path, next_path, keys, &n_keys)) != 0) return rc;
     if (listen)
         snprintf(url, sizeof url, "%s", listen);
     else

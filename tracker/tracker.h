@@ -34,16 +34,16 @@
 typedef struct trk_tracker trk_tracker;
 
 typedef struct trk_config {
-    const char *listen_url;   /* "tcp://0.0.0.0:9190" (port 0: any free), "inproc://name" */
-    const at_wire_key *keys;  /* the fleet key, then optionally the next one (rotation) */
-    int n_keys;               /* 1 or 2 */
-    const char *http_url;     /* read-only status page, e.g. "http://127.0.0.1:9191"; NULL: none */
-    const char *name;         /* shown on the status page; NULL: "tracker" */
-    int lease_ms;             /* default 10000 */
-    int heartbeat_ms;         /* agents' heartbeat period, told in WELCOME; default 1000 */
-    int hold_ms;              /* long-poll hold of an idle agent or tuner; default 1000 */
-    int client_grace_ms;      /* a disconnected tuner's jobs and results wait this long; 60000 */
-    int max_attempts;         /* a job lost this many times ends as DEVICE_LOST; default 3 */
+    const char *listen_url;  /* "tcp://0.0.0.0:9190" (port 0: any free), "inproc://name" */
+    const at_wire_key *keys; /* the fleet key, then optionally the next one (rotation) */
+    int n_keys;              /* 1 or 2 */
+    const char *http_url;    /* read-only status page, e.g. "http://127.0.0.1:9191"; NULL: none */
+    const char *name;        /* shown on the status page; NULL: "tracker" */
+    int lease_ms;            /* default 10000 */
+    int heartbeat_ms;        /* agents' heartbeat period, told in WELCOME; default 1000 */
+    int hold_ms;             /* long-poll hold of an idle agent or tuner; default 1000 */
+    int client_grace_ms;     /* a disconnected tuner's jobs and results wait this long; 60000 */
+    int max_attempts;        /* a job lost this many times ends as DEVICE_LOST; default 3 */
 } trk_config;
 
 /* Bind the socket (and the HTTP server) and get ready to serve.  On AT_OK the caller owns

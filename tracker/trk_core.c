@@ -46,8 +46,7 @@ static void refuse(trk_tracker *t, trk_ctx *ctx, trk_sess *s, uint64_t re, int c
     e.u.error.code = code;
     e.u.error.text = text;
     trk__reply(t, ctx, (s && s->ws.keyed && s->stage != TRK_SESS_NEW) ? &s->ws : NULL, &e);
-    if (close_pipe && s)
-        s->close_at = t->now + 0.2;
+    if (close_pipe && s) s->close_at = t->now + 0.2;
 }
 
 /* ---- pools, flows, references ------------------------------------------------------- */
@@ -55,8 +54,7 @@ static void refuse(trk_tracker *t, trk_ctx *ctx, trk_sess *s, uint64_t re, int c
 static trk_pool *pool_get(trk_tracker *t, const char *key, int create)
 {
     trk_pool *p = trk__map_get(&t->pools_by_key, key);
-    if (p || !create)
-        return p;
+    if (p || !create) return p;
     if ((p = at_calloc(1, sizeof *p)) == NULL || (p->key = at_strdup(key)) == NULL) {
         at_free(p);
         return NULL;
@@ -77,11 +75,9 @@ static trk_flow *flow_get(trk_client *c, trk_pool *p)
     trk_flow *f;
     for (trk_link *l = p->flows.next; l != &p->flows; l = l->next) {
         f = TRK_OF(l, trk_flow, link);
-        if (f->client == c)
-            return f;
+        if (f->client == c) return f;
     }
-    if ((f = at_calloc(1, sizeof *f)) == NULL)
-        return NULL;
+    if ((f = at_calloc(1, sizeof *f)) == NULL) return NULL;
     f->client = c;
     f->pool = p;
     f->priority = 1;
@@ -97,8 +93,7 @@ static trk_flow *flow_get(trk_client *c, trk_pool *p)
 ** need not send it again; the oldest go when there are too many. */
 static void ref_release(trk_tracker *t, trk_ref *r)
 {
-    if (r == NULL || --r->refcount > 0)
-        return;
+    if (r == NULL || --r->refcount > 0) return;
     trk__list_push_back(&t->idle_refs, &r->idle);
     t->n_idle_refs++;
     t->idle_ref_bytes += r->w.art.obj_size;
@@ -145,8 +140,7 @@ static void job_detach(trk_job *j)
         trk__list_remove(&j->link);
         f->n_inflight--;
         f->pool->n_inflight--;
-        if (j->agent)
-            j->agent->n_held--;
+        if (j->agent) j->agent->n_held--;
         j->agent = NULL;
     }
 }
@@ -175,7 +169,8 @@ static void job_finish(trk_tracker *t, trk_job *j, const at_wire_result *r, trk_
         trk_result **v = at_realloc(c->outbox, (size_t)cap * sizeof *v);
         if (v == NULL) {
             at_log_error("tracker: out of memory: the result of job %s is lost (its tuner "
-                         "will resubmit it)", j->id);
+                         "will resubmit it)",
+                         j->id);
             job_free(t, j);
             return;
         }
@@ -222,8 +217,10 @@ static void job_requeue(trk_tracker *t, trk_job *j, const char *agent_id, int co
         at_wire_result r;
         char text[256];
         memset(&r, 0, sizeof r);
-        snprintf(text, sizeof text, "lost %d times: the agents running it (last: %s) stopped "
-                 "answering", j->attempts, agent_id);
+        snprintf(text, sizeof text,
+                 "lost %d times: the agents running it (last: %s) stopped "
+                 "answering",
+                 j->attempts, agent_id);
         r.id = j->id;
         r.status = AT_MEASURE_DEVICE_LOST;
         r.error = text;
@@ -244,8 +241,7 @@ static void job_requeue(trk_tracker *t, trk_job *j, const char *agent_id, int co
     trk__list_push_front(&j->flow->queue, &j->link);
     j->flow->n_queued++;
     j->flow->pool->n_queued++;
-    if (count_attempt)
-        stat_add(t, &t->stats.n_requeued, 1);
+    if (count_attempt) stat_add(t, &t->stats.n_requeued, 1);
 }
 
 /* The next job of 'p' by priority, then fewest in flight, then least recently served. */
@@ -255,16 +251,14 @@ static trk_job *pick_job(trk_tracker *t, trk_pool *p)
     trk_job *j;
     for (trk_link *l = p->flows.next; l != &p->flows; l = l->next) {
         trk_flow *f = TRK_OF(l, trk_flow, link);
-        if (f->n_queued == 0)
-            continue;
+        if (f->n_queued == 0) continue;
         if (best == NULL || f->priority > best->priority ||
             (f->priority == best->priority &&
              (f->n_inflight < best->n_inflight ||
               (f->n_inflight == best->n_inflight && f->last_served < best->last_served))))
             best = f;
     }
-    if (best == NULL)
-        return NULL;
+    if (best == NULL) return NULL;
     j = TRK_OF(best->queue.next, trk_job, link);
     best->last_served = ++t->serve_clock;
     return j;
@@ -290,13 +284,11 @@ static void add_cancel(trk_agent *a, const char *id)
     if (a->n_cancels == a->cap_cancels) {
         int cap = a->cap_cancels ? 2 * a->cap_cancels : 16;
         char **v = at_realloc(a->cancels, (size_t)cap * sizeof *v);
-        if (v == NULL)
-            return;
+        if (v == NULL) return;
         a->cancels = v;
         a->cap_cancels = cap;
     }
-    if ((c = at_strdup(id)) != NULL)
-        a->cancels[a->n_cancels++] = c;
+    if ((c = at_strdup(id)) != NULL) a->cancels[a->n_cancels++] = c;
 }
 
 /* Answer an agent's poll with up to 'want' jobs, the references it lacks, and cancels. */
@@ -311,8 +303,7 @@ static void agent_reply(trk_tracker *t, trk_agent *a, trk_ctx *ctx, uint64_t re,
 
     at_wire_msg_init(&m, AT_WIRE_T_AGENT_WORK);
     m.re = re;
-    if (want > AT_WIRE_MAX_JOBS)
-        want = AT_WIRE_MAX_JOBS;
+    if (want > AT_WIRE_MAX_JOBS) want = AT_WIRE_MAX_JOBS;
     if (want > 0 && a->pool->n_queued > 0) {
         jobs = at_arena_alloc(&m.arena, (size_t)want * sizeof *jobs);
         refs = at_arena_alloc(&m.arena, AT_WIRE_MAX_REFS * sizeof *refs);
@@ -323,8 +314,7 @@ static void agent_reply(trk_tracker *t, trk_agent *a, trk_ctx *ctx, uint64_t re,
                 for (int i = 0; i < n_refs; i++)
                     have |= memcmp(refs[i].id, j->ref->w.id, AT_WIRE_REFID_BYTES) == 0;
                 if (!have) {
-                    if (n_refs == AT_WIRE_MAX_REFS)
-                        break;
+                    if (n_refs == AT_WIRE_MAX_REFS) break;
                     refs[n_refs++] = j->ref->w;
                     bytes += j->ref->w.art.obj_size;
                 }
@@ -338,10 +328,10 @@ static void agent_reply(trk_tracker *t, trk_agent *a, trk_ctx *ctx, uint64_t re,
             trk_ref *r;
             refid_hex(refs[i].id, hex);
             /* the key is the agent's own copy: the reference may be freed before the agent */
-            if ((r = trk__map_get(&t->refs, hex)) != NULL && trk__map_get(&a->refs_sent, hex) == NULL) {
+            if ((r = trk__map_get(&t->refs, hex)) != NULL &&
+                trk__map_get(&a->refs_sent, hex) == NULL) {
                 char *k = at_arena_strdup(&a->arena, hex);
-                if (k)
-                    trk__map_put(&a->refs_sent, k, a);
+                if (k) trk__map_put(&a->refs_sent, k, a);
             }
         }
     }
@@ -384,8 +374,8 @@ static void agent_free(trk_tracker *t, trk_agent *a, const char *why)
         job_requeue(t, j, a->id, 1);
     }
     if (n > 0)
-        at_log_warn("tracker: agent %s (%s) %s: its %d job(s) go back to the queue", a->id,
-                    p->key, why, n);
+        at_log_warn("tracker: agent %s (%s) %s: its %d job(s) go back to the queue", a->id, p->key,
+                    why, n);
     else
         at_log_info("tracker: agent %s (%s) %s", a->id, p->key, why);
     if (a->parked) { /* nobody reads the answer, but the context must be freed */
@@ -404,8 +394,7 @@ static void agent_free(trk_tracker *t, trk_agent *a, const char *why)
     trk__map_fini(&a->refs_sent);
     at_arena_fini(&a->arena);
     at_free(a);
-    if (n > 0)
-        dispatch(t, p);
+    if (n > 0) dispatch(t, p);
 }
 
 static void on_register(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_msg *m)
@@ -415,9 +404,9 @@ static void on_register(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire
     at_wire_msg r;
     char fp[17];
 
-    if (s->agent)
-        agent_free(t, s->agent, "registered again");
-    if ((p = pool_get(t, m->u.reg.device_key, 1)) == NULL || (a = at_calloc(1, sizeof *a)) == NULL) {
+    if (s->agent) agent_free(t, s->agent, "registered again");
+    if ((p = pool_get(t, m->u.reg.device_key, 1)) == NULL ||
+        (a = at_calloc(1, sizeof *a)) == NULL) {
         refuse(t, ctx, s, m->seq, AT_ENOMEM, "the tracker is out of memory", 0);
         return;
     }
@@ -435,8 +424,7 @@ static void on_register(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire
     a->reg.features = at_arena_strdup(&a->arena, m->u.reg.features);
     a->reg.gpu = at_arena_strdup(&a->arena, m->u.reg.gpu);
     a->reg.sandbox.note = at_arena_strdup(&a->arena, m->u.reg.sandbox.note);
-    if (at_wire_fingerprint(&a->reg.dev, fp) != AT_OK)
-        snprintf(fp, sizeof fp, "unknown");
+    if (at_wire_fingerprint(&a->reg.dev, fp) != AT_OK) snprintf(fp, sizeof fp, "unknown");
     a->reg.fingerprint = at_arena_strdup(&a->arena, fp);
     if (!a->reg.device_key || !a->reg.triple || !a->reg.features || !a->reg.gpu ||
         !a->reg.sandbox.note || !a->reg.fingerprint) {
@@ -456,9 +444,10 @@ static void on_register(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire
     p->n_agents++;
     s->agent = a;
     at_log_info("tracker: agent %s registered for key '%s' from %s: %s, %s, %d cores, "
-                "fingerprint %s, sandbox: %s%s%s%s", a->id, p->key, s->peer, a->reg.triple,
-                a->reg.dev.model, a->reg.dev.n_cores, fp, a->reg.sandbox.seccomp ? "seccomp " : "",
-                a->reg.sandbox.rlimits ? "rlimits " : "", a->reg.sandbox.guard ? "guard-pages " : "",
+                "fingerprint %s, sandbox: %s%s%s%s",
+                a->id, p->key, s->peer, a->reg.triple, a->reg.dev.model, a->reg.dev.n_cores, fp,
+                a->reg.sandbox.seccomp ? "seccomp " : "", a->reg.sandbox.rlimits ? "rlimits " : "",
+                a->reg.sandbox.guard ? "guard-pages " : "",
                 a->reg.bench_ack ? "(benchmark mode: jobs are acknowledged, not run)" : "timeouts");
     at_wire_msg_init(&r, AT_WIRE_T_REGISTERED);
     r.re = m->seq;
@@ -470,13 +459,13 @@ static void on_agent_result(trk_tracker *t, trk_agent *a, const at_wire_result *
 {
     trk_job *j = trk__map_get(&t->jobs, r->id);
     if (j == NULL || j->state == TRK_JOB_DONE) {
-        at_log_debug("tracker: result for job %s from %s: no such job in flight, dropped",
-                     r->id, a->id);
+        at_log_debug("tracker: result for job %s from %s: no such job in flight, dropped", r->id,
+                     a->id);
         return;
     }
     if (j->state == TRK_JOB_LEASED && j->agent != a) {
-        at_log_info("tracker: job %s was leased to %s but %s answered first", j->id,
-                    j->agent->id, a->id);
+        at_log_info("tracker: job %s was leased to %s but %s answered first", j->id, j->agent->id,
+                    a->id);
         add_cancel(j->agent, j->id);
     }
     if (r->status == AT_MEASURE_NO_ERROR)
@@ -511,15 +500,13 @@ static void on_agent_poll(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wi
     }
     for (int i = 0; i < p->n_returned; i++) {
         trk_job *j = trk__map_get(&t->jobs, p->returned[i]);
-        if (j && j->state == TRK_JOB_LEASED && j->agent == a)
-            job_requeue(t, j, a->id, 0);
+        if (j && j->state == TRK_JOB_LEASED && j->agent == a) job_requeue(t, j, a->id, 0);
     }
     if (p->n_returned > 0)
         at_log_info("tracker: agent %s gave back %d job(s)%s", a->id, p->n_returned,
                     p->n_need_refs ? " (it lacks their reference: sending it again)" : "");
     a->want = p->n_free;
-    if (p->n_returned > 0)
-        dispatch(t, a->pool);
+    if (p->n_returned > 0) dispatch(t, a->pool);
     if ((a->want > 0 && a->pool->n_queued > 0) || a->n_cancels > 0 || a->n_held > 0 ||
         p->n_held > 0 || p->n_results > 0 || a->want == 0) {
         agent_reply(t, a, ctx, m->seq, a->want);
@@ -540,8 +527,7 @@ static trk_client *client_attach(trk_tracker *t, trk_sess *s)
 {
     trk_client *c = trk__map_get(&t->clients, s->client_id);
     if (c) {
-        if (c->sess && c->sess != s)
-            c->sess->client = NULL;
+        if (c->sess && c->sess != s) c->sess->client = NULL;
         c->sess = s;
         c->gone_since = 0;
         snprintf(c->name, sizeof c->name, "%s", s->name);
@@ -621,8 +607,7 @@ static void client_ack(trk_tracker *t, trk_client *c, uint64_t ack)
     while (k < c->n_out && c->first_num + (uint64_t)k < ack) {
         trk_result *r = c->outbox[k];
         trk_job *j = trk__map_get(&t->jobs, r->r.id);
-        if (j && j->state == TRK_JOB_DONE && j->flow->client == c)
-            job_free(t, j);
+        if (j && j->state == TRK_JOB_DONE && j->flow->client == c) job_free(t, j);
         at_arena_fini(&r->arena);
         at_free(r);
         k++;
@@ -640,14 +625,12 @@ static void fill_keys(trk_tracker *t, at_wire_msg *m)
     at_wire_keyinfo *v;
     for (trk_link *l = t->pools.next; l != &t->pools; l = l->next)
         n++;
-    if (n == 0 || (v = at_arena_alloc(&m->arena, (size_t)n * sizeof *v)) == NULL)
-        return;
+    if (n == 0 || (v = at_arena_alloc(&m->arena, (size_t)n * sizeof *v)) == NULL) return;
     n = 0;
     for (trk_link *l = t->pools.next; l != &t->pools && n < AT_WIRE_MAX_JOBS; l = l->next) {
         trk_pool *p = TRK_OF(l, trk_pool, link);
         int idle = 0;
-        if (p->n_agents == 0 && p->n_queued == 0 && p->n_inflight == 0)
-            continue;
+        if (p->n_agents == 0 && p->n_queued == 0 && p->n_inflight == 0) continue;
         for (trk_link *k = p->agents.next; k != &p->agents; k = k->next)
             idle += TRK_OF(k, trk_agent, link)->n_held == 0;
         v[n].key = p->key;
@@ -674,14 +657,15 @@ static void on_submit(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_m
     /* every job's reference must be in this message or already known */
     for (int i = 0; i < sub->n_jobs; i++) {
         int found = 0;
-        if (!sub->jobs[i].has_ref)
-            continue;
+        if (!sub->jobs[i].has_ref) continue;
         for (int k = 0; k < sub->n_refs && !found; k++)
             found = memcmp(sub->refs[k].id, sub->jobs[i].ref, AT_WIRE_REFID_BYTES) == 0;
         refid_hex(sub->jobs[i].ref, hex);
         if (!found && trk__map_get(&t->refs, hex) == NULL) {
-            snprintf(text, sizeof text, "job %s refers to reference %.16s..., which this "
-                     "tracker does not hold: send it", sub->jobs[i].id, hex);
+            snprintf(text, sizeof text,
+                     "job %s refers to reference %.16s..., which this "
+                     "tracker does not hold: send it",
+                     sub->jobs[i].id, hex);
             refuse(t, ctx, s, m->seq, AT_ENOTFOUND, text, 0);
             return;
         }
@@ -694,10 +678,8 @@ static void on_submit(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_m
     for (int i = 0; i < sub->n_refs; i++) {
         trk_ref *ref;
         refid_hex(sub->refs[i].id, hex);
-        if (trk__map_get(&t->refs, hex) != NULL)
-            continue;
-        if ((ref = at_calloc(1, sizeof *ref)) == NULL)
-            break;
+        if (trk__map_get(&t->refs, hex) != NULL) continue;
+        if ((ref = at_calloc(1, sizeof *ref)) == NULL) break;
         memcpy(ref->hex, hex, sizeof hex);
         at_arena_init(&ref->arena, 0);
         if (at_wire_ref_copy(&ref->arena, &ref->w, &sub->refs[i]) != AT_OK ||
@@ -714,7 +696,8 @@ static void on_submit(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_m
         if (j) {
             if (j->flow->client != c)
                 at_log_warn("tracker: job id %s submitted by two tuners (%s and %s): the second "
-                            "is ignored", w->id, j->flow->client->name, c->name);
+                            "is ignored",
+                            w->id, j->flow->client->name, c->name);
             n_known++;
             continue;
         }
@@ -732,8 +715,7 @@ static void on_submit(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_m
         }
         if (w->has_ref) {
             refid_hex(w->ref, hex);
-            if ((j->ref = trk__map_get(&t->refs, hex)) != NULL)
-                ref_take(t, j->ref);
+            if ((j->ref = trk__map_get(&t->refs, hex)) != NULL) ref_take(t, j->ref);
         }
         j->flow = f;
         j->state = TRK_JOB_QUEUED;
@@ -752,10 +734,11 @@ static void on_submit(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_m
     stat_add(t, &t->stats.n_submitted, n_new);
     if (p->n_agents == 0)
         at_log_info("tracker: tuner %s queued %d job(s) for key '%s', which no agent serves "
-                    "yet", c->name, n_new, p->key);
+                    "yet",
+                    c->name, n_new, p->key);
     else
-        at_log_debug("tracker: tuner %s queued %d job(s) for key '%s' (%d known)", c->name,
-                     n_new, p->key, n_known);
+        at_log_debug("tracker: tuner %s queued %d job(s) for key '%s' (%d known)", c->name, n_new,
+                     p->key, n_known);
     at_wire_msg_init(&r, AT_WIRE_T_SUBMITTED);
     r.re = m->seq;
     r.u.submitted.n_accepted = n_new;
@@ -787,8 +770,7 @@ static void on_tuner_poll(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wi
 
 static int cancel_job(trk_tracker *t, trk_job *j)
 {
-    if (j->state == TRK_JOB_DONE || j->canceled)
-        return 0;
+    if (j->state == TRK_JOB_DONE || j->canceled) return 0;
     if (j->state == TRK_JOB_QUEUED) {
         job_detach(j);
         j->state = TRK_JOB_DONE;
@@ -811,8 +793,7 @@ static void on_cancel(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_m
             trk_pool *p = TRK_OF(l, trk_pool, link);
             for (trk_link *k = p->flows.next; k != &p->flows; k = k->next) {
                 trk_flow *f = TRK_OF(k, trk_flow, link);
-                if (f->client != c)
-                    continue;
+                if (f->client != c) continue;
                 while (!trk__list_empty(&f->queue))
                     n += cancel_job(t, TRK_OF(f->queue.next, trk_job, link));
             }
@@ -820,16 +801,14 @@ static void on_cancel(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_m
                 trk_agent *a = TRK_OF(k, trk_agent, link);
                 for (trk_link *h = a->held.next; h != &a->held; h = h->next) {
                     trk_job *j = TRK_OF(h, trk_job, link);
-                    if (j->flow->client == c)
-                        n += cancel_job(t, j);
+                    if (j->flow->client == c) n += cancel_job(t, j);
                 }
             }
         }
     }
     for (int i = 0; i < m->u.cancel.n_ids; i++) {
         trk_job *j = trk__map_get(&t->jobs, m->u.cancel.ids[i]);
-        if (j && j->flow->client == c)
-            n += cancel_job(t, j);
+        if (j && j->flow->client == c) n += cancel_job(t, j);
     }
     at_wire_msg_init(&r, AT_WIRE_T_CANCELED);
     r.re = m->seq;
@@ -848,8 +827,7 @@ static void client_free(trk_tracker *t, trk_client *c)
             n = 0;
             i = 0;
             while ((j = trk__map_next(&t->jobs, &i)) != NULL && n < 256)
-                if (j->state == TRK_JOB_DONE && j->flow->client == c)
-                    v[n++] = j;
+                if (j->state == TRK_JOB_DONE && j->flow->client == c) v[n++] = j;
             for (int k = 0; k < n; k++)
                 job_free(t, v[k]);
         } while (n == 256);
@@ -871,8 +849,7 @@ static void client_free(trk_tracker *t, trk_client *c)
         for (trk_link *k = p->flows.next; k != &p->flows;) {
             trk_flow *f = TRK_OF(k, trk_flow, link);
             k = k->next;
-            if (f->client != c)
-                continue;
+            if (f->client != c) continue;
             while (!trk__list_empty(&f->queue)) {
                 trk_job *j = TRK_OF(f->queue.next, trk_job, link);
                 job_detach(j);
@@ -887,8 +864,7 @@ static void client_free(trk_tracker *t, trk_client *c)
         at_free(c->outbox[i]);
     }
     at_free(c->outbox);
-    if (c->sess)
-        c->sess->client = NULL;
+    if (c->sess) c->sess->client = NULL;
     trk__map_del(&t->clients, c->id);
     trk__list_remove(&c->link);
     at_free(c->id);
@@ -919,10 +895,8 @@ static trk_sess *sess_get(trk_tracker *t, uint32_t pipe, int create)
     char key[16];
     trk_sess *s;
     snprintf(key, sizeof key, "%u", pipe);
-    if ((s = trk__map_get(&t->sessions, key)) != NULL || !create)
-        return s;
-    if ((s = at_calloc(1, sizeof *s)) == NULL)
-        return NULL;
+    if ((s = trk__map_get(&t->sessions, key)) != NULL || !create) return s;
+    if ((s = at_calloc(1, sizeof *s)) == NULL) return NULL;
     s->pipe = pipe;
     memcpy(s->pipe_key, key, sizeof key);
     at_wire_session_init(&s->ws, 0);
@@ -953,8 +927,7 @@ static trk_sess *sess_get(trk_tracker *t, uint32_t pipe, int create)
 
 static void sess_free(trk_tracker *t, trk_sess *s, const char *why)
 {
-    if (s->agent)
-        agent_free(t, s->agent, why);
+    if (s->agent) agent_free(t, s->agent, why);
     if (s->client) {
         trk_client *c = s->client;
         if (c->parked) {
@@ -978,8 +951,7 @@ static void sess_free(trk_tracker *t, trk_sess *s, const char *why)
 void trk__pipe_gone(trk_tracker *t, uint32_t pipe)
 {
     trk_sess *s = sess_get(t, pipe, 0);
-    if (s)
-        sess_free(t, s, "disconnected");
+    if (s) sess_free(t, s, "disconnected");
 }
 
 static void on_hello(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_msg *m)
@@ -989,8 +961,7 @@ static void on_hello(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_ms
     char text[512];
 
     if (s->stage != TRK_SESS_NEW) { /* a new handshake on the same connection */
-        if (s->agent)
-            agent_free(t, s->agent, "opened a new session");
+        if (s->agent) agent_free(t, s->agent, "opened a new session");
         s->client = NULL;
         s->stage = TRK_SESS_NEW;
         s->ws.keyed = s->ws.authed = 0;
@@ -1010,8 +981,10 @@ static void on_hello(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_ms
             strcat(ids, ", ");
             at_wire_key_id_hex(&t->keys[1], ids + strlen(ids));
         }
-        snprintf(text, sizeof text, "none of the keys of %s '%s' is a fleet key of this tracker "
-                 "(key ids %s): check the key file", at_wire_role_name(h->role), h->name, ids);
+        snprintf(text, sizeof text,
+                 "none of the keys of %s '%s' is a fleet key of this tracker "
+                 "(key ids %s): check the key file",
+                 at_wire_role_name(h->role), h->name, ids);
         at_log_warn("tracker: refused %s: %s", s->peer, text);
         stat_add(t, &t->stats.n_auth_failed, 1);
         refuse(t, ctx, s, m->seq, AT_EAUTH, text, 1);
@@ -1070,23 +1043,23 @@ void trk__handle(trk_tracker *t, trk_ctx *ctx, nng_msg *msg)
     if (e != AT_OK) {
         stat_add(t, &t->stats.n_refused, 1);
         if (e == AT_EVERSION) {
-            snprintf(text, sizeof text, "the peer speaks protocol version %d; this tracker speaks "
-                     "version %d: upgrade the older side", m.version, AT_WIRE_VERSION);
+            snprintf(text, sizeof text,
+                     "the peer speaks protocol version %d; this tracker speaks "
+                     "version %d: upgrade the older side",
+                     m.version, AT_WIRE_VERSION);
             at_log_warn("tracker: refused %s: %s", s->peer, text);
             refuse(t, ctx, s, 0, AT_EVERSION, text, 1);
-        } else if (s->stage == TRK_SESS_NEW && e == AT_EAUTH &&
-                   m.type != AT_WIRE_T_HELLO && m.type != AT_WIRE_T_AUTH) {
+        } else if (s->stage == TRK_SESS_NEW && e == AT_EAUTH && m.type != AT_WIRE_T_HELLO &&
+                   m.type != AT_WIRE_T_AUTH) {
             /* a request on a connection without a session: a client of a tracker that
             ** restarted, or a replayed frame */
             at_log_warn("tracker: refused %s from %s: no session on this connection (%s)",
                         at_wire_type_name(m.type), s->peer, err);
-            refuse(t, ctx, s, 0, AT_ECLOSED, "no session on this connection: open one (HELLO)",
-                   0);
+            refuse(t, ctx, s, 0, AT_ECLOSED, "no session on this connection: open one (HELLO)", 0);
         } else if (e == AT_EAUTH) {
             at_log_warn("tracker: refused a frame from %s (%s '%s'): %s; closing the connection",
                         s->peer, at_wire_role_name(s->role), s->name, err);
-            if (s->stage != TRK_SESS_AUTHED)
-                stat_add(t, &t->stats.n_auth_failed, 1);
+            if (s->stage != TRK_SESS_AUTHED) stat_add(t, &t->stats.n_auth_failed, 1);
             refuse(t, ctx, s, 0, AT_EAUTH, "authentication failed", 1);
         } else {
             at_log_warn("tracker: refused a malformed frame (%zu bytes) from %s: %s",
@@ -1100,9 +1073,10 @@ void trk__handle(trk_tracker *t, trk_ctx *ctx, nng_msg *msg)
     switch (m.type) {
     case AT_WIRE_T_HELLO:
         if (m.u.hello.version != AT_WIRE_VERSION) {
-            snprintf(text, sizeof text, "the %s speaks protocol version %d; this tracker speaks "
-                     "version %d: upgrade the older side", at_wire_role_name(m.u.hello.role),
-                     m.u.hello.version, AT_WIRE_VERSION);
+            snprintf(text, sizeof text,
+                     "the %s speaks protocol version %d; this tracker speaks "
+                     "version %d: upgrade the older side",
+                     at_wire_role_name(m.u.hello.role), m.u.hello.version, AT_WIRE_VERSION);
             at_log_warn("tracker: refused %s: %s", s->peer, text);
             stat_add(t, &t->stats.n_refused, 1);
             refuse(t, ctx, s, m.seq, AT_EVERSION, text, 1);
@@ -1202,8 +1176,8 @@ void trk__tick(trk_tracker *t)
         }
         if (c->sess == NULL && t->now - c->gone_since > t->cfg.client_grace_ms / 1000.0) {
             at_log_warn("tracker: tuner %s did not come back within %d ms: its %d job(s) and %d "
-                        "result(s) are dropped", c->name, t->cfg.client_grace_ms, c->n_jobs,
-                        c->n_out);
+                        "result(s) are dropped",
+                        c->name, t->cfg.client_grace_ms, c->n_jobs, c->n_out);
             client_free(t, c);
         }
     }

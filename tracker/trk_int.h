@@ -65,15 +65,15 @@ typedef struct trk_agent trk_agent;
 enum { TRK_JOB_QUEUED, TRK_JOB_LEASED, TRK_JOB_DONE };
 
 typedef struct trk_job {
-    trk_link link;       /* in its flow's queue or its agent's held list */
-    char *id;            /* at_malloc'd; the map key */
-    at_arena arena;      /* the job's copy (artifact bytes included) */
+    trk_link link;  /* in its flow's queue or its agent's held list */
+    char *id;       /* at_malloc'd; the map key */
+    at_arena arena; /* the job's copy (artifact bytes included) */
     at_wire_job w;
     struct trk_ref *ref; /* counted reference, or NULL */
     trk_flow *flow;
-    trk_agent *agent;    /* LEASED: who holds it */
+    trk_agent *agent; /* LEASED: who holds it */
     int state;
-    int attempts;        /* leases lost */
+    int attempts; /* leases lost */
     int canceled;
     double queued_at, leased_at;
 } trk_job;
@@ -82,24 +82,24 @@ typedef struct trk_ref {
     char hex[2 * AT_WIRE_REFID_BYTES + 1]; /* the map key */
     at_arena arena;
     at_wire_ref w;
-    int refcount;        /* jobs using it; at 0 it waits in 'idle_refs' for reuse */
-    trk_link idle;       /* in tracker->idle_refs while refcount is 0 */
+    int refcount;  /* jobs using it; at 0 it waits in 'idle_refs' for reuse */
+    trk_link idle; /* in tracker->idle_refs while refcount is 0 */
 } trk_ref;
 
 struct trk_flow {
-    trk_link link;       /* in pool->flows */
+    trk_link link; /* in pool->flows */
     trk_client *client;
     trk_pool *pool;
     int priority;
-    trk_link queue;      /* trk_job.link, oldest first */
+    trk_link queue; /* trk_job.link, oldest first */
     int n_queued, n_inflight;
     uint64_t last_served;
 };
 
 struct trk_pool {
-    trk_link link;       /* in tracker->pools */
+    trk_link link; /* in tracker->pools */
     char *key;
-    trk_link agents;     /* trk_agent.link, longest idle first */
+    trk_link agents; /* trk_agent.link, longest idle first */
     trk_link flows;
     int n_agents;
     int n_queued;
@@ -112,38 +112,38 @@ typedef struct trk_result {
 } trk_result;
 
 struct trk_client {
-    trk_link link;       /* in tracker->clients */
-    char *id;            /* map key */
+    trk_link link; /* in tracker->clients */
+    char *id;      /* map key */
     char name[AT_WIRE_MAX_NAME + 1];
-    trk_sess *sess;      /* NULL while disconnected */
+    trk_sess *sess; /* NULL while disconnected */
     double gone_since;
     trk_result **outbox; /* [n_out] results numbered first_num .. first_num + n_out - 1 */
     int n_out, cap_out;
     uint64_t first_num;
-    trk_ctx *parked;     /* a held TUNER_POLL */
+    trk_ctx *parked; /* a held TUNER_POLL */
     uint64_t parked_seq;
     double park_until;
-    int n_jobs;          /* jobs not done */
+    int n_jobs; /* jobs not done */
     int64_t n_results;
 };
 
 struct trk_agent {
-    trk_link link;       /* in pool->agents */
+    trk_link link; /* in pool->agents */
     trk_sess *sess;
     trk_pool *pool;
     char id[AT_WIRE_MAX_NAME + 16];
-    at_arena arena;      /* registration copy */
+    at_arena arena; /* registration copy */
     at_wire_register reg;
-    trk_link held;       /* leased jobs */
+    trk_link held; /* leased jobs */
     int n_held;
-    int want;            /* jobs it asked for in its last poll */
+    int want; /* jobs it asked for in its last poll */
     trk_ctx *parked;
     uint64_t parked_seq;
     double park_until;
     double last_seen, registered_at;
     at_wire_devstate state;
-    trk_map refs_sent;   /* reference ids (hex) sent on this session */
-    char **cancels;      /* job ids to cancel in the next reply */
+    trk_map refs_sent; /* reference ids (hex) sent on this session */
+    char **cancels;    /* job ids to cancel in the next reply */
     int n_cancels, cap_cancels;
     int64_t n_done, n_failed, n_lost;
 };
@@ -151,9 +151,9 @@ struct trk_agent {
 enum { TRK_SESS_NEW, TRK_SESS_CHALLENGED, TRK_SESS_AUTHED };
 
 struct trk_sess {
-    trk_link link;       /* in tracker->sessions_list */
+    trk_link link; /* in tracker->sessions_list */
     uint32_t pipe;
-    char pipe_key[16];   /* map key */
+    char pipe_key[16]; /* map key */
     char peer[64];
     at_wire_session ws;
     int stage;
@@ -164,7 +164,7 @@ struct trk_sess {
     const at_wire_key *key;
     trk_agent *agent;
     trk_client *client;
-    double close_at;     /* > 0: close the pipe at this time (after a refusal) */
+    double close_at; /* > 0: close the pipe at this time (after a refusal) */
     double opened_at;
 };
 
@@ -175,7 +175,7 @@ struct trk_ctx {
     trk_tracker *t;
     nng_ctx ctx;
     nng_aio *aio;
-    int state;           /* written by the callback (RECV->HELD) and the loop (HELD->SEND) */
+    int state; /* written by the callback (RECV->HELD) and the loop (HELD->SEND) */
     int index;
 };
 
@@ -201,14 +201,14 @@ struct trk_tracker {
     nng_socket sock;
     nng_listener listener;
     int port;
-    void *http;          /* nng_http_server * */
+    void *http; /* nng_http_server * */
     int http_port;
 
     trk_ctx **ctxs;
     int n_ctxs, cap_ctxs;
-    _Atomic int n_recv;  /* contexts waiting for a request */
+    _Atomic int n_recv; /* contexts waiting for a request */
 
-    pthread_mutex_t mu;  /* the event queue and 'stop' */
+    pthread_mutex_t mu; /* the event queue and 'stop' */
     pthread_cond_t cv;
     trk_event *ev_head, *ev_tail;
     _Atomic int stop;
@@ -216,7 +216,7 @@ struct trk_tracker {
     /* state: trk_run's thread only */
     trk_map sessions, clients, jobs, refs, pools_by_key;
     trk_link sessions_list, clients_list, pools;
-    trk_link idle_refs;  /* references no job uses, oldest first (kept for reuse) */
+    trk_link idle_refs; /* references no job uses, oldest first (kept for reuse) */
     int n_idle_refs;
     size_t idle_ref_bytes;
     uint64_t serve_clock;
@@ -224,7 +224,7 @@ struct trk_tracker {
     at_buf frame;
     double now;
     double next_tick;
-    uint64_t listener_bad;   /* last seen listener error counters (random bytes on the port) */
+    uint64_t listener_bad; /* last seen listener error counters (random bytes on the port) */
 
     /* statistics and status: written by trk_run, read by others under 'smu' */
     pthread_mutex_t smu;

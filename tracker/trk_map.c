@@ -27,8 +27,7 @@ void trk__list_push_front(trk_link *head, trk_link *l)
 
 void trk__list_remove(trk_link *l)
 {
-    if (l->next == NULL)
-        return;
+    if (l->next == NULL) return;
     l->prev->next = l->next;
     l->next->prev = l->prev;
     l->prev = l->next = NULL;
@@ -61,13 +60,10 @@ static size_t slot_of(const trk_map *m, const char *key)
 
 void *trk__map_get(const trk_map *m, const char *key)
 {
-    if (m->cap == 0)
-        return NULL;
+    if (m->cap == 0) return NULL;
     for (size_t i = slot_of(m, key), k = 0; k < m->cap; i = (i + 1) & (m->cap - 1), k++) {
-        if (m->keys[i] == NULL)
-            return NULL;
-        if (m->keys[i] != TRK_TOMB && strcmp(m->keys[i], key) == 0)
-            return m->vals[i];
+        if (m->keys[i] == NULL) return NULL;
+        if (m->keys[i] != TRK_TOMB && strcmp(m->keys[i], key) == 0) return m->vals[i];
     }
     return NULL;
 }
@@ -76,8 +72,7 @@ static at_err grow(trk_map *m)
 {
     size_t cap = m->cap ? m->cap * 2 : 64;
     trk_map n;
-    if (m->n * 2 < m->cap)
-        cap = m->cap; /* mostly tombstones: rehash at the same size */
+    if (m->n * 2 < m->cap) cap = m->cap; /* mostly tombstones: rehash at the same size */
     n.keys = at_calloc(cap, sizeof *n.keys);
     n.vals = at_calloc(cap, sizeof *n.vals);
     if (n.keys == NULL || n.vals == NULL) {
@@ -107,14 +102,11 @@ static at_err grow(trk_map *m)
 at_err trk__map_put(trk_map *m, const char *key, void *val)
 {
     size_t i, tomb = (size_t)-1;
-    if ((m->n_used + 1) * 4 >= m->cap * 3 && grow(m) != AT_OK)
-        return AT_ENOMEM;
+    if ((m->n_used + 1) * 4 >= m->cap * 3 && grow(m) != AT_OK) return AT_ENOMEM;
     for (i = slot_of(m, key);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == NULL)
-            break;
+        if (m->keys[i] == NULL) break;
         if (m->keys[i] == TRK_TOMB) {
-            if (tomb == (size_t)-1)
-                tomb = i;
+            if (tomb == (size_t)-1) tomb = i;
         } else if (strcmp(m->keys[i], key) == 0) {
             m->keys[i] = key;
             m->vals[i] = val;
@@ -133,11 +125,9 @@ at_err trk__map_put(trk_map *m, const char *key, void *val)
 
 void trk__map_del(trk_map *m, const char *key)
 {
-    if (m->cap == 0)
-        return;
+    if (m->cap == 0) return;
     for (size_t i = slot_of(m, key), k = 0; k < m->cap; i = (i + 1) & (m->cap - 1), k++) {
-        if (m->keys[i] == NULL)
-            return;
+        if (m->keys[i] == NULL) return;
         if (m->keys[i] != TRK_TOMB && strcmp(m->keys[i], key) == 0) {
             m->keys[i] = TRK_TOMB;
             m->vals[i] = NULL;
@@ -150,7 +140,6 @@ void trk__map_del(trk_map *m, const char *key)
 void *trk__map_next(const trk_map *m, size_t *i)
 {
     for (; *i < m->cap; (*i)++)
-        if (m->keys[*i] != NULL && m->keys[*i] != TRK_TOMB)
-            return m->vals[(*i)++];
+        if (m->keys[*i] != NULL && m->keys[*i] != TRK_TOMB) return m->vals[(*i)++];
     return NULL;
 }

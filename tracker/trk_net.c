@@ -21,8 +21,7 @@ static void push_event(trk_tracker *t, int kind, trk_ctx *ctx, nng_msg *msg, uin
 {
     trk_event *e = at_calloc(1, sizeof *e);
     if (e == NULL) { /* nothing to queue it in: drop the request, keep the context alive */
-        if (msg)
-            nng_msg_free(msg);
+        if (msg) nng_msg_free(msg);
         if (ctx) {
             ctx->state = TRK_CTX_RECV;
             atomic_fetch_add(&t->n_recv, 1);
@@ -64,8 +63,7 @@ static void ctx_cb(void *arg)
         c->state = TRK_CTX_HELD;
         push_event(t, TRK_EV_REQUEST, c, nng_aio_get_msg(c->aio), 0);
     } else if (c->state == TRK_CTX_SEND) {
-        if (rv != 0)
-            nng_msg_free(nng_aio_get_msg(c->aio));
+        if (rv != 0) nng_msg_free(nng_aio_get_msg(c->aio));
         if (rv == NNG_ECLOSED) {
             c->state = TRK_CTX_DONE;
             return;
@@ -90,13 +88,11 @@ static at_err add_ctxs(trk_tracker *t, int n)
         if (t->n_ctxs == t->cap_ctxs) {
             int cap = t->cap_ctxs ? 2 * t->cap_ctxs : 32;
             trk_ctx **v = at_realloc(t->ctxs, (size_t)cap * sizeof *v);
-            if (v == NULL)
-                return AT_ENOMEM;
+            if (v == NULL) return AT_ENOMEM;
             t->ctxs = v;
             t->cap_ctxs = cap;
         }
-        if ((c = at_calloc(1, sizeof *c)) == NULL)
-            return AT_ENOMEM;
+        if ((c = at_calloc(1, sizeof *c)) == NULL) return AT_ENOMEM;
         c->t = t;
         c->index = t->n_ctxs;
         if (nng_ctx_open(&c->ctx, t->sock) != 0) {
@@ -143,8 +139,7 @@ void trk__reply(trk_tracker *t, trk_ctx *ctx, at_wire_session *s, at_wire_msg *m
         e.u.error.code = AT_EINVAL;
         e.u.error.text = "the tracker could not encode its reply";
         at_buf_reset(&t->frame);
-        if (at_wire_encode(s, &e, &t->frame) != AT_OK)
-            return;
+        if (at_wire_encode(s, &e, &t->frame) != AT_OK) return;
     }
     trk__reply_raw(t, ctx, t->frame.data, t->frame.len);
 }
@@ -168,8 +163,7 @@ at_err trk_open(const trk_config *cfg, trk_tracker **out, char *errmsg, size_t n
         snprintf(errmsg, n, "the tracker needs an address to listen on and the fleet key");
         return AT_EINVAL;
     }
-    if ((t = at_calloc(1, sizeof *t)) == NULL)
-        return AT_ENOMEM;
+    if ((t = at_calloc(1, sizeof *t)) == NULL) return AT_ENOMEM;
     t->cfg = *cfg;
     memcpy(t->keys, cfg->keys, (size_t)cfg->n_keys * sizeof *t->keys);
     t->n_keys = cfg->n_keys;
@@ -179,16 +173,11 @@ at_err trk_open(const trk_config *cfg, trk_tracker **out, char *errmsg, size_t n
     snprintf(t->listen_url, sizeof t->listen_url, "%s", cfg->listen_url);
     t->cfg.listen_url = t->listen_url;
     t->cfg.http_url = NULL;
-    if (t->cfg.lease_ms <= 0)
-        t->cfg.lease_ms = 10000;
-    if (t->cfg.heartbeat_ms <= 0)
-        t->cfg.heartbeat_ms = 1000;
-    if (t->cfg.hold_ms <= 0)
-        t->cfg.hold_ms = 1000;
-    if (t->cfg.client_grace_ms <= 0)
-        t->cfg.client_grace_ms = 60000;
-    if (t->cfg.max_attempts <= 0)
-        t->cfg.max_attempts = 3;
+    if (t->cfg.lease_ms <= 0) t->cfg.lease_ms = 10000;
+    if (t->cfg.heartbeat_ms <= 0) t->cfg.heartbeat_ms = 1000;
+    if (t->cfg.hold_ms <= 0) t->cfg.hold_ms = 1000;
+    if (t->cfg.client_grace_ms <= 0) t->cfg.client_grace_ms = 60000;
+    if (t->cfg.max_attempts <= 0) t->cfg.max_attempts = 3;
     at_wire_random(rid, sizeof rid);
     at_sha256_hex(rid, sizeof rid, 16, t->id);
     pthread_mutex_init(&t->mu, NULL);
@@ -241,8 +230,7 @@ at_err trk_open(const trk_config *cfg, trk_tracker **out, char *errmsg, size_t n
         snprintf(errmsg, n, "cannot create the tracker's contexts");
         goto fail_sock;
     }
-    if (cfg->http_url && cfg->http_url[0] &&
-        trk__http_start(t, cfg->http_url, errmsg, n) != AT_OK)
+    if (cfg->http_url && cfg->http_url[0] && trk__http_start(t, cfg->http_url, errmsg, n) != AT_OK)
         goto fail_sock;
     trk__status_refresh(t);
     *out = t;
@@ -281,13 +269,11 @@ static void watch_listener(trk_tracker *t)
 {
     nng_stat *all, *ls, *s;
     uint64_t bad = 0;
-    if (nng_stats_get(&all) != 0)
-        return;
+    if (nng_stats_get(&all) != 0) return;
     if ((ls = nng_stat_find_listener(all, t->listener)) != NULL) {
         static const char *const names[] = {"proto", "reject", "auth"};
         for (size_t i = 0; i < AT_ARRAY_LEN(names); i++)
-            if ((s = nng_stat_find(ls, names[i])) != NULL)
-                bad += nng_stat_value(s);
+            if ((s = nng_stat_find(ls, names[i])) != NULL) bad += nng_stat_value(s);
     }
     nng_stats_free(all);
     if (bad > t->listener_bad) {
@@ -351,8 +337,7 @@ at_err trk_run(trk_tracker *t)
 void trk_close(trk_tracker *t)
 {
     trk_event *ev;
-    if (t == NULL)
-        return;
+    if (t == NULL) return;
     atomic_store(&t->stop, 1);
     trk__http_stop(t);
     nng_close(t->sock);
@@ -368,8 +353,7 @@ void trk_close(trk_tracker *t)
     pthread_mutex_unlock(&t->mu);
     while (ev) {
         trk_event *next = ev->next;
-        if (ev->msg)
-            nng_msg_free(ev->msg);
+        if (ev->msg) nng_msg_free(ev->msg);
         at_free(ev);
         ev = next;
     }

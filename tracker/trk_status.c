@@ -28,8 +28,7 @@ void trk__count_result(trk_tracker *t, int64_t n, int dispatched)
 {
     int64_t sec = (int64_t)t->now;
     pthread_mutex_lock(&t->smu);
-    if (sec != t->rate_sec)
-        rate_roll(t, sec);
+    if (sec != t->rate_sec) rate_roll(t, sec);
     if (dispatched)
         t->dispatch_rate[sec % TRK_RATE_SLOTS] += n;
     else
@@ -62,8 +61,7 @@ at_err trk__status_build(trk_tracker *t, at_buf *b)
     int first;
 
     pthread_mutex_lock(&t->smu);
-    if (sec != t->rate_sec)
-        rate_roll(t, sec);
+    if (sec != t->rate_sec) rate_roll(t, sec);
     st = t->stats;
     at_buf_printf(b, "{\"tracker\":{\"name\":");
     at_buf_json_str(b, t->name);
@@ -79,7 +77,8 @@ at_err trk__status_build(trk_tracker *t, at_buf *b)
     num(b, "dispatched_per_s_10s", rate_over(t->dispatch_rate, sec, 10));
     at_buf_printf(b, "},");
     pthread_mutex_unlock(&t->smu);
-    at_buf_printf(b, "\"totals\":{\"submitted\":%lld,\"dispatched\":%lld,\"results\":%lld,"
+    at_buf_printf(b,
+                  "\"totals\":{\"submitted\":%lld,\"dispatched\":%lld,\"results\":%lld,"
                   "\"requeued\":%lld,\"lost\":%lld,\"refused\":%lld,\"auth_failed\":%lld},",
                   (long long)st.n_submitted, (long long)st.n_dispatched, (long long)st.n_results,
                   (long long)st.n_requeued, (long long)st.n_lost, (long long)st.n_refused,
@@ -106,10 +105,8 @@ at_err trk__status_build(trk_tracker *t, at_buf *b)
             trk_agent *a = TRK_OF(k, trk_agent, link);
             double quiet = t->now - a->last_seen;
             const char *health = a->parked ? "idle" : a->n_held ? "busy" : "idle";
-            if (a->n_held && quiet > 3.0 * t->cfg.heartbeat_ms / 1000.0)
-                health = "late";
-            if (a->state.throttled)
-                health = "throttled";
+            if (a->n_held && quiet > 3.0 * t->cfg.heartbeat_ms / 1000.0) health = "late";
+            if (a->state.throttled) health = "throttled";
             at_buf_puts(b, first ? "{\"id\":" : ",{\"id\":");
             first = 0;
             at_buf_json_str(b, a->id);
@@ -129,16 +126,18 @@ at_err trk__status_build(trk_tracker *t, at_buf *b)
             at_buf_json_str(b, a->reg.dev.os);
             at_buf_puts(b, ",\"gpu\":");
             at_buf_json_str(b, a->reg.gpu);
-            at_buf_printf(b, ",\"sandbox\":{\"seccomp\":%s,\"rlimits\":%s,\"guard_pages\":%s,"
-                          "\"note\":", a->reg.sandbox.seccomp ? "true" : "false",
+            at_buf_printf(b,
+                          ",\"sandbox\":{\"seccomp\":%s,\"rlimits\":%s,\"guard_pages\":%s,"
+                          "\"note\":",
+                          a->reg.sandbox.seccomp ? "true" : "false",
                           a->reg.sandbox.rlimits ? "true" : "false",
                           a->reg.sandbox.guard ? "true" : "false");
             at_buf_json_str(b, a->reg.sandbox.note);
-            at_buf_printf(b, "},\"bench_ack\":%s,\"threads\":%d,\"batch\":%d,\"held\":%d,"
+            at_buf_printf(b,
+                          "},\"bench_ack\":%s,\"threads\":%d,\"batch\":%d,\"held\":%d,"
                           "\"done\":%lld,\"failed\":%lld,\"health\":\"%s\",",
-                          a->reg.bench_ack ? "true" : "false", a->reg.n_threads,
-                          a->reg.max_batch, a->n_held, (long long)a->n_done,
-                          (long long)a->n_failed, health);
+                          a->reg.bench_ack ? "true" : "false", a->reg.n_threads, a->reg.max_batch,
+                          a->n_held, (long long)a->n_done, (long long)a->n_failed, health);
             num(b, "last_seen_s", quiet);
             at_buf_putc(b, ',');
             num(b, "uptime_s", t->now - a->registered_at);
@@ -173,7 +172,8 @@ at_err trk__status_build(trk_tracker *t, at_buf *b)
         at_buf_puts(b, first ? "{\"name\":" : ",{\"name\":");
         first = 0;
         at_buf_json_str(b, c->name);
-        at_buf_printf(b, ",\"id\":\"%.16s\",\"connected\":%s,\"queued\":%d,\"inflight\":%d,"
+        at_buf_printf(b,
+                      ",\"id\":\"%.16s\",\"connected\":%s,\"queued\":%d,\"inflight\":%d,"
                       "\"results_waiting\":%d,\"results\":%lld}",
                       c->id, c->sess ? "true" : "false", q, f, c->n_out, (long long)c->n_results);
     }
@@ -185,8 +185,7 @@ void trk__status_refresh(trk_tracker *t)
 {
     at_buf b;
     trk_stats st;
-    if (t->now - t->status_at < 0.25 && t->status_json != NULL)
-        return;
+    if (t->now - t->status_at < 0.25 && t->status_json != NULL) return;
     t->status_at = t->now;
     at_buf_init(&b);
     if (trk__status_build(t, &b) != AT_OK) {
@@ -261,8 +260,9 @@ void trk_status_print(const char *json, FILE *f)
     thr = at_json_get(root, "throughput");
     fprintf(f, "tracker %s (id %.8s) on %s, protocol %d\n", jstr(v, "name"), jstr(v, "id"),
             jstr(v, "listen"), (int)jnum(v, "protocol"));
-    fprintf(f, "jobs: %.0f submitted, %.0f dispatched, %.0f results, %.0f requeued, %.0f lost; "
-               "%.0f frames refused, %.0f handshakes refused\n",
+    fprintf(f,
+            "jobs: %.0f submitted, %.0f dispatched, %.0f results, %.0f requeued, %.0f lost; "
+            "%.0f frames refused, %.0f handshakes refused\n",
             jnum(tot, "submitted"), jnum(tot, "dispatched"), jnum(tot, "results"),
             jnum(tot, "requeued"), jnum(tot, "lost"), jnum(tot, "refused"),
             jnum(tot, "auth_failed"));
@@ -272,10 +272,10 @@ void trk_status_print(const char *json, FILE *f)
     v = at_json_get(root, "keys");
     for (int i = 0; v && v->type == AT_JSON_ARR && i < v->n; i++)
         fprintf(f, "%-20s %7.0f %5.0f %7.0f %8.0f\n", jstr(v->items[i], "key"),
-                jnum(v->items[i], "agents"), jnum(v->items[i], "idle"),
-                jnum(v->items[i], "queued"), jnum(v->items[i], "inflight"));
-    fprintf(f, "\n%-22s %-10s %-16s %-22s %-16s %5s %6s %6s %-9s %s\n", "AGENT", "KEY", "FINGERPRINT",
-            "MODEL", "SANDBOX", "HELD", "DONE", "FAILED", "HEALTH", "STATE");
+                jnum(v->items[i], "agents"), jnum(v->items[i], "idle"), jnum(v->items[i], "queued"),
+                jnum(v->items[i], "inflight"));
+    fprintf(f, "\n%-22s %-10s %-16s %-22s %-16s %5s %6s %6s %-9s %s\n", "AGENT", "KEY",
+            "FINGERPRINT", "MODEL", "SANDBOX", "HELD", "DONE", "FAILED", "HEALTH", "STATE");
     v = at_json_get(root, "agents");
     for (int i = 0; v && v->type == AT_JSON_ARR && i < v->n; i++) {
         const at_json *ag = v->items[i], *sb = at_json_get(ag, "sandbox"),
@@ -317,7 +317,8 @@ static const char page[] =
     "' lost, '+T.refused+' refused; '+R.results_per_s_10s.toFixed(1)+' results/s';"
     "tb('k',[['key',r=>r.key],['agents',r=>r.agents],['idle',r=>r.idle],['queued',r=>r.queued],"
     "['in flight',r=>r.inflight]],s.keys);"
-    "tb('a',[['agent',r=>r.id],['key',r=>r.key],['peer',r=>r.peer],['fingerprint',r=>r.fingerprint],"
+    "tb('a',[['agent',r=>r.id],['key',r=>r.key],['peer',r=>r.peer],['fingerprint',r=>r.fingerprint]"
+    ","
     "['model',r=>r.model],['cores',r=>r.cores],['sandbox',r=>r.sandbox.seccomp?'seccomp':"
     "'process+timeout'],['held',r=>r.held],['done',r=>r.done],['failed',r=>r.failed],"
     "['health',r=>r.health],['MHz',r=>r.state.cpu_mhz],['C',r=>r.state.temp_c],"
@@ -336,7 +337,8 @@ static void status_cb(nng_aio *aio)
         nng_aio_finish(aio, NNG_ENOMEM);
         return;
     }
-    if (trk_status_json(t, &json) != AT_OK || nng_http_res_copy_data(res, json, strlen(json)) != 0) {
+    if (trk_status_json(t, &json) != AT_OK ||
+        nng_http_res_copy_data(res, json, strlen(json)) != 0) {
         at_free(json);
         nng_http_res_free(res);
         nng_aio_finish(aio, NNG_ENOMEM);
@@ -361,10 +363,8 @@ at_err trk__http_start(trk_tracker *t, const char *url, char *errmsg, size_t n)
         snprintf(errmsg, n, "bad status page address '%s': %s", url, nng_strerror(rv));
         return AT_EINVAL;
     }
-    if ((rv = nng_http_server_hold(&srv, u)) != 0)
-        goto fail;
-    if ((rv = nng_http_handler_alloc(&h, "/status.json", status_cb)) != 0)
-        goto fail;
+    if ((rv = nng_http_server_hold(&srv, u)) != 0) goto fail;
+    if ((rv = nng_http_handler_alloc(&h, "/status.json", status_cb)) != 0) goto fail;
     nng_http_handler_set_method(h, "GET");
     nng_http_handler_set_data(h, t, NULL);
     if ((rv = nng_http_server_add_handler(srv, h)) != 0) {
@@ -378,8 +378,7 @@ at_err trk__http_start(trk_tracker *t, const char *url, char *errmsg, size_t n)
         nng_http_handler_free(h);
         goto fail;
     }
-    if ((rv = nng_http_server_start(srv)) != 0)
-        goto fail;
+    if ((rv = nng_http_server_start(srv)) != 0) goto fail;
     if (nng_http_server_get_addr(srv, &sa) == 0 && sa.s_family == NNG_AF_INET) {
         const uint8_t *pp = (const uint8_t *)&sa.s_in.sa_port;
         t->http_port = pp[0] << 8 | pp[1];
@@ -390,8 +389,7 @@ at_err trk__http_start(trk_tracker *t, const char *url, char *errmsg, size_t n)
     return AT_OK;
 fail:
     snprintf(errmsg, n, "cannot serve the status page on '%s': %s", url, nng_strerror(rv));
-    if (srv)
-        nng_http_server_release(srv);
+    if (srv) nng_http_server_release(srv);
     nng_url_free(u);
     return AT_EIO;
 }

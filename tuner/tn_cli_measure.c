@@ -42,8 +42,7 @@ static void on_result(void *ctx, const tn_fleet_job *job, const at_wire_result *
     for (int i = 0; i < rs->n; i++) {
         row *w = &rs->v[i];
         double c[AT_WIRE_MAX_COSTS];
-        if (strcmp(rs->ids[i], r->id) != 0)
-            continue;
+        if (strcmp(rs->ids[i], r->id) != 0) continue;
         w->status = r->status;
         w->done = 1;
         snprintf(w->error, sizeof w->error, "%s", r->error ? r->error : "");
@@ -56,8 +55,7 @@ static void on_result(void *ctx, const tn_fleet_job *job, const at_wire_result *
 }
 
 /* Build 'st' for 'target' into *out, or say why not. */
-static int build(const tn_cmd *cmd, const ss_state *st, const kn_target *target,
-                 kn_artifact **out)
+static int build(const tn_cmd *cmd, const ss_state *st, const kn_target *target, kn_artifact **out)
 {
     kn_ir *ir = NULL;
     char err[512];
@@ -75,11 +73,12 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = "tuning.db", *tracker = NULL, *key_path = NULL, *next_path = NULL,
                *device_key = NULL, *target_text = "llvm -mcpu=native", *min_ms = "0";
-    int repeat = 5, number = 1, timeout_ms = 10000, wait_s = 600, priority = 1, threads = 0,
-        n_pos, help, rc;
+    int repeat = 5, number = 1, timeout_ms = 10000, wait_s = 600, priority = 1, threads = 0, n_pos,
+        help, rc;
     tn_opt opts[] = {
-        {"tracker", 0, TN_OPT_STR, &tracker, "HOST:PORT", "measure on this tracker's agents "
-                                                          "(default: embedded, in this process)"},
+        {"tracker", 0, TN_OPT_STR, &tracker, "HOST:PORT",
+         "measure on this tracker's agents "
+         "(default: embedded, in this process)"},
         {"fleet-key", 0, TN_OPT_STR, &key_path, "FILE", "the fleet key (or $AT_FLEET_KEY)"},
         {"next-fleet-key", 0, TN_OPT_STR, &next_path, "FILE", "a second key (rotation)"},
         {"key", 0, TN_OPT_STR, &device_key, "NAME", "the device key (default 'local')"},
@@ -89,8 +88,9 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
         {"number", 0, TN_OPT_INT, &number, "N", "calls per repeat (default 1)"},
         {"min-repeat-ms", 0, TN_OPT_STR, &min_ms, "MS", "grow 'number' to this (default 0)"},
         {"timeout-ms", 0, TN_OPT_INT, &timeout_ms, "MS", "per job on the device (10000)"},
-        {"wait-timeout", 0, TN_OPT_INT, &wait_s, "S", "give up when no agent serves the key "
-                                                     "this long (600)"},
+        {"wait-timeout", 0, TN_OPT_INT, &wait_s, "S",
+         "give up when no agent serves the key "
+         "this long (600)"},
         {"priority", 0, TN_OPT_INT, &priority, "N", "among tuners sharing the key (1)"},
         {"threads", 0, TN_OPT_INT, &threads, "N", "embedded agent's threads (default all)"},
     };
@@ -127,8 +127,7 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
     if (tracker == NULL)
         tn_fleet_prepare(); /* the embedded agent's launcher, while we have one thread */
     else {
-        if (key_path == NULL)
-            key_path = getenv("AT_FLEET_KEY");
+        if (key_path == NULL) key_path = getenv("AT_FLEET_KEY");
         if (key_path == NULL) {
             tn_err(cmd, "a tracker needs the fleet key: --fleet-key FILE");
             return TN_EXIT_USAGE;
@@ -148,10 +147,14 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
         return TN_EXIT_FAIL;
     }
     if (rec_run_begin(st, "tuner measure", TN_VERSION, &run_id, uuid) != AT_OK ||
-        tn_fleet_open(&(tn_fleet_cfg){.tracker = tracker, .keys = tracker ? keys : NULL,
-                                      .n_keys = n_keys, .device_key = device_key,
-                                      .priority = priority, .wait_timeout_ms = wait_s * 1000,
-                                      .store = st, .embedded_threads = threads},
+        tn_fleet_open(&(tn_fleet_cfg){.tracker = tracker,
+                                      .keys = tracker ? keys : NULL,
+                                      .n_keys = n_keys,
+                                      .device_key = device_key,
+                                      .priority = priority,
+                                      .wait_timeout_ms = wait_s * 1000,
+                                      .store = st,
+                                      .embedded_threads = threads},
                       &f, err, sizeof err) != AT_OK) {
         tn_err(cmd, "%s", f ? err : err[0] ? err : rec_store_errmsg(st));
         rec_store_close(st);
@@ -173,8 +176,9 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
         }
         at_buf_init(&text);
         ss_dag_print(dag, &text);
-        if (rec_task_add(st, &(rec_task){dag->key, target.text,
-                                         device_key ? device_key : "local", text.data, dag->flops},
+        if (rec_task_add(st,
+                         &(rec_task){dag->key, target.text, device_key ? device_key : "local",
+                                     text.data, dag->flops},
                          &task) != AT_OK) {
             tn_err(cmd, "%s", rec_store_errmsg(st));
             at_buf_fini(&text);
@@ -193,7 +197,8 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
         }
         tn_fleet_add_ref(f, ref, ref_id);
         kn_artifact_free(ref);
-        if (strncmp(spec, "matmul", 6) == 0 && kn_hand_matmul(hand, &target, err, sizeof err) == AT_OK)
+        if (strncmp(spec, "matmul", 6) == 0 &&
+            kn_hand_matmul(hand, &target, err, sizeof err) == AT_OK)
             ;
         else if (kn_hand_elementwise(hand, &target, err, sizeof err) != AT_OK) {
             ss_state_free(hand);
@@ -203,8 +208,7 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
             ss_state *sched = v == 0 ? naive : hand;
             int k = rs.n;
             at_buf json;
-            if (sched == NULL || build(cmd, sched, &target, &arts[k]) != 0)
-                continue;
+            if (sched == NULL || build(cmd, sched, &target, &arts[k]) != 0) continue;
             at_buf_init(&json);
             ss_state_to_json(sched, &json);
             states[k] = at_buf_take(&json);
@@ -240,8 +244,8 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
             e = tn_fleet_wait(f, 1000, on_result, &rs);
             if (e == AT_ETIMEDOUT) {
                 tn_err(cmd, "%s", tn_fleet_status(f));
-                e = tn_fleet_fail_pending(f, AT_MEASURE_DEVICE_LOST, tn_fleet_status(f),
-                                          on_result, &rs);
+                e = tn_fleet_fail_pending(f, AT_MEASURE_DEVICE_LOST, tn_fleet_status(f), on_result,
+                                          &rs);
                 break;
             }
             if (e != AT_OK) {
@@ -259,8 +263,7 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
                "GFLOPS");
         for (int i = 0; i < rs.n; i++) {
             const row *w = &rs.v[i];
-            if (!w->done)
-                continue;
+            if (!w->done) continue;
             if (w->status == AT_MEASURE_NO_ERROR)
                 printf("%-40.40s %-13s %-14s %9.3f ms %10.2f\n", w->spec, w->schedule,
                        at_measure_name(w->status), w->median_s * 1e3,

@@ -43,9 +43,9 @@ struct tn_fleet {
     agt_launcher *launcher;
     pthread_t trk_thread, agt_thread;
     /* jobs without a result, in submission order; 'index' maps id -> slot */
-    fjob **jobs;         /* NULL where a job was done (compacted from time to time) */
+    fjob **jobs; /* NULL where a job was done (compacted from time to time) */
     int n_jobs, cap_jobs;
-    int n_live;          /* jobs not done */
+    int n_live; /* jobs not done */
     int *index; /* open addressing over 'jobs' positions; -1 empty, -2 deleted */
     int cap_index;
     fref **refs;
@@ -63,7 +63,8 @@ static agt_launcher *prepared_launcher;
 void tn_fleet_prepare(void)
 {
     char err[256];
-    if (prepared_launcher == NULL && agt_launcher_open(&prepared_launcher, err, sizeof err) != AT_OK)
+    if (prepared_launcher == NULL &&
+        agt_launcher_open(&prepared_launcher, err, sizeof err) != AT_OK)
         at_log_warn("tuner: cannot start the agent launcher: %s", err);
 }
 
@@ -76,8 +77,7 @@ static at_err index_rebuild(tn_fleet *f)
         cap *= 2;
     if (cap != f->cap_index) {
         int *v = at_malloc((size_t)cap * sizeof *v);
-        if (v == NULL)
-            return AT_ENOMEM;
+        if (v == NULL) return AT_ENOMEM;
         at_free(f->index);
         f->index = v;
         f->cap_index = cap;
@@ -87,8 +87,7 @@ static at_err index_rebuild(tn_fleet *f)
     for (int i = 0; i < f->n_jobs; i++) {
         const char *id;
         size_t h;
-        if (f->jobs[i] == NULL)
-            continue;
+        if (f->jobs[i] == NULL) continue;
         id = f->jobs[i]->j.w.id;
         h = (size_t)at_hash64(id, strlen(id)) & (size_t)(f->cap_index - 1);
         while (f->index[h] >= 0)
@@ -102,13 +101,11 @@ static at_err index_rebuild(tn_fleet *f)
 static int find_slot(const tn_fleet *f, const char *id, size_t *slot)
 {
     size_t h;
-    if (f->cap_index == 0)
-        return -1;
+    if (f->cap_index == 0) return -1;
     h = (size_t)at_hash64(id, strlen(id)) & (size_t)(f->cap_index - 1);
     while (f->index[h] != -1) {
         if (f->index[h] >= 0 && strcmp(f->jobs[f->index[h]]->j.w.id, id) == 0) {
-            if (slot)
-                *slot = h;
+            if (slot) *slot = h;
             return f->index[h];
         }
         h = (h + 1) & (size_t)(f->cap_index - 1);
@@ -126,16 +123,14 @@ static void compact(tn_fleet *f)
 {
     int n = 0;
     for (int i = 0; i < f->n_jobs; i++)
-        if (f->jobs[i])
-            f->jobs[n++] = f->jobs[i];
+        if (f->jobs[i]) f->jobs[n++] = f->jobs[i];
     f->n_jobs = n;
     index_rebuild(f);
 }
 
 static void fjob_free(fjob *j)
 {
-    if (j == NULL)
-        return;
+    if (j == NULL) return;
     at_arena_fini(&j->arena);
     at_free(j);
 }
@@ -144,13 +139,11 @@ static void fjob_free(fjob *j)
 static void remove_job(tn_fleet *f, int k)
 {
     size_t slot;
-    if (find_slot(f, f->jobs[k]->j.w.id, &slot) == k)
-        f->index[slot] = -2;
+    if (find_slot(f, f->jobs[k]->j.w.id, &slot) == k) f->index[slot] = -2;
     fjob_free(f->jobs[k]);
     f->jobs[k] = NULL;
     f->n_live--;
-    if (f->n_jobs - f->n_live > 64 && f->n_jobs - f->n_live > f->n_live)
-        compact(f);
+    if (f->n_jobs - f->n_live > 64 && f->n_jobs - f->n_live > f->n_live) compact(f);
 }
 
 /* ---- opening ---------------------------------------------------------------------------- */
@@ -178,23 +171,19 @@ at_err tn_fleet_open(const tn_fleet_cfg *cfg, tn_fleet **out, char *errmsg, size
         snprintf(errmsg, n, "a remote tracker needs the fleet key");
         return AT_EINVAL;
     }
-    if ((f = at_calloc(1, sizeof *f)) == NULL)
-        return AT_ENOMEM;
+    if ((f = at_calloc(1, sizeof *f)) == NULL) return AT_ENOMEM;
     f->cfg = *cfg;
     snprintf(f->device_key, sizeof f->device_key, "%s",
              cfg->device_key && cfg->device_key[0] ? cfg->device_key : "local");
     if (cfg->name)
         snprintf(f->name, sizeof f->name, "%s", cfg->name);
     else {
-        if (gethostname(host, sizeof host) != 0)
-            snprintf(host, sizeof host, "host");
+        if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "host");
         host[sizeof host - 1] = 0;
         snprintf(f->name, sizeof f->name, "tuner %s:%d", host, (int)getpid());
     }
-    if (f->cfg.priority == 0)
-        f->cfg.priority = 1;
-    if (f->cfg.wait_timeout_ms <= 0)
-        f->cfg.wait_timeout_ms = 600000;
+    if (f->cfg.priority == 0) f->cfg.priority = 1;
+    if (f->cfg.wait_timeout_ms <= 0) f->cfg.wait_timeout_ms = 600000;
     if (index_rebuild(f) != AT_OK) {
         at_free(f);
         return AT_ENOMEM;
@@ -219,8 +208,11 @@ at_err tn_fleet_open(const tn_fleet_cfg *cfg, tn_fleet **out, char *errmsg, size
         memset(k, 0, sizeof k);
         f->cfg.n_keys = 1;
         snprintf(f->url, sizeof f->url, "inproc://tn-fleet-%d-%d", (int)getpid(), ++counter);
-        if ((e = trk_open(&(trk_config){.listen_url = f->url, .keys = f->keys, .n_keys = 1,
-                                        .name = "embedded", .hold_ms = 1000},
+        if ((e = trk_open(&(trk_config){.listen_url = f->url,
+                                        .keys = f->keys,
+                                        .n_keys = 1,
+                                        .name = "embedded",
+                                        .hold_ms = 1000},
                           &f->trk, errmsg, n)) != AT_OK) {
             tn_fleet_close(f);
             return e;
@@ -259,23 +251,25 @@ at_err tn_fleet_open(const tn_fleet_cfg *cfg, tn_fleet **out, char *errmsg, size
         }
         f->cfg.keys = f->keys;
     }
-    if ((e = at_wire_client_open(&(at_wire_client_cfg){.url = f->url, .role = AT_WIRE_ROLE_TUNER,
-                                                       .name = f->name, .keys = f->keys,
+    if ((e = at_wire_client_open(&(at_wire_client_cfg){.url = f->url,
+                                                       .role = AT_WIRE_ROLE_TUNER,
+                                                       .name = f->name,
+                                                       .keys = f->keys,
                                                        .n_keys = f->cfg.n_keys,
                                                        .reconnect_max_ms = 2000},
                                  &f->client, errmsg, n)) != AT_OK) {
         tn_fleet_close(f);
         return e;
     }
-    snprintf(f->status, sizeof f->status, "connecting to %s", f->embedded ? "the embedded tracker" : f->url);
+    snprintf(f->status, sizeof f->status, "connecting to %s",
+             f->embedded ? "the embedded tracker" : f->url);
     *out = f;
     return AT_OK;
 }
 
 void tn_fleet_close(tn_fleet *f)
 {
-    if (f == NULL)
-        return;
+    if (f == NULL) return;
     if (f->client) { /* best effort: acknowledge what we have, leave no work behind */
         at_wire_msg req, rep;
         char err[256];
@@ -352,18 +346,15 @@ at_err tn_fleet_add_ref(tn_fleet *f, const kn_artifact *ref, uint8_t id[AT_WIRE_
     at_sha256_update(&s, ref->entry, strlen(ref->entry) + 1);
     at_sha256_final(&s, id);
     for (int i = 0; i < f->n_refs; i++)
-        if (memcmp(f->refs[i]->w.id, id, AT_WIRE_REFID_BYTES) == 0)
-            return AT_OK;
+        if (memcmp(f->refs[i]->w.id, id, AT_WIRE_REFID_BYTES) == 0) return AT_OK;
     if (f->n_refs == f->cap_refs) {
         int cap = f->cap_refs ? 2 * f->cap_refs : 8;
         fref **v = at_realloc(f->refs, (size_t)cap * sizeof *v);
-        if (v == NULL)
-            return AT_ENOMEM;
+        if (v == NULL) return AT_ENOMEM;
         f->refs = v;
         f->cap_refs = cap;
     }
-    if ((r = at_calloc(1, sizeof *r)) == NULL)
-        return AT_ENOMEM;
+    if ((r = at_calloc(1, sizeof *r)) == NULL) return AT_ENOMEM;
     memcpy(w.id, id, AT_WIRE_REFID_BYTES);
     tn_fleet_artifact(ref, &w.art, args);
     at_arena_init(&r->arena, ref->obj_size + 1024);
@@ -382,38 +373,34 @@ at_err tn_fleet_submit(tn_fleet *f, const tn_fleet_job *jobs, int n)
     for (int i = 0; i < n; i++) {
         if (jobs[i].w.id == NULL || jobs[i].w.id[0] == 0 || strlen(jobs[i].w.id) > AT_WIRE_MAX_NAME)
             return AT_EINVAL;
-        if (find_job(f, jobs[i].w.id) >= 0)
-            return AT_EEXIST;
+        if (find_job(f, jobs[i].w.id) >= 0) return AT_EEXIST;
         for (int k = 0; k < i; k++)
-            if (strcmp(jobs[k].w.id, jobs[i].w.id) == 0)
-                return AT_EEXIST;
+            if (strcmp(jobs[k].w.id, jobs[i].w.id) == 0) return AT_EEXIST;
     }
     if (f->n_jobs + n > f->cap_jobs) {
         int cap = f->cap_jobs ? f->cap_jobs : 64;
         fjob **v;
         while (cap < f->n_jobs + n)
             cap *= 2;
-        if ((v = at_realloc(f->jobs, (size_t)cap * sizeof *v)) == NULL)
-            return AT_ENOMEM;
+        if ((v = at_realloc(f->jobs, (size_t)cap * sizeof *v)) == NULL) return AT_ENOMEM;
         f->jobs = v;
         f->cap_jobs = cap;
     }
     for (int i = 0; i < n; i++) {
         fjob *j = at_calloc(1, sizeof *j);
-        if (j == NULL)
-            goto oom;
+        if (j == NULL) goto oom;
         at_arena_init(&j->arena, jobs[i].w.art.obj_size + 1024);
         j->j = jobs[i];
         if (at_wire_job_copy(&j->arena, &j->j.w, &jobs[i].w) != AT_OK ||
-            (j->j.state = at_arena_strdup(&j->arena, jobs[i].state ? jobs[i].state : "{}")) == NULL) {
+            (j->j.state = at_arena_strdup(&j->arena, jobs[i].state ? jobs[i].state : "{}")) ==
+                NULL) {
             fjob_free(j);
             goto oom;
         }
         f->jobs[f->n_jobs++] = j;
         f->n_live++;
     }
-    if (index_rebuild(f) != AT_OK)
-        goto oom;
+    if (index_rebuild(f) != AT_OK) goto oom;
     f->stats.n_submitted += n;
     return AT_OK;
 oom:
@@ -452,8 +439,7 @@ static at_err commit(tn_fleet *f, const fjob *j, const at_wire_result *r)
     rec_result row;
     rec_device dev;
     char note[256];
-    if (f->cfg.store == NULL)
-        return AT_OK;
+    if (f->cfg.store == NULL) return AT_OK;
     memset(&row, 0, sizeof row);
     dev.arch = r->dev.arch && r->dev.arch[0] ? r->dev.arch : "unknown";
     dev.model = r->dev.model && r->dev.model[0] ? r->dev.model : "unknown";
@@ -526,8 +512,7 @@ static at_err flush(tn_fleet *f, char *err, size_t n)
         }
         for (; k < f->n_jobs && nj < SUBMIT_JOBS_MAX && bytes < SUBMIT_BYTES_MAX; k++) {
             fjob *j = f->jobs[k];
-            if (j == NULL || j->sent)
-                continue;
+            if (j == NULL || j->sent) continue;
             if (j->j.w.has_ref) {
                 int have = 0;
                 for (int r = 0; r < f->n_refs; r++)
@@ -538,16 +523,17 @@ static at_err flush(tn_fleet *f, char *err, size_t n)
                             for (int q = 0; q < nr; q++)
                                 dup |= memcmp(rv[q].id, j->j.w.ref, AT_WIRE_REFID_BYTES) == 0;
                             if (!dup) {
-                                if (nr == AT_WIRE_MAX_REFS)
-                                    goto full;
+                                if (nr == AT_WIRE_MAX_REFS) goto full;
                                 rv[nr++] = f->refs[r]->w;
                                 bytes += f->refs[r]->w.art.obj_size;
                             }
                         }
                     }
                 if (!have) {
-                    snprintf(err, n, "job %s refers to a reference never added "
-                             "(tn_fleet_add_ref)", j->j.w.id);
+                    snprintf(err, n,
+                             "job %s refers to a reference never added "
+                             "(tn_fleet_add_ref)",
+                             j->j.w.id);
                     at_wire_msg_fini(&req);
                     return AT_EINVAL;
                 }
@@ -621,7 +607,8 @@ at_err tn_fleet_wait(tn_fleet *f, int timeout_ms, tn_fleet_result_fn fn, void *c
         at_wire_msg req, rep;
         double now = at_time_mono_s();
         int fresh, hold;
-        at_err e = at_wire_client_ensure(f->client, AT_MAX(200, AT_MIN(2000, (int)((deadline - now) * 1000))),
+        at_err e = at_wire_client_ensure(f->client,
+                                         AT_MAX(200, AT_MIN(2000, (int)((deadline - now) * 1000))),
                                          &fresh, err, sizeof err);
         if (e == AT_EAUTH || e == AT_EVERSION) {
             snprintf(f->status, sizeof f->status, "%s", err);
@@ -629,9 +616,9 @@ at_err tn_fleet_wait(tn_fleet *f, int timeout_ms, tn_fleet_result_fn fn, void *c
             return e;
         }
         if (e != AT_OK) {
-            snprintf(f->status, sizeof f->status, "waiting for the tracker at %.300s (%.300s)", f->url, err);
-            if (e != AT_ETIMEDOUT)
-                usleep(100000);
+            snprintf(f->status, sizeof f->status, "waiting for the tracker at %.300s (%.300s)",
+                     f->url, err);
+            if (e != AT_ETIMEDOUT) usleep(100000);
             continue;
         }
         if (fresh) {
@@ -640,7 +627,8 @@ at_err tn_fleet_wait(tn_fleet *f, int timeout_ms, tn_fleet_result_fn fn, void *c
             if (strcmp(w->tracker_id, f->tracker_id) != 0) {
                 if (f->tracker_id[0])
                     at_log_warn("tuner: the tracker restarted: resubmitting %d job(s) without a "
-                                "result", f->n_live);
+                                "result",
+                                f->n_live);
                 snprintf(f->tracker_id, sizeof f->tracker_id, "%s", w->tracker_id);
                 f->ack = 0;
             }
@@ -664,23 +652,20 @@ at_err tn_fleet_wait(tn_fleet *f, int timeout_ms, tn_fleet_result_fn fn, void *c
         now = at_time_mono_s();
         hold = (int)((deadline - now) * 1000);
         hold = hold < 0 ? 0 : hold > 1000 ? 1000 : hold;
-        if (f->n_live == 0)
-            hold = 0;
+        if (f->n_live == 0) hold = 0;
         at_wire_msg_init(&req, AT_WIRE_T_TUNER_POLL);
         req.u.tpoll.ack = f->ack;
         req.u.tpoll.hold_ms = hold;
         e = at_wire_client_call(f->client, &req, hold + 5000, &rep, err, sizeof err);
         at_wire_msg_fini(&req);
-        if (e != AT_OK)
-            continue;
+        if (e != AT_OK) continue;
         if (rep.type == AT_WIRE_T_RESULTS) {
             const at_wire_results *rs = &rep.u.results;
             for (int i = 0; i < rs->n_results; i++) {
                 uint64_t num = rs->first + (uint64_t)i;
                 const at_wire_result *r = &rs->results[i];
                 int k;
-                if (num < f->ack)
-                    continue; /* seen: our ack crossed this reply */
+                if (num < f->ack) continue; /* seen: our ack crossed this reply */
                 if ((k = find_job(f, r->id)) < 0) {
                     f->stats.n_duplicates++;
                     f->ack = num + 1;
@@ -693,22 +678,22 @@ at_err tn_fleet_wait(tn_fleet *f, int timeout_ms, tn_fleet_result_fn fn, void *c
                 f->ack = num + 1;
                 f->stats.n_results++;
                 got++;
-                if (fn)
-                    fn(ctx, &f->jobs[k]->j, r);
+                if (fn) fn(ctx, &f->jobs[k]->j, r);
                 remove_job(f, k);
             }
             f->n_agents = rs->n_agents;
             if (rs->n_agents > 0 || f->n_live == 0) {
                 f->no_agent_since = 0;
-                snprintf(f->status, sizeof f->status, "%d job(s) waiting: %d queued, %d in flight; "
-                         "%d agent(s)", f->n_live, rs->n_queued, rs->n_inflight, rs->n_agents);
+                snprintf(f->status, sizeof f->status,
+                         "%d job(s) waiting: %d queued, %d in flight; "
+                         "%d agent(s)",
+                         f->n_live, rs->n_queued, rs->n_inflight, rs->n_agents);
             } else if (f->no_agent_since == 0) {
                 f->no_agent_since = at_time_mono_s();
             }
         }
         at_wire_msg_fini(&rep);
-        if (got > 0)
-            return AT_OK;
+        if (got > 0) return AT_OK;
         if (f->no_agent_since > 0 && f->n_live > 0 &&
             at_time_mono_s() - f->no_agent_since > f->cfg.wait_timeout_ms / 1000.0) {
             snprintf(f->status, sizeof f->status, "no agent served key '%s' for %d s: giving up",
@@ -735,8 +720,7 @@ at_err tn_fleet_fail_pending(tn_fleet *f, int status, const char *text, tn_fleet
     }
     for (int k = 0; k < f->n_jobs; k++) {
         at_wire_result r;
-        if (f->jobs[k] == NULL)
-            continue;
+        if (f->jobs[k] == NULL) continue;
         memset(&r, 0, sizeof r);
         r.id = f->jobs[k]->j.w.id;
         r.status = status;
@@ -746,10 +730,8 @@ at_err tn_fleet_fail_pending(tn_fleet *f, int status, const char *text, tn_fleet
         r.agent = "";
         r.fingerprint = "";
         r.dev.arch = r.dev.model = r.dev.os = r.dev.driver = "";
-        if (commit(f, f->jobs[k], &r) != AT_OK)
-            e = AT_EIO;
-        if (fn)
-            fn(ctx, &f->jobs[k]->j, &r);
+        if (commit(f, f->jobs[k], &r) != AT_OK) e = AT_EIO;
+        if (fn) fn(ctx, &f->jobs[k]->j, &r);
         fjob_free(f->jobs[k]);
         f->jobs[k] = NULL;
         f->n_live--;

@@ -83,9 +83,15 @@ static int start_agent(runner *r, const char *url, const char *device_key, int b
                        agt_launcher *l, int batch)
 {
     char err[256];
-    if (agt_open(&(agt_config){.tracker_url = url, .device_key = device_key, .keys = &key,
-                               .n_keys = 1, .bench_ack = bench_ack, .launcher = l,
-                               .n_threads = 1, .max_batch = batch, .name = "bench"},
+    if (agt_open(&(agt_config){.tracker_url = url,
+                               .device_key = device_key,
+                               .keys = &key,
+                               .n_keys = 1,
+                               .bench_ack = bench_ack,
+                               .launcher = l,
+                               .n_threads = 1,
+                               .max_batch = batch,
+                               .name = "bench"},
                  &r->agt, err, sizeof err) != AT_OK) {
         fprintf(stderr, "bench_fleet: %s\n", err);
         return -1;
@@ -106,10 +112,9 @@ static tn_fleet_job *make_jobs(const at_wire_artifact *a, const uint8_t *ref_id,
 {
     tn_fleet_job *jobs = calloc((size_t)n, sizeof *jobs);
     *ids = calloc((size_t)n, sizeof **ids);
-    if (jobs == NULL || *ids == NULL)
-        exit(1);
+    if (jobs == NULL || *ids == NULL) exit(1);
     for (int i = 0; i < n; i++) {
-        snprintf((*ids)[i], sizeof (*ids)[i], "%s-%d", prefix, i);
+        snprintf((*ids)[i], sizeof(*ids)[i], "%s-%d", prefix, i);
         jobs[i].w.id = (*ids)[i];
         jobs[i].w.art = *a;
         at_wire_settings_default(&jobs[i].w.run);
@@ -141,13 +146,12 @@ static double run_jobs(tn_fleet *f, tn_fleet_job *jobs, int n, double limit_s)
 {
     double t0 = at_time_mono_s(), end = t0 + limit_s;
     count_ok = 0;
-    if (tn_fleet_submit(f, jobs, n) != AT_OK)
-        return -1;
+    if (tn_fleet_submit(f, jobs, n) != AT_OK) return -1;
     while (tn_fleet_pending(f) > 0 && at_time_mono_s() < end)
-        if (tn_fleet_wait(f, 1000, on_result, NULL) != AT_OK)
-            return -1;
+        if (tn_fleet_wait(f, 1000, on_result, NULL) != AT_OK) return -1;
     if (tn_fleet_pending(f) > 0 || count_ok != n) {
-        fprintf(stderr, "bench_fleet: %d of %d jobs measured (%s)\n", count_ok, n, tn_fleet_status(f));
+        fprintf(stderr, "bench_fleet: %d of %d jobs measured (%s)\n", count_ok, n,
+                tn_fleet_status(f));
         return -1;
     }
     return at_time_mono_s() - t0;
@@ -164,14 +168,12 @@ static int bench_dispatch(int quick)
     int n = quick ? 2000 : 20000, reps = quick ? 1 : 5;
     double rate[8];
 
-    if (start_tracker(&tr, url, sizeof url) != 0)
-        return 1;
+    if (start_tracker(&tr, url, sizeof url) != 0) return 1;
     for (int i = 0; i < N_BENCH_AGENTS; i++)
-        if (start_agent(&ag[i], url, "ack", 1, NULL, 64) != 0)
-            return 1;
-    if (tn_fleet_open(&(tn_fleet_cfg){.tracker = url, .keys = &key, .n_keys = 1,
-                                      .device_key = "ack"},
-                      &f, err, sizeof err) != AT_OK) {
+        if (start_agent(&ag[i], url, "ack", 1, NULL, 64) != 0) return 1;
+    if (tn_fleet_open(
+            &(tn_fleet_cfg){.tracker = url, .keys = &key, .n_keys = 1, .device_key = "ack"}, &f,
+            err, sizeof err) != AT_OK) {
         fprintf(stderr, "bench_fleet: %s\n", err);
         return 1;
     }
@@ -184,10 +186,8 @@ static int bench_dispatch(int quick)
         s = run_jobs(f, jobs, r == 0 ? 200 : n, 120);
         free(jobs);
         free(ids);
-        if (s < 0)
-            return 1;
-        if (r > 0)
-            rate[r - 1] = n / s;
+        if (s < 0) return 1;
+        if (r > 0) rate[r - 1] = n / s;
     }
     printf("bench fleet_dispatch %.0f jobs/s\n", median(rate, reps));
     printf("bench fleet_dispatch/goal_5000 %.2f x\n", median(rate, reps) / 5000.0);
@@ -207,9 +207,9 @@ static int trivial_artifact(kn_artifact **art)
     kn_ir *ir;
     kn_target t;
     char err[256];
-    if (kn_op_build("add:shape=64", &dag, err, sizeof err) != AT_OK || ss_state_new(dag, &st) != AT_OK ||
-        kn_lower(st, &ir, err, sizeof err) != AT_OK || kn_target_host(&t) != AT_OK ||
-        kn_build(ir, &t, NULL, art, err, sizeof err) != AT_OK) {
+    if (kn_op_build("add:shape=64", &dag, err, sizeof err) != AT_OK ||
+        ss_state_new(dag, &st) != AT_OK || kn_lower(st, &ir, err, sizeof err) != AT_OK ||
+        kn_target_host(&t) != AT_OK || kn_build(ir, &t, NULL, art, err, sizeof err) != AT_OK) {
         fprintf(stderr, "bench_fleet: %s\n", err);
         return -1;
     }
@@ -230,14 +230,12 @@ static int bench_e2e(int quick, const kn_artifact *art)
     int n = quick ? 64 : 512, reps = quick ? 1 : 5;
     double rate[8];
 
-    if (start_tracker(&tr, url, sizeof url) != 0)
-        return 1;
+    if (start_tracker(&tr, url, sizeof url) != 0) return 1;
     for (int i = 0; i < 2; i++)
-        if (start_agent(&ag[i], url, "sandbox", 0, launchers[i], 64) != 0)
-            return 1;
-    if (tn_fleet_open(&(tn_fleet_cfg){.tracker = url, .keys = &key, .n_keys = 1,
-                                      .device_key = "sandbox"},
-                      &f, err, sizeof err) != AT_OK)
+        if (start_agent(&ag[i], url, "sandbox", 0, launchers[i], 64) != 0) return 1;
+    if (tn_fleet_open(
+            &(tn_fleet_cfg){.tracker = url, .keys = &key, .n_keys = 1, .device_key = "sandbox"}, &f,
+            err, sizeof err) != AT_OK)
         return 1;
     tn_fleet_artifact(art, &a, args);
     tn_fleet_add_ref(f, art, ref_id);
@@ -250,10 +248,8 @@ static int bench_e2e(int quick, const kn_artifact *art)
         s = run_jobs(f, jobs, r == 0 ? 64 : n, 300);
         free(jobs);
         free(ids);
-        if (s < 0)
-            return 1;
-        if (r > 0)
-            rate[r - 1] = n / s;
+        if (s < 0) return 1;
+        if (r > 0) rate[r - 1] = n / s;
     }
     printf("bench fleet_e2e_sandboxed %.0f jobs/s\n", median(rate, reps));
     fflush(stdout);
@@ -282,8 +278,7 @@ static double latency(tn_fleet *f, const kn_artifact *art, const char *name, int
         s = run_jobs(f, jobs, 1, 60);
         free(jobs);
         free(ids);
-        if (s < 0)
-            return -1;
+        if (s < 0) return -1;
         if (r >= 2) /* two warm-ups: the reference is cached from then on */
             v[r - 2] = s;
     }
@@ -301,9 +296,9 @@ static int bench_latency(int quick, const kn_artifact *art)
     if (start_tracker(&tr, url, sizeof url) != 0 ||
         start_agent(&ag, url, "lat", 0, launchers[0], 16) != 0)
         return 1;
-    if (tn_fleet_open(&(tn_fleet_cfg){.tracker = url, .keys = &key, .n_keys = 1,
-                                      .device_key = "lat"},
-                      &f, err, sizeof err) != AT_OK)
+    if (tn_fleet_open(
+            &(tn_fleet_cfg){.tracker = url, .keys = &key, .n_keys = 1, .device_key = "lat"}, &f,
+            err, sizeof err) != AT_OK)
         return 1;
     tcp = latency(f, art, "lat-tcp", reps);
     tn_fleet_close(f);
@@ -313,8 +308,7 @@ static int bench_latency(int quick, const kn_artifact *art)
         return 1;
     emb = latency(e, art, "lat-emb", reps);
     tn_fleet_close(e);
-    if (tcp < 0 || emb < 0)
-        return 1;
+    if (tcp < 0 || emb < 0) return 1;
     printf("bench fleet_latency_tcp %.2f ms\n", tcp * 1e3);
     printf("bench fleet_latency_embedded %.2f ms\n", emb * 1e3);
     printf("bench fleet_latency_added %.2f ms\n", (tcp - emb) * 1e3);
@@ -340,8 +334,7 @@ int main(int argc, char **argv)
     memset(k, 0x42, sizeof k);
     at_wire_key_from_bytes(k, &key);
     rc |= bench_dispatch(quick);
-    if (trivial_artifact(&art) != 0)
-        return 1;
+    if (trivial_artifact(&art) != 0) return 1;
     rc |= bench_e2e(quick, art);
     rc |= bench_latency(quick, art);
     kn_artifact_free(art);

@@ -27,11 +27,9 @@ __attribute__((unused)) static const char *ft_build_dir(void)
     if (dir[0] == 0) {
         ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
         char *p;
-        if (n <= 0)
-            return "build/san";
+        if (n <= 0) return "build/san";
         dir[n] = 0;
-        if ((p = strstr(dir, "/tests/")) != NULL)
-            *p = 0;
+        if ((p = strstr(dir, "/tests/")) != NULL) *p = 0;
     }
     return dir;
 }
@@ -61,8 +59,7 @@ __attribute__((unused)) static const char *ft_tmpdir(void)
 {
     if (ft_tmp[0] == 0) {
         snprintf(ft_tmp, sizeof ft_tmp, "/tmp/at_fleet_XXXXXX");
-        if (mkdtemp(ft_tmp) == NULL)
-            abort();
+        if (mkdtemp(ft_tmp) == NULL) abort();
     }
     return ft_tmp;
 }
@@ -72,8 +69,7 @@ __attribute__((unused)) static void ft_rmtmp(void)
     char cmd[PATH_MAX + 32];
     if (ft_tmp[0]) {
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", ft_tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", ft_tmp);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", ft_tmp);
     }
 }
 
@@ -90,7 +86,8 @@ __attribute__((unused)) static void ft_sleep_ms(int ms)
 }
 
 /* Start argv[0] (a path) with stdout and stderr to files (NULL: /dev/null). */
-__attribute__((unused)) static pid_t ft_spawn(char *const argv[], const char *out_path, const char *err_path)
+__attribute__((unused)) static pid_t ft_spawn(char *const argv[], const char *out_path,
+                                              const char *err_path)
 {
     pid_t pid;
     fflush(stdout);
@@ -99,10 +96,8 @@ __attribute__((unused)) static pid_t ft_spawn(char *const argv[], const char *ou
     if (pid == 0) {
         int o = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
         int e = open(err_path ? err_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (o >= 0)
-            dup2(o, 1);
-        if (e >= 0)
-            dup2(e, 2);
+        if (o >= 0) dup2(o, 1);
+        if (e >= 0) dup2(e, 2);
         setpgid(0, 0);
         execv(argv[0], argv);
         _exit(127);
@@ -117,12 +112,9 @@ __attribute__((unused)) static int ft_wait(pid_t pid, double timeout_s)
     int st;
     for (;;) {
         pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            return st;
-        if (r < 0)
-            return -2;
-        if (ft_now() > end)
-            return -1;
+        if (r == pid) return st;
+        if (r < 0) return -2;
+        if (ft_now() > end) return -1;
         ft_sleep_ms(20);
     }
 }
@@ -130,8 +122,7 @@ __attribute__((unused)) static int ft_wait(pid_t pid, double timeout_s)
 /* SIGKILL the process group of 'pid' and reap it. */
 __attribute__((unused)) static void ft_kill(pid_t pid)
 {
-    if (pid <= 0)
-        return;
+    if (pid <= 0) return;
     kill(-pid, SIGKILL);
     kill(pid, SIGKILL);
     ft_wait(pid, 10);
@@ -142,21 +133,20 @@ __attribute__((unused)) static char *ft_read(const char *path)
 {
     char *s = NULL, err[256];
     size_t n;
-    if (at_file_read(path, &s, &n, err, sizeof err) != AT_OK)
-        return NULL;
+    if (at_file_read(path, &s, &n, err, sizeof err) != AT_OK) return NULL;
     return s;
 }
 
 /* Poll 'path' until it contains 'needle' (or the deadline); returns 1 when found. */
-__attribute__((unused)) static int ft_wait_for_text(const char *path, const char *needle, double timeout_s)
+__attribute__((unused)) static int ft_wait_for_text(const char *path, const char *needle,
+                                                    double timeout_s)
 {
     double end = ft_now() + timeout_s;
     do {
         char *s = ft_read(path);
         int found = s && strstr(s, needle) != NULL;
         at_free(s);
-        if (found)
-            return 1;
+        if (found) return 1;
         ft_sleep_ms(50);
     } while (ft_now() < end);
     return 0;
@@ -178,8 +168,9 @@ __attribute__((unused)) static const char *ft_keyfile(const char *name, at_wire_
 }
 
 /* Start the tracker command; returns its pid and sets *port (read from its ready line). */
-__attribute__((unused)) static pid_t ft_start_tracker(const char *key_path, int port, const char *out, const char *err,
-                              const char *const *extra, int *port_out)
+__attribute__((unused)) static pid_t ft_start_tracker(const char *key_path, int port,
+                                                      const char *out, const char *err,
+                                                      const char *const *extra, int *port_out)
 {
     char bin[PATH_MAX], port_s[16];
     char *argv[32];
@@ -202,8 +193,7 @@ __attribute__((unused)) static pid_t ft_start_tracker(const char *key_path, int 
     *port_out = 0;
     if (ft_wait_for_text(out, "tracker ready port=", 30)) {
         char *s = ft_read(out), *p = s ? strstr(s, "port=") : NULL;
-        if (p)
-            *port_out = atoi(p + 5);
+        if (p) *port_out = atoi(p + 5);
         at_free(s);
     }
     return pid;
@@ -211,20 +201,18 @@ __attribute__((unused)) static pid_t ft_start_tracker(const char *key_path, int 
 
 /* Compile C source to an object with gcc -O2 -fPIC (or 'cc' and 'flags'); the caller owns
 ** *obj (at_free).  Returns 0 on success. */
-__attribute__((unused)) static int ft_compile(const char *cc, const char *flags, const char *src, const char *name,
-                      uint8_t **obj, size_t *n)
+__attribute__((unused)) static int ft_compile(const char *cc, const char *flags, const char *src,
+                                              const char *name, uint8_t **obj, size_t *n)
 {
     char c_path[PATH_MAX], o_path[PATH_MAX], cmd[3 * PATH_MAX], err[256];
     FILE *f;
     snprintf(c_path, sizeof c_path, "%s/%s.c", ft_tmpdir(), name);
     snprintf(o_path, sizeof o_path, "%s/%s.o", ft_tmpdir(), name);
-    if ((f = fopen(c_path, "w")) == NULL)
-        return -1;
+    if ((f = fopen(c_path, "w")) == NULL) return -1;
     fputs(src, f);
     fclose(f);
     snprintf(cmd, sizeof cmd, "%s %s -c -o '%s' '%s'", cc, flags, o_path, c_path);
-    if (system(cmd) != 0)
-        return -1;
+    if (system(cmd) != 0) return -1;
     return at_file_read(o_path, (char **)obj, n, err, sizeof err) == AT_OK ? 0 : -1;
 }
 

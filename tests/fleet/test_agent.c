@@ -28,21 +28,28 @@ static const char kernels_src[] =
     "#define N 250\n"
     "static void good(void *const *b) { const float *x = b[0]; float *o = b[1];\n"
     "  for (int i = 0; i < N; i++) o[i] = x[i] * 2.0f + 1.0f; }\n"
-    "int32_t k_good(void *const *b, void *ws, const void *par) { (void)ws; (void)par; good(b); return 0; }\n"
-    "int32_t k_wrong(void *const *b, void *ws, const void *par) { const float *x = b[0]; float *o = b[1];\n"
+    "int32_t k_good(void *const *b, void *ws, const void *par) { (void)ws; (void)par; good(b); "
+    "return 0; }\n"
+    "int32_t k_wrong(void *const *b, void *ws, const void *par) { const float *x = b[0]; float *o "
+    "= b[1];\n"
     "  (void)ws; (void)par; for (int i = 0; i < N; i++) o[i] = x[i] * 3.0f; return 0; }\n"
     "int32_t k_segv(void *const *b, void *ws, const void *par) { (void)b; (void)ws; (void)par;\n"
     "  *(volatile int *)(uintptr_t)16 = 1; return 0; }\n"
-    "int32_t k_loop(void *const *b, void *ws, const void *par) { volatile int go = 1; (void)b; (void)ws;\n"
+    "int32_t k_loop(void *const *b, void *ws, const void *par) { volatile int go = 1; (void)b; "
+    "(void)ws;\n"
     "  (void)par; while (go) {} return 0; }\n"
-    "int32_t k_oob_guard(void *const *b, void *ws, const void *par) { float *o = b[1]; (void)ws; (void)par;\n"
+    "int32_t k_oob_guard(void *const *b, void *ws, const void *par) { float *o = b[1]; (void)ws; "
+    "(void)par;\n"
     "  good(b); ((volatile float *)o)[256 + 8] = 1.0f; return 0; }\n"
-    "int32_t k_oob_canary(void *const *b, void *ws, const void *par) { float *o = b[1]; (void)ws; (void)par;\n"
+    "int32_t k_oob_canary(void *const *b, void *ws, const void *par) { float *o = b[1]; (void)ws; "
+    "(void)par;\n"
     "  good(b); ((volatile float *)o)[N + 1] = 1.0f; return 0; }\n"
     "int32_t k_input(void *const *b, void *ws, const void *par) { (void)ws; (void)par; good(b);\n"
     "  ((volatile float *)b[0])[3] = 42.0f; return 0; }\n"
-    "int32_t k_ret(void *const *b, void *ws, const void *par) { (void)ws; (void)par; good(b); return 7; }\n"
-    "int32_t k_spin(void *const *b, void *ws, const void *par) { volatile long s = 0; (void)ws; (void)par;\n"
+    "int32_t k_ret(void *const *b, void *ws, const void *par) { (void)ws; (void)par; good(b); "
+    "return 7; }\n"
+    "int32_t k_spin(void *const *b, void *ws, const void *par) { volatile long s = 0; (void)ws; "
+    "(void)par;\n"
     "  for (long i = 0; i < 300000000L; i++) s += i; good(b); return 0; }\n"
     "#if defined(__x86_64__)\n"
     "int32_t k_syscall(void *const *b, void *ws, const void *par) { long r; (void)ws; (void)par;\n"
@@ -95,8 +102,7 @@ static pid_t start_agent(const char *name, const char *extra)
     argv[n++] = (char *)"1";
     argv[n++] = (char *)"--reconnect-max-ms";
     argv[n++] = (char *)"300";
-    if (extra)
-        argv[n++] = (char *)extra;
+    if (extra) argv[n++] = (char *)extra;
     argv[n] = NULL;
     return ft_spawn(argv, out, out);
 }
@@ -112,8 +118,7 @@ static void on_result(void *ctx, const tn_fleet_job *job, const at_wire_result *
 {
     got *g = ctx;
     (void)job;
-    if (g->n >= 64)
-        return;
+    if (g->n >= 64) return;
     snprintf(g->ids[g->n], sizeof g->ids[0], "%s", r->id);
     g->status[g->n] = r->status;
     snprintf(g->text[g->n], sizeof g->text[0], "%s", r->error ? r->error : "");
@@ -123,8 +128,7 @@ static void on_result(void *ctx, const tn_fleet_job *job, const at_wire_result *
 static int find(const got *g, const char *id)
 {
     for (int i = 0; i < g->n; i++)
-        if (strcmp(g->ids[i], id) == 0)
-            return i;
+        if (strcmp(g->ids[i], id) == 0) return i;
     return -1;
 }
 
@@ -168,15 +172,18 @@ static void test_bad_kernels_each_get_their_code(void **unused)
     agent = start_agent("agent-errors", NULL);
     snprintf(db, sizeof db, "%s/errors.db", ft_tmpdir());
     assert_int_equal(rec_store_open(db, REC_OPEN_CREATE, &st, err, sizeof err), AT_OK);
-    assert_int_equal(rec_task_add(st, &(rec_task){"0123456789abcdef0123456789abcdef",
-                                                  "llvm -mcpu=native", "x86", "test kernels", 500},
+    assert_int_equal(rec_task_add(st,
+                                  &(rec_task){"0123456789abcdef0123456789abcdef",
+                                              "llvm -mcpu=native", "x86", "test kernels", 500},
                                   &task),
                      AT_OK);
     snprintf(url, sizeof url, "127.0.0.1:%d", port);
-    assert_int_equal(tn_fleet_open(&(tn_fleet_cfg){.tracker = url, .keys = &fleet_key, .n_keys = 1,
-                                                   .device_key = "x86", .store = st},
-                                   &f, err, sizeof err),
-                     AT_OK);
+    assert_int_equal(
+        tn_fleet_open(
+            &(tn_fleet_cfg){
+                .tracker = url, .keys = &fleet_key, .n_keys = 1, .device_key = "x86", .store = st},
+            &f, err, sizeof err),
+        AT_OK);
     memset(&ref, 0, sizeof ref);
     ref.obj = obj;
     ref.obj_size = obj_n;
@@ -208,8 +215,7 @@ static void test_bad_kernels_each_get_their_code(void **unused)
             jobs[i].w.art.obj = garbage;
             jobs[i].w.art.obj_size = sizeof garbage;
         }
-        if (strcmp(cases[i].id, "arm") == 0)
-            jobs[i].w.art.triple = "aarch64-linux-gnu";
+        if (strcmp(cases[i].id, "arm") == 0) jobs[i].w.art.triple = "aarch64-linux-gnu";
     }
     assert_int_equal(tn_fleet_submit(f, jobs, N), AT_OK);
     memset(&g, 0, sizeof g);
@@ -267,10 +273,11 @@ static void test_sigterm_returns_jobs(void **unused)
 
     a1 = start_agent("agent-term-1", NULL);
     snprintf(url, sizeof url, "127.0.0.1:%d", port);
-    assert_int_equal(tn_fleet_open(&(tn_fleet_cfg){.tracker = url, .keys = &fleet_key, .n_keys = 1,
-                                                   .device_key = "x86"},
-                                   &f, err, sizeof err),
-                     AT_OK);
+    assert_int_equal(
+        tn_fleet_open(
+            &(tn_fleet_cfg){.tracker = url, .keys = &fleet_key, .n_keys = 1, .device_key = "x86"},
+            &f, err, sizeof err),
+        AT_OK);
     memset(&ref, 0, sizeof ref);
     ref.obj = obj;
     ref.obj_size = obj_n;
@@ -355,8 +362,7 @@ static void test_agent_refuses_an_impostor_tracker(void **unused)
     end = ft_now() + 60;
     while (answered < 9 && ft_now() < end) {
         nng_msg *m;
-        if (nng_recvmsg(rep, &m, 0) != 0)
-            continue;
+        if (nng_recvmsg(rep, &m, 0) != 0) continue;
         nng_msg_clear(m);
         if (answered % 3 == 0) { /* random bytes */
             for (int i = 0; i < 300; i++)
@@ -407,8 +413,7 @@ static int setup(void **state)
     key_path = ft_keyfile("fleet.key", &fleet_key);
     snprintf(tracker_out, sizeof tracker_out, "%s/tracker.out", ft_tmpdir());
     snprintf(tracker_err, sizeof tracker_err, "%s/tracker.err", ft_tmpdir());
-    if (ft_compile("gcc", "-O2 -fPIC", kernels_src, "kernels", &obj, &obj_n) != 0)
-        return -1;
+    if (ft_compile("gcc", "-O2 -fPIC", kernels_src, "kernels", &obj, &obj_n) != 0) return -1;
     tracker_pid = ft_start_tracker(key_path, 0, tracker_out, tracker_err,
                                    (const char *const[]){"--log-level", "debug", NULL}, &port);
     return port > 0 ? 0 : -1;
@@ -419,12 +424,10 @@ static int teardown(void **state)
     (void)state;
     if (tracker_pid > 0) {
         kill(tracker_pid, SIGTERM);
-        if (ft_wait(tracker_pid, 10) < 0)
-            ft_kill(tracker_pid);
+        if (ft_wait(tracker_pid, 10) < 0) ft_kill(tracker_pid);
     }
     at_free(obj);
-    if (getenv("AT_KEEP_TMP") == NULL)
-        ft_rmtmp();
+    if (getenv("AT_KEEP_TMP") == NULL) ft_rmtmp();
     return 0;
 }
 

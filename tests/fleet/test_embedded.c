@@ -28,8 +28,7 @@ static void on_result(void *ctx, const tn_fleet_job *job, const at_wire_result *
     if (r->status != AT_MEASURE_NO_ERROR)
         fprintf(stderr, "job %s: %s: %s\n", r->id, at_measure_name(r->status), r->error);
     t->ok += r->status == AT_MEASURE_NO_ERROR;
-    if (t->n < 8)
-        t->status[t->n] = r->status;
+    if (t->n < 8) t->status[t->n] = r->status;
     t->n++;
 }
 
@@ -69,9 +68,9 @@ static void test_embedded_measures_random_schedules(void **unused)
     assert_int_equal(rec_store_open(db, REC_OPEN_CREATE, &st, err, sizeof err), AT_OK);
     assert_int_equal(rec_run_begin(st, "test_embedded", TN_VERSION, &run, uuid), AT_OK);
     assert_int_equal(kn_target_host(&target), AT_OK);
-    assert_int_equal(tn_fleet_open(&(tn_fleet_cfg){.store = st, .embedded_threads = 2}, &f, err,
-                                   sizeof err),
-                     AT_OK);
+    assert_int_equal(
+        tn_fleet_open(&(tn_fleet_cfg){.store = st, .embedded_threads = 2}, &f, err, sizeof err),
+        AT_OK);
     assert_non_null(tn_fleet_embedded_url(f));
     at_rng_seed(&rng, 2024);
     for (int o = 0; o < 2; o++) {
@@ -86,10 +85,10 @@ static void test_embedded_measures_random_schedules(void **unused)
         assert_int_equal(kn_op_build(specs[o], &dag, err, sizeof err), AT_OK);
         at_buf_init(&text);
         ss_dag_print(dag, &text);
-        assert_int_equal(rec_task_add(st, &(rec_task){dag->key, target.text, "local", text.data,
-                                                      dag->flops},
-                                      &task),
-                         AT_OK);
+        assert_int_equal(
+            rec_task_add(st, &(rec_task){dag->key, target.text, "local", text.data, dag->flops},
+                         &task),
+            AT_OK);
         at_buf_fini(&text);
         assert_int_equal(ss_state_new(dag, &naive), AT_OK);
         assert_int_equal(kn_lower(naive, &ir, err, sizeof err), AT_OK);
@@ -102,8 +101,7 @@ static void test_embedded_measures_random_schedules(void **unused)
             sg_stats sgs;
             at_buf json;
             int dup = 0;
-            if (sg_random_state(dag, &rng, &s, &sgs) != AT_OK)
-                continue;
+            if (sg_random_state(dag, &rng, &s, &sgs) != AT_OK) continue;
             at_buf_init(&json);
             ss_state_to_json(s, &json);
             for (int k = 0; k < n; k++)
@@ -180,20 +178,25 @@ static void test_no_agent_gives_up_after_wait_timeout(void **unused)
 
     memset(k, 9, sizeof k);
     at_wire_key_from_bytes(k, &key);
-    assert_int_equal(trk_open(&(trk_config){.listen_url = "tcp://127.0.0.1:0", .keys = &key,
-                                            .n_keys = 1, .hold_ms = 200},
+    assert_int_equal(trk_open(&(trk_config){.listen_url = "tcp://127.0.0.1:0",
+                                            .keys = &key,
+                                            .n_keys = 1,
+                                            .hold_ms = 200},
                               &trk, err, sizeof err),
                      AT_OK);
     assert_int_equal(pthread_create(&th, NULL, run_tracker, trk), 0);
     snprintf(url, sizeof url, "127.0.0.1:%d", trk_port(trk));
     snprintf(db, sizeof db, "%s/giveup.db", ft_tmpdir());
     assert_int_equal(rec_store_open(db, REC_OPEN_CREATE, &st, err, sizeof err), AT_OK);
-    assert_int_equal(rec_task_add(st, &(rec_task){"fedcba9876543210fedcba9876543210", "llvm",
-                                                  "phone", "dag", 1},
-                                  &task),
-                     AT_OK);
-    assert_int_equal(tn_fleet_open(&(tn_fleet_cfg){.tracker = url, .keys = &key, .n_keys = 1,
-                                                   .device_key = "phone", .store = st,
+    assert_int_equal(
+        rec_task_add(st, &(rec_task){"fedcba9876543210fedcba9876543210", "llvm", "phone", "dag", 1},
+                     &task),
+        AT_OK);
+    assert_int_equal(tn_fleet_open(&(tn_fleet_cfg){.tracker = url,
+                                                   .keys = &key,
+                                                   .n_keys = 1,
+                                                   .device_key = "phone",
+                                                   .store = st,
                                                    .wait_timeout_ms = 1000},
                                    &f, err, sizeof err),
                      AT_OK);
@@ -217,9 +220,8 @@ static void test_no_agent_gives_up_after_wait_timeout(void **unused)
     assert_int_equal(e, AT_ETIMEDOUT);
     assert_non_null(strstr(tn_fleet_status(f), "phone"));
     memset(&t, 0, sizeof t);
-    assert_int_equal(tn_fleet_fail_pending(f, AT_MEASURE_DEVICE_LOST, tn_fleet_status(f),
-                                           on_result, &t),
-                     AT_OK);
+    assert_int_equal(
+        tn_fleet_fail_pending(f, AT_MEASURE_DEVICE_LOST, tn_fleet_status(f), on_result, &t), AT_OK);
     assert_int_equal(t.n, 2);
     assert_int_equal(tn_fleet_pending(f), 0);
     assert_int_equal(count_rows(st, AT_MEASURE_DEVICE_LOST), 2);
@@ -237,8 +239,7 @@ static int count_symbols(const char *bin, const char *pattern)
     int n = -1;
     snprintf(cmd, sizeof cmd, "nm '%s' 2>/dev/null | grep -ciE '%s'", bin, pattern);
     if ((p = popen(cmd, "r")) != NULL) {
-        if (fscanf(p, "%d", &n) != 1)
-            n = -1;
+        if (fscanf(p, "%d", &n) != 1) n = -1;
         pclose(p);
     }
     return n;
@@ -265,8 +266,7 @@ static void test_agent_binaries_hold_no_llvm_sqlite_xgboost(void **unused)
 static int teardown(void **state)
 {
     (void)state;
-    if (getenv("AT_KEEP_TMP") == NULL)
-        ft_rmtmp();
+    if (getenv("AT_KEEP_TMP") == NULL) ft_rmtmp();
     return 0;
 }
 

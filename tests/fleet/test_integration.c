@@ -29,8 +29,8 @@ static char start_file[PATH_MAX];
 static int port;
 static pid_t tracker_pid;
 static char tracker_out[PATH_MAX], tracker_err[PATH_MAX];
-static const char *const tracker_flags[] = {"--lease-ms", "3000", "--heartbeat-ms", "300",
-                                            "--hold-ms", "500", "--log-level", "info", NULL};
+static const char *const tracker_flags[] = {
+    "--lease-ms", "3000", "--heartbeat-ms", "300", "--hold-ms", "500", "--log-level", "info", NULL};
 
 static pid_t start_agent(const char *name, const char *device_key, int aarch64)
 {
@@ -127,8 +127,7 @@ static int64_t rows_of(const char *db)
     if (access(db, R_OK) != 0 ||
         rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err) != AT_OK)
         return 0;
-    if (rec_store_count(st, &n, NULL, NULL, NULL) != AT_OK)
-        n = -1;
+    if (rec_store_count(st, &n, NULL, NULL, NULL) != AT_OK) n = -1;
     rec_store_close(st);
     return n;
 }
@@ -156,8 +155,7 @@ static void check_store(const char *db, int n_expected, int n_arm_expected)
         }
         if (strcmp(r->device_key, "arm") == 0) {
             arm++;
-            if (r->status == AT_MEASURE_NO_ERROR)
-                assert_string_equal(r->device.arch, "aarch64");
+            if (r->status == AT_MEASURE_NO_ERROR) assert_string_equal(r->device.arch, "aarch64");
         } else if (r->status == AT_MEASURE_NO_ERROR) {
             assert_string_equal(r->device.arch, "x86_64");
         }
@@ -168,7 +166,7 @@ static void check_store(const char *db, int n_expected, int n_arm_expected)
             lost, other, arm);
     assert_int_equal(n, n_expected); /* exactly one row per job: job ids are UNIQUE */
     assert_true(arm >= n_arm_expected * 9 / 10 && arm <= n_arm_expected);
-    assert_int_equal(other, 0);      /* valid schedules: no crash, no wrong answer */
+    assert_int_equal(other, 0); /* valid schedules: no crash, no wrong answer */
     assert_true(ok >= n_expected - 5);
 }
 
@@ -214,18 +212,15 @@ static void run_scale(const scale *sc)
         ft_sleep_ms(200);
     {
         FILE *go = fopen(start_file, "w"); /* both submit now, at the same time */
-        if (go)
-            fclose(go);
+        if (go) fclose(go);
     }
     fprintf(stderr, "[%.1f s] both tuners built their candidates and submit them\n",
             ft_now() - start);
     while (ft_now() < end && (st_a < 0 || st_b < 0)) {
         int64_t done = rows_of(db_a) + rows_of(db_b);
         int total = sc->n_a + sc->n_b_x86 + sc->n_b_arm;
-        if (st_a < 0)
-            st_a = ft_wait(ca, 0);
-        if (st_b < 0)
-            st_b = ft_wait(cb, 0);
+        if (st_a < 0) st_a = ft_wait(ca, 0);
+        if (st_b < 0) st_b = ft_wait(cb, 0);
         if (ft_wait(tracker_pid, 0) >= 0) {
             fprintf(stderr, "the tracker died on its own: see %s\n", tracker_err);
             break;
@@ -255,8 +250,8 @@ static void run_scale(const scale *sc)
                     (long long)done);
             ft_kill(tracker_pid);
             ft_sleep_ms(1000);
-            tracker_pid = ft_start_tracker(key_path, p, tracker_out, tracker_err, tracker_flags,
-                                           &port);
+            tracker_pid =
+                ft_start_tracker(key_path, p, tracker_out, tracker_err, tracker_flags, &port);
             assert_int_equal(port, p);
             fprintf(stderr, "[%.1f s] tracker restarted\n", ft_now() - start);
             kills_tracker++;
@@ -274,10 +269,8 @@ static void run_scale(const scale *sc)
         fprintf(stderr, "tuner B: %s", d ? d : "(no summary)\n");
         at_free(text);
     }
-    if (st_a < 0)
-        ft_kill(ca);
-    if (st_b < 0)
-        ft_kill(cb);
+    if (st_a < 0) ft_kill(ca);
+    if (st_b < 0) ft_kill(cb);
     assert_true(st_a >= 0 && WIFEXITED(st_a) && WEXITSTATUS(st_a) == 0);
     assert_true(st_b >= 0 && WIFEXITED(st_b) && WEXITSTATUS(st_b) == 0);
     assert_int_equal(kills_agent, sc->agent_kills);
@@ -299,10 +292,8 @@ static void run_scale(const scale *sc)
     assert_int_equal(ft_wait(arm, 0), -1);
     kill(arm, SIGTERM);
     for (int i = 0; i < 3; i++)
-        if (agents[i] > 0 && ft_wait(agents[i], 30) < 0)
-            ft_kill(agents[i]);
-    if (ft_wait(arm, 30) < 0)
-        ft_kill(arm);
+        if (agents[i] > 0 && ft_wait(agents[i], 30) < 0) ft_kill(agents[i]);
+    if (ft_wait(arm, 30) < 0) ft_kill(arm);
 }
 
 static void test_fleet_survives_agent_and_tracker_kills(void **unused)
@@ -334,11 +325,9 @@ static int teardown(void **state)
     (void)state;
     if (tracker_pid > 0) {
         kill(tracker_pid, SIGTERM);
-        if (ft_wait(tracker_pid, 10) < 0)
-            ft_kill(tracker_pid);
+        if (ft_wait(tracker_pid, 10) < 0) ft_kill(tracker_pid);
     }
-    if (getenv("AT_KEEP_TMP") == NULL)
-        ft_rmtmp();
+    if (getenv("AT_KEEP_TMP") == NULL) ft_rmtmp();
     return 0;
 }
 

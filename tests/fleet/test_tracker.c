@@ -36,11 +36,11 @@ static at_wire_client *connect_as(int role, const char *name, const at_wire_key 
 {
     at_wire_client *c;
     char err[256];
-    assert_int_equal(at_wire_client_open(&(at_wire_client_cfg){.url = url, .role = role,
-                                                               .name = name, .keys = k,
-                                                               .n_keys = 1},
-                                         &c, err, sizeof err),
-                     AT_OK);
+    assert_int_equal(
+        at_wire_client_open(
+            &(at_wire_client_cfg){.url = url, .role = role, .name = name, .keys = k, .n_keys = 1},
+            &c, err, sizeof err),
+        AT_OK);
     return c;
 }
 
@@ -91,8 +91,7 @@ static at_err agent_poll(at_wire_client *c, int want, char done[][64], int n_don
     req.u.apoll.results = res;
     req.u.apoll.n_results = n_done;
     e = at_wire_client_call(c, &req, timeout_ms, &rep, err, sizeof err);
-    if (e != AT_OK)
-        return e;
+    if (e != AT_OK) return e;
     if (rep.type != AT_WIRE_T_AGENT_WORK) {
         at_wire_msg_fini(&rep);
         return AT_EPROTO;
@@ -145,8 +144,8 @@ static int tuner_submit(at_wire_client *c, const char *device_key, int prio, con
         size_t len = 0;
         keys_text[0] = 0;
         for (int i = 0; i < rep.u.submitted.n_keys; i++)
-            len += (size_t)snprintf(keys_text + len, keys_n - len, "%s:%d ", rep.u.submitted.keys[i].key,
-                                    rep.u.submitted.keys[i].n_agents);
+            len += (size_t)snprintf(keys_text + len, keys_n - len, "%s:%d ",
+                                    rep.u.submitted.keys[i].key, rep.u.submitted.keys[i].n_agents);
     }
     at_wire_msg_fini(&rep);
     return agents;
@@ -169,8 +168,7 @@ static int tuner_poll(at_wire_client *c, uint64_t ack, int hold_ms, char ids[][6
         snprintf(ids[i], 64, "%s", rep.u.results.results[i].id);
         status[i] = rep.u.results.results[i].status;
     }
-    if (first)
-        *first = rep.u.results.first;
+    if (first) *first = rep.u.results.first;
     at_wire_msg_fini(&rep);
     return n;
 }
@@ -378,8 +376,7 @@ static nng_socket raw_open(void)
 static int raw_call(nng_socket s, const void *p, size_t n, char **out, size_t *out_n)
 {
     int rv;
-    if ((rv = nng_send(s, (void *)p, n, 0)) != 0)
-        return rv;
+    if ((rv = nng_send(s, (void *)p, n, 0)) != 0) return rv;
     return nng_recv(s, out, out_n, NNG_FLAG_ALLOC);
 }
 
@@ -582,8 +579,10 @@ static void test_rotation_and_http_status(void **unused)
     memset(k, 3, sizeof k);
     at_wire_key_from_bytes(k, &third);
     assert_int_equal(trk_open(&(trk_config){.listen_url = "tcp://127.0.0.1:0",
-                                            .keys = (at_wire_key[]){key, other_key}, .n_keys = 2,
-                                            .http_url = "http://127.0.0.1:0", .name = "rotating"},
+                                            .keys = (at_wire_key[]){key, other_key},
+                                            .n_keys = 2,
+                                            .http_url = "http://127.0.0.1:0",
+                                            .name = "rotating"},
                               &t2, err, sizeof err),
                      AT_OK);
     assert_int_equal(pthread_create(&th, NULL, run_tracker, t2), 0);
@@ -592,7 +591,8 @@ static void test_rotation_and_http_status(void **unused)
         const at_wire_key *use = i == 0 ? &key : i == 1 ? &other_key : &third;
         assert_int_equal(at_wire_client_open(&(at_wire_client_cfg){.url = url2,
                                                                    .role = AT_WIRE_ROLE_AGENT,
-                                                                   .name = "rot", .keys = use,
+                                                                   .name = "rot",
+                                                                   .keys = use,
                                                                    .n_keys = 1},
                                              &c, err, sizeof err),
                          AT_OK);
@@ -633,8 +633,12 @@ static int setup(void **state)
     at_wire_key_from_bytes(k, &key);
     memset(k, 2, sizeof k);
     at_wire_key_from_bytes(k, &other_key);
-    if (trk_open(&(trk_config){.listen_url = "tcp://127.0.0.1:0", .keys = &key, .n_keys = 1,
-                               .lease_ms = 400, .heartbeat_ms = 100, .hold_ms = 200,
+    if (trk_open(&(trk_config){.listen_url = "tcp://127.0.0.1:0",
+                               .keys = &key,
+                               .n_keys = 1,
+                               .lease_ms = 400,
+                               .heartbeat_ms = 100,
+                               .hold_ms = 200,
                                .max_attempts = 2},
                  &trk, err, sizeof err) != AT_OK) {
         fprintf(stderr, "%s\n", err);

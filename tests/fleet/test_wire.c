@@ -306,8 +306,7 @@ static void test_malformed_frames(void **unused)
             c[at_rng_below(&rng, b.len)] = (char)at_rng_u64(&rng);
         at_err e = at_wire_decode(NULL, c, b.len, &o, err, sizeof err);
         assert_true(e == AT_OK || e == AT_EPROTO || e == AT_EVERSION);
-        if (e != AT_OK)
-            assert_true(err[0] != 0);
+        if (e != AT_OK) assert_true(err[0] != 0);
         at_wire_msg_fini(&o);
         at_free(c);
     }
@@ -326,8 +325,7 @@ static void test_malformed_frames(void **unused)
     /* an array claiming 2^32-1 items in a few bytes: refused before any allocation */
     {
         uint8_t evil[5 + 1 + AT_WIRE_TAG_BYTES] = {0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0};
-        assert_int_equal(at_wire_decode(NULL, evil, sizeof evil, &o, err, sizeof err),
-                         AT_EPROTO);
+        assert_int_equal(at_wire_decode(NULL, evil, sizeof evil, &o, err, sizeof err), AT_EPROTO);
         assert_non_null(strstr(err, "container larger"));
     }
     /* deep nesting */
@@ -344,9 +342,9 @@ static void test_malformed_frames(void **unused)
     /* oversized */
     {
         char *huge = at_calloc(1, (size_t)AT_WIRE_MAX_MSG + 1);
-        assert_int_equal(at_wire_decode(NULL, huge, (size_t)AT_WIRE_MAX_MSG + 1, &o, err,
-                                        sizeof err),
-                         AT_EPROTO);
+        assert_int_equal(
+            at_wire_decode(NULL, huge, (size_t)AT_WIRE_MAX_MSG + 1, &o, err, sizeof err),
+            AT_EPROTO);
         assert_non_null(strstr(err, "over the limit"));
         at_free(huge);
     }
@@ -389,12 +387,14 @@ static void test_hmac_vectors(void **unused)
 {
     uint8_t out[32];
     uint8_t key20[20], data50[50];
-    static const uint8_t want2[32] = {
-        0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e, 0x6a, 0x04, 0x24, 0x26, 0x08, 0x95, 0x75, 0xc7,
-        0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27, 0x39, 0x83, 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
-    static const uint8_t want3[32] = {
-        0x77, 0x3e, 0xa9, 0x1e, 0x36, 0x80, 0x0e, 0x46, 0x85, 0x4d, 0xb8, 0xeb, 0xd0, 0x91, 0x81, 0xa7,
-        0x29, 0x59, 0x09, 0x8b, 0x3e, 0xf8, 0xc1, 0x22, 0xd9, 0x63, 0x55, 0x14, 0xce, 0xd5, 0x65, 0xfe};
+    static const uint8_t want2[32] = {0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e,
+                                      0x6a, 0x04, 0x24, 0x26, 0x08, 0x95, 0x75, 0xc7,
+                                      0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27, 0x39, 0x83,
+                                      0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
+    static const uint8_t want3[32] = {0x77, 0x3e, 0xa9, 0x1e, 0x36, 0x80, 0x0e, 0x46,
+                                      0x85, 0x4d, 0xb8, 0xeb, 0xd0, 0x91, 0x81, 0xa7,
+                                      0x29, 0x59, 0x09, 0x8b, 0x3e, 0xf8, 0xc1, 0x22,
+                                      0xd9, 0x63, 0x55, 0x14, 0xce, 0xd5, 0x65, 0xfe};
     (void)unused;
     /* RFC 4231 test cases 2 and 3 */
     at_hmac_sha256((const uint8_t *)"Jefe", 4, "what do ya want for nothing?", 28, out);
@@ -495,13 +495,15 @@ static void test_key_files(void **unused)
     unlink(path);
     assert_int_equal(at_wire_key_load(path, &k2, err, sizeof err), AT_EIO);
     assert_int_equal(at_wire_key_parse("zz", 2, &k2), AT_EINVAL);
-    assert_int_equal(at_wire_key_parse(
-                         "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", 65, &k2),
-                     AT_OK);
+    assert_int_equal(
+        at_wire_key_parse("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", 65,
+                          &k2),
+        AT_OK);
     assert_int_equal(k2.k[31], 0xff);
-    assert_int_equal(at_wire_key_parse(
-                         "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff00", 66, &k2),
-                     AT_EINVAL);
+    assert_int_equal(
+        at_wire_key_parse("00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff00", 66,
+                          &k2),
+        AT_EINVAL);
     rmdir(dir);
 }
 

@@ -26,8 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         at_wire_key_from_bytes(k, &key);
         init = 1;
     }
-    if (size < 2)
-        return 0;
+    if (size < 2) return 0;
     is_client = data[0] & 1;
     sign = (data[0] >> 1) & 1;
     authed = (data[0] >> 2) & 1;
@@ -39,8 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     at_wire_session_key(&s, &key, cn, tn);
     s.authed = authed;
     s.recv_seq = (data[0 % (size ? size : 1)] & 7);
-    if ((frame = malloc(size + 32)) == NULL)
-        return 0;
+    if ((frame = malloc(size + 32)) == NULL) return 0;
     memcpy(frame, data, size);
     if (sign) { /* a correct tag for this payload, from the other end's direction */
         char dir = is_client ? 'T' : 'C';

@@ -41,8 +41,7 @@ static void on_result(void *ctx, const tn_fleet_job *job, const at_wire_result *
             fprintf(stderr, "fleet_client: job %s: %s: %s\n", r->id, at_measure_name(r->status),
                     r->error);
     }
-    if (r->status >= 0 && r->status < 16)
-        c->by_status[r->status]++;
+    if (r->status >= 0 && r->status < 16) c->by_status[r->status]++;
 }
 
 static int die(const char *msg)
@@ -80,13 +79,13 @@ static int build_plan(plan *p, int index, rec_store *st, const char *uuid, int64
     p->ids = calloc((size_t)p->n + 1, sizeof *p->ids);
     p->args = calloc((size_t)p->n + 1, sizeof *p->args);
     p->arts = calloc((size_t)p->n + 1, sizeof *p->arts);
-    if (!p->jobs || !p->states || !p->ids || !p->args || !p->arts)
-        return die("out of memory");
+    if (!p->jobs || !p->states || !p->ids || !p->args || !p->arts) return die("out of memory");
     at_rng_seed(&rng, seed * 1000 + (uint64_t)index);
     snprintf(spec_buf, sizeof spec_buf, "%s", p->ops);
     for (char *sp = spec_buf; sp && *sp; n_ops++)
         sp = strchr(sp, ';') ? strchr(sp, ';') + 1 : NULL;
-    for (spec = strtok_r(spec_buf, ";", &save); spec; spec = strtok_r(NULL, ";", &save), op_index++) {
+    for (spec = strtok_r(spec_buf, ";", &save); spec;
+         spec = strtok_r(NULL, ";", &save), op_index++) {
         ss_dag *dag = NULL;
         ss_state *naive = NULL;
         kn_ir *ir = NULL;
@@ -97,21 +96,19 @@ static int build_plan(plan *p, int index, rec_store *st, const char *uuid, int64
         int quota = p->n / n_ops + (op_index < p->n % n_ops ? 1 : 0), tries = 0, n_seen = 0;
         char **seen = calloc((size_t)quota + 1, sizeof *seen);
 
-        if (kn_op_build(spec, &dag, err, sizeof err) != AT_OK)
-            return die(err);
+        if (kn_op_build(spec, &dag, err, sizeof err) != AT_OK) return die(err);
         at_buf_init(&dag_text);
         ss_dag_print(dag, &dag_text);
-        if (st && rec_task_add(st, &(rec_task){dag->key, p->target.text, p->key, dag_text.data,
-                                               dag->flops},
-                               &task_id) != AT_OK)
+        if (st && rec_task_add(
+                      st, &(rec_task){dag->key, p->target.text, p->key, dag_text.data, dag->flops},
+                      &task_id) != AT_OK)
             return die(rec_store_errmsg(st));
         at_buf_fini(&dag_text);
         if (ss_state_new(dag, &naive) != AT_OK || kn_lower(naive, &ir, err, sizeof err) != AT_OK ||
             kn_build(ir, &p->target, NULL, &ref, err, sizeof err) != AT_OK)
             return die(err);
         kn_ir_free(ir);
-        if (tn_fleet_add_ref(p->f, ref, ref_id) != AT_OK)
-            return die("cannot add the reference");
+        if (tn_fleet_add_ref(p->f, ref, ref_id) != AT_OK) return die("cannot add the reference");
         kn_artifact_free(ref);
         while (quota > 0 && tries < 50 * (quota + 1)) {
             ss_state *s = NULL;
@@ -119,8 +116,7 @@ static int build_plan(plan *p, int index, rec_store *st, const char *uuid, int64
             at_buf json;
             int dup = 0, k = p->n_jobs;
             tries++;
-            if (sg_random_state(dag, &rng, &s, &sgs) != AT_OK)
-                continue;
+            if (sg_random_state(dag, &rng, &s, &sgs) != AT_OK) continue;
             at_buf_init(&json);
             ss_state_to_json(s, &json);
             for (int q = 0; q < n_seen; q++)
@@ -172,8 +168,8 @@ static int build_plan(plan *p, int index, rec_store *st, const char *uuid, int64
 int main(int argc, char **argv)
 {
     const char *tracker = NULL, *key_path = NULL, *db = NULL, *name = NULL;
-    int embedded = 0, repeat = 2, timeout_ms = 10000, wait_s = 600, priority = 1,
-        no_seccomp = 0, n_plans = 1;
+    int embedded = 0, repeat = 2, timeout_ms = 10000, wait_s = 600, priority = 1, no_seccomp = 0,
+        n_plans = 1;
     uint64_t seed = 1;
     char err[1024], uuid[REC_UUID_LEN + 1];
     at_wire_key key;
@@ -239,23 +235,17 @@ int main(int argc, char **argv)
             priority = atoi(argv[++i]);
         else if (strcmp(a, "--log-level") == 0) {
             at_log_level lv;
-            if (at_log_parse_level(argv[++i], &lv) == AT_OK)
-                at_log_set_level(lv);
+            if (at_log_parse_level(argv[++i], &lv) == AT_OK) at_log_set_level(lv);
         } else
             return die("unknown flag");
     }
-    if (plans[1].ops == NULL)
-        plans[1].ops = plans[0].ops;
-    if (embedded)
-        tn_fleet_prepare(); /* before any thread */
+    if (plans[1].ops == NULL) plans[1].ops = plans[0].ops;
+    if (embedded) tn_fleet_prepare(); /* before any thread */
     if (!embedded && (tracker == NULL || key_path == NULL))
         return die("--tracker and --fleet-key, or --embedded");
-    if (embedded && n_plans > 1)
-        return die("--also-key needs a tracker");
-    if (!embedded && at_wire_key_load(key_path, &key, err, sizeof err) != AT_OK)
-        return die(err);
-    if (db && rec_store_open(db, REC_OPEN_CREATE, &st, err, sizeof err) != AT_OK)
-        return die(err);
+    if (embedded && n_plans > 1) return die("--also-key needs a tracker");
+    if (!embedded && at_wire_key_load(key_path, &key, err, sizeof err) != AT_OK) return die(err);
+    if (db && rec_store_open(db, REC_OPEN_CREATE, &st, err, sizeof err) != AT_OK) return die(err);
     if (st && rec_run_begin(st, "fleet_client", TN_VERSION, &run_id, uuid) != AT_OK)
         return die(rec_store_errmsg(st));
     if (st == NULL) {
@@ -267,22 +257,24 @@ int main(int argc, char **argv)
         if (kn_target_parse(plans[p].target_text, &plans[p].target, err, sizeof err) != AT_OK)
             return die(err);
         if (tn_fleet_open(&(tn_fleet_cfg){.tracker = embedded ? NULL : tracker,
-                                          .keys = embedded ? NULL : &key, .n_keys = 1,
-                                          .device_key = plans[p].key, .name = name,
-                                          .priority = priority, .wait_timeout_ms = wait_s * 1000,
-                                          .store = st, .embedded_no_seccomp = no_seccomp},
+                                          .keys = embedded ? NULL : &key,
+                                          .n_keys = 1,
+                                          .device_key = plans[p].key,
+                                          .name = name,
+                                          .priority = priority,
+                                          .wait_timeout_ms = wait_s * 1000,
+                                          .store = st,
+                                          .embedded_no_seccomp = no_seccomp},
                           &plans[p].f, err, sizeof err) != AT_OK)
             return die(err);
-        if (build_plan(&plans[p], p, st, uuid, run_id, seed, repeat, timeout_ms) != 0)
-            return 1;
+        if (build_plan(&plans[p], p, st, uuid, run_id, seed, repeat, timeout_ms) != 0) return 1;
         total += plans[p].n_jobs;
     }
     printf("client built %d in %.1f s\n", total, at_time_mono_s() - t0);
     fflush(stdout);
     while (start_file && access(start_file, F_OK) != 0)
         usleep(20000);
-    for (int p = 0; p < n_plans; p++)
-    {
+    for (int p = 0; p < n_plans; p++) {
         if (tn_fleet_submit(plans[p].f, plans[p].jobs, plans[p].n_jobs) != AT_OK)
             return die("cannot submit");
         for (int i = 0; i < plans[p].n_jobs; i++) /* tn_fleet_submit copied them */
@@ -295,8 +287,7 @@ int main(int argc, char **argv)
             pending = 0;
             for (int p = 0; p < n_plans; p++) {
                 at_err e;
-                if (tn_fleet_pending(plans[p].f) == 0)
-                    continue;
+                if (tn_fleet_pending(plans[p].f) == 0) continue;
                 e = tn_fleet_wait(plans[p].f, n_plans > 1 ? 300 : 1000, on_result, &cnt);
                 if (e == AT_ETIMEDOUT) {
                     fprintf(stderr, "fleet_client: %s\n", tn_fleet_status(plans[p].f));
@@ -329,8 +320,7 @@ int main(int argc, char **argv)
                total, cnt.results, cnt.ok, cnt.failed, (long long)sum.n_resubmitted,
                (long long)sum.n_duplicates, (long long)sum.n_sessions);
         for (int s = 0; s < 16; s++)
-            if (cnt.by_status[s])
-                printf(" %s=%d", at_measure_name(s), cnt.by_status[s]);
+            if (cnt.by_status[s]) printf(" %s=%d", at_measure_name(s), cnt.by_status[s]);
         printf("\n");
     }
     for (int p = 0; p < n_plans; p++) {

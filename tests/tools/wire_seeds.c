@@ -18,8 +18,7 @@ static void put(const char *dir, const char *sub, const char *name, const void *
     char path[1024];
     FILE *f;
     snprintf(path, sizeof path, "%s/%s/%s", dir, sub, name);
-    if ((f = fopen(path, "wb")) == NULL)
-        return;
+    if ((f = fopen(path, "wb")) == NULL) return;
     fwrite(p, 1, n, f);
     fclose(f);
     n_written++;
@@ -77,7 +76,8 @@ int main(int argc, char **argv)
         obj[i] = (uint8_t)i;
     memset(&job, 0, sizeof job);
     job.id = "run-0";
-    job.art = (at_wire_artifact){obj, sizeof obj, "at_kernel", "x86_64-pc-linux-gnu", 2, args, 64, 8};
+    job.art =
+        (at_wire_artifact){obj, sizeof obj, "at_kernel", "x86_64-pc-linux-gnu", 2, args, 64, 8};
     at_wire_settings_default(&job.run);
     job.seed = 3;
     job.has_ref = 1;
