@@ -64,6 +64,14 @@ static const tn_cmd commands[] = {
      "agent in this process unless --tracker is given), check them against the naive reference,\n"
      "store every result in the records store, and print their times.",
      tn_cmd_measure},
+    {"dataset", "--random N --task TASK | --pretrain | --eval [--db FILE] [flags]",
+     "measure random schedules for the cost model; pre-train or evaluate it",
+     "Build the cost model's data: with --random N, sample N distinct random schedules of\n"
+     "TASK, measure each on this host (checked against the naive schedule) and store the\n"
+     "results.  With --pretrain, train a cost model on every record of the store and save\n"
+     "it there for the target, so a new run starts with it.  With --eval, train on 80% of\n"
+     "the records and print ranking metrics on the other 20%.  docs/cost_model.md.",
+     tn_cmd_dataset},
     {"tasks", "[-o FILE] [-v] [--dim N] MODEL", "the tasks of a model (ONNX) or task list",
      "Cut an ONNX model into tasks (each anchor operator fused with its elementwise\n"
      "consumers; docs/models.md) and list them with their workload keys, weights (uses in\n"

@@ -305,4 +305,12 @@ typedef struct tn_export_report {
 at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_report *rep,
                      char *errmsg, size_t errmsg_size);
 
+/* ---- the cost model's data sets (tn_cli_dataset.c) ---------------------------------- */
+
+/* 'tuner dataset': measure random states of a task into a store, pre-train a cost model on
+** a store, or evaluate one on held-out records (docs/cli.md, docs/cost_model.md).  A
+** subcommand of the table in tn_cli.c (struct tn_cmd is in tuner_int.h). */
+struct tn_cmd;
+int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv);
+
 #endif /* TN_TUNER_H */

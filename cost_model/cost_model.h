@@ -1,0 +1,468 @@
+/* cost_model/cost_model.h -- the learned cost model (prefix cm_): features of lowered
+** loop IR, an XGBoost model that ranks schedules, and the data it learns from.
+**
+**   cm_model *m;  cm_model_new(NULL, &m);                       default parameters
+**   cm_model_load_store(m, store, target, err, sizeof err);     a pre-trained model, if any
+**   cm_model_predict(m, states, n, scores);                     higher = faster
+**   cm_model_update(m, samples, n, err, sizeof err);            measured results arrive
+**   cm_model_save_store(m, store, target);  cm_model_free(m);
+**
+** Features (cm_feature.c).  A state is lowered (kn_lower) and every buffer store of the
+** loop IR gives one row of CM_N_FEATS numbers, computed from the store and the loops, guards
+** and allocations above it; stores into the same buffer (a reduction's init and update)
+** share a row.  The list is one X-macro, CM_FEATURES; any change to what a feature means
+** bumps CM_FEATURE_VERSION, which every saved model carries (docs/cost_model.md explains
+** each feature).
+**
+** Model (cm_model.c).  Gradient-boosted trees (XGBoost C API) score rows; a program's
+** score is the sum of its rows' scores ("pack-sum").  Labels are per task: the task's best
+** cost divided by the program's cost (1 = the best known, 0 = failed).  The default
+** objective is a pairwise ranking loss on pack-sums within each task, a custom objective
+** (XGBoost has no pack-sum); CM_OBJ_REG is Ansor's weighted squared error on pack-sums.
+**
+** Threads: a cm_model is used by one thread at a time.  Feature extraction is reentrant.
+** Scores of failed lowerings are CM_SCORE_INVALID (-inf). */
+#ifndef CM_COST_MODEL_H
+#define CM_COST_MODEL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+#include "kernels/kernels.h"
+#include "records/records.h"
+#include "schedule_space/schedule_space.h"
+
+/* ---- features (cm_feature.c) --------------------------------------------------------- */
+
+/* Bump whenever a feature is added, removed, reordered or computed differently: models
+** saved with another version are refused ("mismatched") and the run trains from scratch. */
+#define CM_FEATURE_VERSION 1
+
+#define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
+                         ** ones in the order the value reads them */
+#define CM_CURVE_N 10    /* samples of the arithmetic-intensity curve */
+#define CM_CACHE_LINE 64 /* bytes, for the cache-line counts */
+
+/* Positions of an annotated loop among the loops of a store (one-hot). */
+#define CM_POS_MAP(X)                                                                      \
+    X(NONE, "none", "no loop of this kind encloses the store")                             \
+    X(INNER_SPATIAL, "inner_spatial", "innermost of the store's spatial loops")            \
+    X(MIDDLE_SPATIAL, "middle_spatial", "a spatial loop, neither innermost nor outermost") \
+    X(OUTER_SPATIAL, "outer_spatial", "outermost of several spatial loops")                \
+    X(INNER_REDUCE, "inner_reduce", "innermost of the store's reduction loops")            \
+    X(MIDDLE_REDUCE, "middle_reduce", "a reduction loop, neither innermost nor outermost") \
+    X(OUTER_REDUCE, "outer_reduce", "outermost of several reduction loops")                \
+    X(MIXED, "mixed", "several loops of this kind in different positions")
+
+/* The per-buffer block, repeated for the first CM_TOP_BUFFERS buffers ('k' = 0..4).
+** X(ID, name, log, doc): 'log' 1 = stored as sign(x)*log2(1+|x|), 0 = stored as is. */
+#define CM_BUF_FEATURES(X, k)                                                              \
+    X(B##k##_ACC_READ, "b" #k ".acc_read", 0, "1 if the statement only reads the buffer")  \
+    X(B##k##_ACC_WRITE, "b" #k ".acc_write", 0, "1 if the statement only writes the buffer") \
+    X(B##k##_ACC_RW, "b" #k ".acc_rw", 0, "1 if the statement reads and writes the buffer") \
+    X(B##k##_BYTES, "b" #k ".bytes", 1,                                                   \
+      "bytes moved by the statement's accesses to the buffer over the whole nest")          \
+    X(B##k##_UNIQUE_BYTES, "b" #k ".unique_bytes", 1,                                     \
+      "bytes of the distinct elements the nest touches (footprint)")                        \
+    X(B##k##_LINES, "b" #k ".lines", 1,                                                   \
+      "cache lines fetched: iterations outside the innermost non-touching loops, scaled "   \
+      "by min(1, stride*elem/line)")                                                        \
+    X(B##k##_UNIQUE_LINES, "b" #k ".unique_lines", 1,                                     \
+      "distinct cache lines: footprint / min(contiguous bytes, line)")                      \
+    X(B##k##_REUSE_LOOP, "b" #k ".reuse_loop", 0,                                         \
+      "1 if a loop whose variable is absent from the indices re-reads the buffer")          \
+    X(B##k##_REUSE_SERIAL, "b" #k ".reuse_serial", 0,                                     \
+      "1 if the statement itself accesses the same element several times")                 \
+    X(B##k##_REUSE_NONE, "b" #k ".reuse_none", 0, "1 if there is no reuse")                 \
+    X(B##k##_REUSE_DIS_ITER, "b" #k ".reuse_dis_iter", 1,                                 \
+      "iterations between two uses of an element (product of the extents inside the "      \
+      "reusing loop)")                                                                      \
+    X(B##k##_REUSE_DIS_BYTES, "b" #k ".reuse_dis_bytes", 1,                               \
+      "bytes all buffers of the statement touch between two uses")                          \
+    X(B##k##_REUSE_CT, "b" #k ".reuse_ct", 1,                                             \
+      "times an element is reused (reusing loop's extent, or accesses - 1)")               \
+    X(B##k##_BYTES_D_REUSE, "b" #k ".bytes_d_reuse_ct", 1,                                \
+      "bytes / reuse_ct (2 x bytes with no reuse)")                                         \
+    X(B##k##_UBYTES_D_REUSE, "b" #k ".unique_bytes_d_reuse_ct", 1,                        \
+      "unique_bytes / reuse_ct (2 x with no reuse)")                                        \
+    X(B##k##_LINES_D_REUSE, "b" #k ".lines_d_reuse_ct", 1,                                \
+      "lines / reuse_ct (2 x with no reuse)")                                               \
+    X(B##k##_ULINES_D_REUSE, "b" #k ".unique_lines_d_reuse_ct", 1,                        \
+      "unique_lines / reuse_ct (2 x with no reuse)")                                        \
+    X(B##k##_STRIDE, "b" #k ".stride", 1,                                                 \
+      "element stride of the innermost loop that moves the index (0 if not affine)")       \
+    X(B##k##_VEC_CONTIG, "b" #k ".vec_contig", 0,                                         \
+      "1 if a vectorized loop encloses the statement and moves this index by 1 per lane "  \
+      "(one vector load/store)")                                                            \
+    X(B##k##_VEC_GATHER, "b" #k ".vec_gather", 0,                                         \
+      "1 if a vectorized loop moves this index by other than 0 or 1 per lane (per-lane "   \
+      "accesses)")
+
+#define CM_LOOP_FEATURES(X, P, p, what)                                                    \
+    X(P##_NUM, p "_num", 1, "number of " what " loops enclosing the store")               \
+    X(P##_PROD, p "_prod", 1, "product of the extents of the " what " loops")             \
+    X(P##_LEN, p "_len", 1, "extent of the innermost " what " loop (0 if none)")          \
+    X(P##_POS_NONE, p "_pos.none", 0, "position one-hot: no " what " loop")               \
+    X(P##_POS_INNER_SPATIAL, p "_pos.inner_spatial", 0,                                   \
+      "position one-hot: the innermost spatial loop")                                       \
+    X(P##_POS_MIDDLE_SPATIAL, p "_pos.middle_spatial", 0,                                 \
+      "position one-hot: a middle spatial loop")                                            \
+    X(P##_POS_OUTER_SPATIAL, p "_pos.outer_spatial", 0,                                   \
+      "position one-hot: the outermost spatial loop")                                       \
+    X(P##_POS_INNER_REDUCE, p "_pos.inner_reduce", 0,                                     \
+      "position one-hot: the innermost reduction loop")                                     \
+    X(P##_POS_MIDDLE_REDUCE, p "_pos.middle_reduce", 0,                                   \
+      "position one-hot: a middle reduction loop")                                          \
+    X(P##_POS_OUTER_REDUCE, p "_pos.outer_reduce", 0,                                     \
+      "position one-hot: the outermost reduction loop")                                     \
+    X(P##_POS_MIXED, p "_pos.mixed", 0, "position one-hot: several, in different positions")
+
+/* Every feature, in column order.  X(ID, name, log, doc). */
+#define CM_FEATURES(X)                                                                     \
+    /* group 1: arithmetic, counted per evaluation times the iterations of the nest */     \
+    X(FLOAT_MAD, "float_mad", 1, "float multiply-adds a*b+c, a*b-c (counted once each)")    \
+    X(FLOAT_ADDSUB, "float_addsub", 1, "float additions, subtractions and negations")      \
+    X(FLOAT_MUL, "float_mul", 1, "float multiplications not part of a multiply-add")       \
+    X(FLOAT_DIVMOD, "float_divmod", 1, "float divisions and modulos")                      \
+    X(FLOAT_CMP, "float_cmp", 1, "float comparisons, min and max")                         \
+    X(FLOAT_MATH, "float_math", 1, "float math functions: exp, log, sqrt, tanh, erf, sigmoid") \
+    X(FLOAT_OTHER, "float_other", 1, "other float operations: abs, casts")                 \
+    X(INT_ADDSUB, "int_addsub", 1, "integer additions and subtractions (indices included)") \
+    X(INT_MUL, "int_mul", 1, "integer multiplications (indices included)")                 \
+    X(INT_DIVMOD, "int_divmod", 1, "integer floor divisions and modulos (fused loops)")    \
+    X(INT_CMP, "int_cmp", 1, "integer comparisons, min and max (padding clamps)")          \
+    X(BOOL_OP, "bool_op", 1, "logical and, or, not")                                       \
+    X(SELECT_OP, "select_op", 1, "selects (padding)")                                      \
+    X(LOADS, "loads", 1, "buffer loads")                                                   \
+    X(GUARD_OPS, "guard_ops", 1,                                                           \
+      "operations evaluated by the if-guards around the store (splits that do not divide)") \
+    /* group 1: loop annotations (the kinds code generation really applies) */              \
+    CM_LOOP_FEATURES(X, VEC, "vec", "vectorized")                                          \
+    CM_LOOP_FEATURES(X, UNROLL, "unroll", "unrolled (explicitly or by auto-unroll)")       \
+    CM_LOOP_FEATURES(X, PAR, "parallel", "parallel")                                       \
+    /* group 2: the buffers of the statement, the stored one first */                       \
+    CM_BUF_FEATURES(X, 0)                                                                   \
+    CM_BUF_FEATURES(X, 1)                                                                   \
+    CM_BUF_FEATURES(X, 2)                                                                   \
+    CM_BUF_FEATURES(X, 3)                                                                   \
+    CM_BUF_FEATURES(X, 4)                                                                   \
+    /* group 3: arithmetic intensity curve */                                               \
+    X(CURVE_0, "ai_curve.0", 0, "float ops / bytes where the nest has done 10% of its ops") \
+    X(CURVE_1, "ai_curve.1", 0, "... 20%")                                                  \
+    X(CURVE_2, "ai_curve.2", 0, "... 30%")                                                  \
+    X(CURVE_3, "ai_curve.3", 0, "... 40%")                                                  \
+    X(CURVE_4, "ai_curve.4", 0, "... 50%")                                                  \
+    X(CURVE_5, "ai_curve.5", 0, "... 60%")                                                  \
+    X(CURVE_6, "ai_curve.6", 0, "... 70%")                                                  \
+    X(CURVE_7, "ai_curve.7", 0, "... 80%")                                                  \
+    X(CURVE_8, "ai_curve.8", 0, "... 90%")                                                  \
+    X(CURVE_9, "ai_curve.9", 0, "... 100% (the whole nest)")                                \
+    /* group 4: allocation of the stored buffer (temporaries only) */                       \
+    X(ALLOC_SIZE, "alloc_size", 1, "bytes of the temporary the store writes (0: argument)") \
+    X(ALLOC_PROD, "alloc_prod", 1, "alloc_size times the times it is allocated")           \
+    X(ALLOC_OUTER_PROD, "alloc_outer_prod", 1,                                             \
+      "iterations of the loops around the allocation")                                      \
+    X(ALLOC_INNER_PROD, "alloc_inner_prod", 1,                                             \
+      "iterations of the store per allocation (outer_prod / alloc_outer_prod)")             \
+    /* group 5: the enclosing scope */                                                      \
+    X(OUTER_PROD, "outer_prod", 1, "product of the extents of every loop around the store") \
+    X(NUM_LOOPS, "num_loops", 1, "number of loops around the store")                       \
+    X(AUTO_UNROLL_MAX_STEP, "auto_unroll_max_step", 1,                                     \
+      "auto-unroll budget of the store's stage (0: none)")                                   \
+    /* group 6: the code around the store after unrolling and vectorizing */                \
+    X(INNER_LOOP_LEN, "inner_loop_len", 1,                                                 \
+      "extent of the innermost loop that stays a loop (serial or parallel; 0: none)")       \
+    X(INNER_BODY, "inner_body", 1,                                                         \
+      "iterations of the store inside that loop: the unrolled and vectorized block")        \
+    X(ACCUMULATORS, "accumulators", 1,                                                     \
+      "reductions: distinct elements the block updates (the register tile); 0 otherwise")   \
+    X(CHAIN, "chain", 1,                                                                   \
+      "reductions: dependent updates of each accumulator in the block (inner_body / "       \
+      "accumulators); 0 otherwise")
+
+typedef enum cm_feat {
+#define X(id, name, lg, doc) CM_F_##id,
+    CM_FEATURES(X)
+#undef X
+        CM_N_FEATS
+} cm_feat;
+
+/* Per-buffer block: feature of buffer k is CM_F_B0_x + k * CM_BUF_STRIDE. */
+#define CM_BUF_STRIDE (CM_F_B1_ACC_READ - CM_F_B0_ACC_READ)
+
+const char *cm_feature_name(int f); /* "float_mad"; "?" when out of range */
+const char *cm_feature_doc(int f);  /* one sentence; "" when out of range */
+int cm_feature_is_log(int f);       /* stored as sign(x)*log2(1+|x|) */
+
+/* The features of one program: n_rows rows of CM_N_FEATS floats, one per stored buffer,
+** in the order the IR first stores them.  Reusable: extraction keeps its storage. */
+typedef struct cm_feats {
+    int n_rows;
+    float *rows;   /* n_rows * CM_N_FEATS */
+    int *row_buf;  /* IR buffer index of each row */
+    int cap_rows;
+    void *scratch; /* private working storage */
+} cm_feats;
+
+void cm_feats_init(cm_feats *f);
+void cm_feats_fini(cm_feats *f);
+/* Copy 'src' into 'dst' (whose previous rows are dropped). */
+at_err cm_feats_copy(cm_feats *dst, const cm_feats *src);
+
+/* Replace the rows of 'f' by the features of 'ir'.  AT_ENOMEM, or AT_EINVAL for an IR that
+** stores nothing (then f->n_rows is 0).  Reentrant; about 10-30 microseconds per program. */
+at_err cm_features_extract(const kn_ir *ir, cm_feats *f);
+
+/* Lower 'st' and extract: AT_ESCHED (errmsg says why) when it does not lower. */
+at_err cm_features_of_state(const ss_state *st, cm_feats *f, char *errmsg, size_t errmsg_size);
+
+/* ---- data sets of measured programs (cm_data.c) ---------------------------------------- */
+
+/* What a model learns from: programs with their features, task and measured cost. */
+typedef struct cm_sample {
+    const char *task;       /* labels are normalised within a task: the workload key, plus
+                            ** target and device when several are mixed (any string) */
+    const ss_state *state;  /* the program: one of state, ir or feats (first non-NULL) */
+    const kn_ir *ir;
+    const cm_feats *feats;
+    double cost_s;          /* mean measured seconds (status 0) */
+    int status;             /* at_measure code; non-zero = failed, label 0 */
+} cm_sample;
+
+typedef struct cm_data cm_data;
+
+at_err cm_data_new(cm_data **out);
+void cm_data_free(cm_data *d); /* NULL is fine */
+/* Append samples (features are extracted now).  A sample that does not lower is kept as a
+** failure with no rows, counted in *n_unlowered (may be NULL).  AT_ENOMEM, AT_EINVAL for a
+** sample with no program or no task. */
+at_err cm_data_add(cm_data *d, const cm_sample *s, int n, int *n_unlowered);
+int cm_data_count(const cm_data *d);   /* programs */
+int cm_data_n_tasks(const cm_data *d);
+int64_t cm_data_n_rows(const cm_data *d);
+/* Program i: its task index (0..n_tasks-1), measured cost (AT_MEASURE_FAIL_COST for a
+** failure), label (best cost of its task / its cost; 0 when failed) and task name. */
+int cm_data_task_of(const cm_data *d, int i);
+double cm_data_cost(const cm_data *d, int i);
+double cm_data_label(const cm_data *d, int i);
+const char *cm_data_task_name(const cm_data *d, int task);
+/* Program i's feature rows (n_rows * CM_N_FEATS floats owned by 'd', valid until it
+** changes) and their number in *n_rows (0: it did not lower). */
+const float *cm_data_rows(const cm_data *d, int i, int *n_rows);
+/* Append programs idx[0..n) of 'src' to 'dst'. */
+at_err cm_data_append(cm_data *dst, const cm_data *src, const int *idx, int n);
+/* Split 'src' at random into two new sets, about 'frac' of each task's programs into *a and
+** the rest into *b; the same seed gives the same split. */
+at_err cm_data_split(const cm_data *src, double frac, uint64_t seed, cm_data **a, cm_data **b);
+
+typedef struct cm_load_stats {
+    int64_t n_records;   /* records read */
+    int64_t n_used;      /* programs added */
+    int64_t n_failed;    /* of which failed measurements (label 0) */
+    int64_t n_unreplay;  /* states that no longer replay or lower (skipped) */
+    int n_tasks;         /* distinct (workload key, target, device fingerprint) groups */
+} cm_load_stats;
+
+/* Add every record of 'st' matching 'f' (NULL: all): each task's DAG is parsed once, each
+** state replayed (ss_state_from_json), lowered and its features extracted.  Tasks are
+** (workload key, target, device fingerprint).  'stats' may be NULL.  AT_ECORRUPT for a
+** record that does not decode; other store errors as rec_iter_next. */
+at_err cm_data_load_store(cm_data *d, rec_store *st, const rec_filter *f, cm_load_stats *stats,
+                          char *errmsg, size_t errmsg_size);
+
+/* ---- metrics (cm_data.c) ----------------------------------------------------------- */
+
+typedef struct cm_metrics {
+    double pairwise_acc;  /* share of pairs (same task, costs differing by more than the
+                          ** threshold, both measured) that the scores order correctly */
+    int64_t n_pairs;
+    double top1_recall;   /* TenSet: |top-k predicted ∩ top-k measured| / k, mean over tasks */
+    double top5_recall;
+    double top1_score;    /* TenSet top-k score: best cost / best cost among the k best
+                          ** predicted, mean over tasks */
+    double top5_score;
+    int n_tasks;
+} cm_metrics;
+
+/* Metrics of 'scores' (one per program of 'd', higher = predicted faster) against the
+** measured costs.  'min_ratio' (e.g. 1.05) is the cost ratio a pair must exceed to count. */
+void cm_metrics_eval(const cm_data *d, const double *scores, double min_ratio, cm_metrics *out);
+
+/* ---- the model (cm_model.c) ---------------------------------------------------------- */
+
+#define CM_SCORE_INVALID (-INFINITY) /* the score of a program that does not lower */
+
+#define CM_OBJ_MAP(X)                                                                      \
+    X(RANK, "rank", "pairwise logistic loss on pack-sums within each task (default)")      \
+    X(REG, "reg", "Ansor's pack-sum squared error weighted by the label")
+
+typedef enum {
+#define X(id, name, doc) CM_OBJ_##id,
+    CM_OBJ_MAP(X)
+#undef X
+        CM_N_OBJS
+} cm_objective;
+
+const char *cm_objective_name(cm_objective o);
+at_err cm_objective_parse(const char *s, cm_objective *out);
+
+typedef struct cm_params {
+    cm_objective objective;
+    int max_depth;           /* tree depth */
+    double eta;              /* learning rate */
+    double gamma;            /* minimum loss reduction of a split */
+    double min_child_weight; /* minimum hessian in a leaf */
+    double lambda;           /* L2 regularisation of leaf weights */
+    double subsample;        /* rows sampled per tree */
+    double colsample;        /* features sampled per tree */
+    int max_rounds;          /* boosting rounds at most */
+    int early_stop;          /* rounds without improvement of the held-out loss before
+                             ** stopping (0: always max_rounds) */
+    double valid_frac;       /* share of each task's programs held out for early stopping */
+    int n_partners;          /* rank: partners sampled per program and round */
+    int warmup;              /* programs needed before a model trained here is used;
+                             ** fewer: random scores (a loaded model is used at once) */
+    int n_threads;           /* XGBoost threads (default 1; 0: online CPUs) */
+    int retrain_growth_pct;  /* retrain when the data grew by this much since the last
+                             ** training (0: on every update) */
+    uint64_t seed;
+} cm_params;
+
+/* The defaults (docs/cost_model.md says why each). */
+void cm_params_default(cm_params *p);
+
+typedef struct cm_model cm_model;
+
+/* A model with no training ('p' NULL: defaults).  AT_ENOMEM. */
+at_err cm_model_new(const cm_params *p, cm_model **out);
+void cm_model_free(cm_model *m); /* NULL is fine */
+const cm_params *cm_model_params(const cm_model *m);
+
+typedef enum {
+    CM_MODEL_WARMUP,     /* too little data and nothing loaded: random scores */
+    CM_MODEL_PRETRAINED, /* a loaded model, not (yet) refined here */
+    CM_MODEL_TRAINED     /* trained on this model's data (on top of a loaded one, if any) */
+} cm_model_state;
+
+cm_model_state cm_model_get_state(const cm_model *m);
+/* Records behind the current prediction: loaded model's count plus this model's data. */
+int64_t cm_model_n_records(const cm_model *m);
+/* This model's own data (every sample given to cm_model_update / cm_model_fit). */
+const cm_data *cm_model_data(const cm_model *m);
+
+/* Add measured programs and retrain (cm_params.retrain_growth_pct says when): a new
+** booster from scratch on all data seen (on top of a loaded model's scores, which it
+** refines).  AT_ENOMEM, AT_EINVAL (a malformed sample), AT_EIO when XGBoost fails (errmsg
+** has its message). */
+at_err cm_model_update(cm_model *m, const cm_sample *s, int n, char *errmsg, size_t errmsg_size);
+/* Replace the model's data by a copy of 'd' and train now (whatever the warm-up). */
+at_err cm_model_fit(cm_model *m, const cm_data *d, char *errmsg, size_t errmsg_size);
+
+/* Scores of 'n' states, IRs, feature sets or data-set programs (one thread).  Higher
+** scores mean faster; only their order within one call means anything.  A state that
+** does not lower (or a program with no rows) scores CM_SCORE_INVALID.  AT_ENOMEM, AT_EIO
+** (XGBoost failed; the log says why). */
+at_err cm_model_predict(cm_model *m, const ss_state *const *states, int n, double *scores);
+at_err cm_model_predict_ir(cm_model *m, const kn_ir *const *irs, int n, double *scores);
+at_err cm_model_predict_feats(cm_model *m, const cm_feats *const *f, int n, double *scores);
+at_err cm_model_predict_data(cm_model *m, const cm_data *d, double *scores);
+
+typedef struct cm_train_info {
+    int n_rounds;       /* boosting rounds kept */
+    double seconds;     /* wall time of the last training */
+    int n_programs;     /* programs trained on */
+    int64_t n_rows;
+} cm_train_info;
+void cm_model_train_info(const cm_model *m, cm_train_info *out);
+
+/* ---- saving and loading (cm_blob.c) -------------------------------------------------- */
+
+#define CM_BLOB_FORMAT "atcm-xgb-ubj-v1" /* the format string stored in the records store */
+
+/* The model as bytes (docs/cost_model.md: header, checksum, XGBoost UBJSON boosters).  On
+** AT_OK the caller owns *blob (at_free).  AT_EINVAL for a model in warm-up (nothing to
+** save), AT_EIO when XGBoost fails. */
+at_err cm_model_save(const cm_model *m, void **blob, size_t *n);
+/* Load a blob: the model then predicts with it at once (CM_MODEL_PRETRAINED) and later
+** updates refine it.  Its own data is kept.  AT_ECORRUPT (not a model blob, truncated,
+** checksum, XGBoost refuses it) or AT_EVERSION (another feature version or blob version:
+** "mismatched"), with a sentence in errmsg; the model is then unchanged. */
+at_err cm_model_load(cm_model *m, const void *blob, size_t n, char *errmsg, size_t errmsg_size);
+
+/* Save into / load from the records store for 'target' (rec_model_save/rec_model_load)
+** with the feature version and the record count.  Loading: AT_ENOTFOUND when the store has
+** no model for the target; AT_ECORRUPT/AT_EVERSION as cm_model_load. */
+at_err cm_model_save_store(const cm_model *m, rec_store *st, const char *target,
+                           char *errmsg, size_t errmsg_size);
+at_err cm_model_load_store(cm_model *m, rec_store *st, const char *target, char *errmsg,
+                           size_t errmsg_size);
+
+/* What a run does at its start: load the newest model of 'target' from 'st'; when there is
+** none, or it is corrupt or mismatched, log a warning that says so and that the model
+** trains from scratch, and carry on with 'm' as it was.  Returns 1 if a model was
+** loaded, 0 otherwise (never an error). */
+int cm_model_load_or_scratch(cm_model *m, rec_store *st, const char *target);
+
+/* Pre-training: train 'm' on every record of 'st' matching 'f' (NULL: every task and
+** device), then it predicts with that.  'stats' may be NULL. */
+at_err cm_model_pretrain(cm_model *m, rec_store *st, const rec_filter *f, cm_load_stats *stats,
+                         char *errmsg, size_t errmsg_size);
+
+/* ---- measuring locally, for data sets (cm_measure.c) ---------------------------------- */
+
+typedef struct cm_measure_opts {
+    int n_threads;         /* kernel threads (0: the target's cores) */
+    int repeat;            /* timed repeats (default 5) */
+    double min_repeat_ms;  /* each repeat lasts at least this long (default 0.5) */
+    int check;             /* compare each output with the naive schedule's (default 1) */
+    int n_build_threads;   /* threads compiling a batch (0: online CPUs) */
+} cm_measure_opts;
+
+void cm_measure_opts_default(cm_measure_opts *o);
+
+typedef struct cm_measurer cm_measurer;
+
+/* A measurer for states of 'dag' compiled for the host target 't' (t->is_host): builds
+** and runs the naive schedule once as the reference.  On AT_OK the caller owns *out. */
+at_err cm_measurer_new(ss_dag *dag, const kn_target *t, const cm_measure_opts *o,
+                       cm_measurer **out, char *errmsg, size_t errmsg_size);
+void cm_measurer_free(cm_measurer *m);
+
+typedef struct cm_measure_result {
+    int status;          /* at_measure code */
+    double costs[16];    /* seconds per call of each repeat (status 0) */
+    int n_costs;
+    double mean_s;       /* mean of costs; AT_MEASURE_FAIL_COST when failed */
+    double min_s;        /* the fastest repeat; AT_MEASURE_FAIL_COST when failed */
+    char error_text[256];
+} cm_measure_result;
+
+/* Lower, build, load, check and time one state.  Failures are results (r->status), not
+** errors: the return is AT_OK, or AT_ENOMEM. */
+at_err cm_measurer_run(cm_measurer *m, const ss_state *st, cm_measure_result *r);
+/* The same for n states: all are built first (n_build_threads in parallel), then each is
+** timed alone, in order.  res[i] is the result of states[i]. */
+at_err cm_measurer_run_batch(cm_measurer *m, const ss_state *const *states, int n,
+                             cm_measure_result *res);
+
+/* This host as a records device (uname, /proc/cpuinfo, online CPUs). */
+void cm_host_device(rec_device *d, char arch[32], char model[128], char os[128]);
+
+typedef struct cm_dataset_stats {
+    int n_measured;  /* records written */
+    int n_failed;    /* of which failed (status != 0) */
+    int n_duplicate; /* sampled states already measured in this call (skipped) */
+    double seconds;
+} cm_dataset_stats;
+
+/* Sample 'n' distinct random states of 'dag' (ss_space_sample with 'seed'), measure each
+** here and store the results in 'st' (task: the DAG's workload key, target t->text,
+** device key 'device_key'; job ids "dataset-<run uuid>-<i>"), in one run named by
+** 'command_line'.  'stats' may be NULL. */
+at_err cm_dataset_random(rec_store *st, ss_dag *dag, const kn_target *t, const char *device_key,
+                         int n, uint64_t seed, const cm_measure_opts *o, const char *command_line,
+                         cm_dataset_stats *stats, char *errmsg, size_t errmsg_size);
+
+#endif /* CM_COST_MODEL_H */

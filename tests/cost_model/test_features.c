@@ -1,0 +1,544 @@
+/* tests/cost_model/test_features.c -- per-store features of lowered loop IR.
+**
+** Exact values on hand-made schedules (worked out by hand in the comments: footprints,
+** strides, cache lines, reuse, the intensity curve), the loop kinds code generation
+** really applies (a vectorized loop with a guard on its lane is not vectorized, auto-unroll
+** budgets that fit), every random state of several operators giving finite, well-formed
+** rows, the feature list against docs/cost_model.md, and out-of-memory paths. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost_model/cost_model.h"
+
+static kn_target host;
+static ss_hw hw;
+
+static ss_dag *dag_of(const char *spec)
+{
+    ss_dag *dag;
+    char err[256];
+    if (kn_op_build(spec, &dag, err, sizeof err) != AT_OK)
+        fail_msg("%s: %s", spec, err);
+    return dag;
+}
+
+static double raw(const cm_feats *f, int row, int feat)
+{
+    double v = f->rows[(size_t)row * CM_N_FEATS + (size_t)feat];
+    if (!cm_feature_is_log(feat))
+        return v;
+    return v >= 0 ? exp2(v) - 1 : 1 - exp2(-v);
+}
+
+#define assert_feat(f, row, feat, want)                                                    \
+    do {                                                                                   \
+        double got_ = raw((f), (row), (feat)), want_ = (want);                             \
+        if (!(fabs(got_ - want_) <= 1e-3 * fabs(want_) + 1e-4))                             \
+            fail_msg("row %d %s: got %.6g, want %.6g", (row), cm_feature_name(feat), got_,  \
+                     want_);                                                                \
+    } while (0)
+
+/* Row of buffer 'name', or fail. */
+static int row_of(const kn_ir *ir, const cm_feats *f, const char *name)
+{
+    for (int r = 0; r < f->n_rows; r++)
+        if (strcmp(ir->bufs[f->row_buf[r]].name, name) == 0)
+            return r;
+    fail_msg("no row for buffer %s", name);
+    return -1;
+}
+
+static void lower_extract(const ss_state *st, kn_ir **ir, cm_feats *f)
+{
+    char err[512];
+    if (kn_lower(st, ir, err, sizeof err) != AT_OK)
+        fail_msg("lowering: %s", err);
+    assert_int_equal(cm_features_extract(*ir, f), AT_OK);
+}
+
+static void test_feature_list(void **unused)
+{
+    char *doc = NULL, err[256];
+    size_t n;
+    (void)unused;
+    assert_int_equal(CM_N_FEATS, 169);
+    assert_int_equal(CM_BUF_STRIDE, 20);
+    assert_int_equal(CM_F_B4_VEC_GATHER + 1, CM_F_CURVE_0);
+    for (int i = 0; i < CM_N_FEATS; i++) {
+        assert_true(strlen(cm_feature_name(i)) > 0);
+        assert_true(strlen(cm_feature_doc(i)) > 0);
+        for (int j = 0; j < i; j++)
+            if (strcmp(cm_feature_name(i), cm_feature_name(j)) == 0)
+                fail_msg("feature %d and %d are both named %s", i, j, cm_feature_name(i));
+    }
+    assert_string_equal(cm_feature_name(-1), "?");
+    assert_string_equal(cm_feature_name(CM_N_FEATS), "?");
+    assert_string_equal(cm_feature_name(CM_F_B2_REUSE_CT), "b2.reuse_ct");
+    assert_int_equal(cm_feature_is_log(CM_F_B0_ACC_READ), 0);
+    assert_int_equal(cm_feature_is_log(CM_F_FLOAT_MAD), 1);
+    /* the documentation names every feature (and the version it describes) */
+    if (at_file_read("docs/cost_model.md", &doc, &n, err, sizeof err) != AT_OK)
+        fail_msg("%s (run the tests from the repository root)", err);
+    for (int i = 0; i < CM_N_FEATS; i++) {
+        const char *name = cm_feature_name(i);
+        char key[64];
+        /* per-buffer features are documented once, as bK.name */
+        if (name[0] == 'b' && name[1] >= '0' && name[1] <= '9' && name[2] == '.')
+            snprintf(key, sizeof key, "`bK.%s`", name + 3);
+        else
+            snprintf(key, sizeof key, "`%s`", name);
+        if (strstr(doc, key) == NULL)
+            fail_msg("docs/cost_model.md does not describe feature %s (%s)", name, key);
+    }
+    {
+        char ver[64];
+        snprintf(ver, sizeof ver, "CM_FEATURE_VERSION = %d", CM_FEATURE_VERSION);
+        if (strstr(doc, ver) == NULL)
+            fail_msg("docs/cost_model.md does not say '%s'", ver);
+    }
+    at_free(doc);
+}
+
+/* The naive matmul 64^3: for i, for j { C = 0; for k: C += A[i,k] * B[k,j] }.
+** One row (C's init and update share it).  With loops i, j, k (extents 64):
+**   B[k*64 + j]: innermost loop k moves it by 64 elements: stride 64, every access a new
+**     line: lines = 64^3; footprint 64x64 floats = 16 KiB; i is the first loop (from the
+**     inside) that does not move it: reuse 64 times, 64*64 iterations apart, and between two
+**     uses the j,k sub-nest touches C 256 B + A 256 B + B 16 KiB = 16896 B.
+**   A[i*64 + k]: stride 1: lines = 64^3 * 4/64 = 16384; reused by j: 64 times, 64
+**     iterations apart, the k sub-nest touching 4 + 256 + 256 = 516 B.
+**   C[i*64 + j], read and written: k does not move it (lines = 64^3 / 64 * 4/64 = 256),
+**     reused 64 times, 1 iteration apart, 12 B apart.
+**   Buffers in access order: C (stored), A, B.  Intensity of the whole nest: 2 * 64^3
+**   flops / 48 KiB.  The block code generation expands is the innermost iteration only (no
+**   loop is unrolled): 1 accumulator, a chain of 1. */
+static void test_naive_matmul(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=64,N=64,K=64");
+    ss_state *st;
+    kn_ir *ir;
+    cm_feats f;
+    int r;
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    lower_extract(st, &ir, &f);
+    assert_int_equal(f.n_rows, 1);
+    r = row_of(ir, &f, "C");
+    assert_feat(&f, r, CM_F_FLOAT_MAD, 262144);
+    assert_feat(&f, r, CM_F_FLOAT_ADDSUB, 0);
+    assert_feat(&f, r, CM_F_FLOAT_MUL, 0);
+    assert_feat(&f, r, CM_F_LOADS, 3 * 262144);
+    assert_feat(&f, r, CM_F_OUTER_PROD, 262144);
+    assert_feat(&f, r, CM_F_NUM_LOOPS, 3);
+    assert_feat(&f, r, CM_F_VEC_NUM, 0);
+    assert_feat(&f, r, CM_F_VEC_POS_NONE, 1);
+    assert_feat(&f, r, CM_F_PAR_POS_NONE, 1);
+    /* b0 = C, the stored buffer, read and written */
+    assert_feat(&f, r, CM_F_B0_ACC_RW, 1);
+    assert_feat(&f, r, CM_F_B0_ACC_READ, 0);
+    assert_feat(&f, r, CM_F_B0_BYTES, 2 * 262144 * 4);
+    assert_feat(&f, r, CM_F_B0_UNIQUE_BYTES, 16384);
+    assert_feat(&f, r, CM_F_B0_LINES, 256);
+    assert_feat(&f, r, CM_F_B0_REUSE_LOOP, 1);
+    assert_feat(&f, r, CM_F_B0_REUSE_CT, 64);
+    assert_feat(&f, r, CM_F_B0_REUSE_DIS_ITER, 1);
+    assert_feat(&f, r, CM_F_B0_REUSE_DIS_BYTES, 12);
+    /* b1 = A, the first load of the value */
+    assert_feat(&f, r, CM_F_B1_ACC_READ, 1);
+    assert_feat(&f, r, CM_F_B1_LINES, 16384);
+    assert_feat(&f, r, CM_F_B1_STRIDE, 1);
+    assert_feat(&f, r, CM_F_B1_REUSE_DIS_ITER, 64);
+    assert_feat(&f, r, CM_F_B1_REUSE_DIS_BYTES, 516);
+    /* b2 = B */
+    assert_feat(&f, r, CM_F_B2_ACC_READ, 1);
+    assert_feat(&f, r, CM_F_B2_BYTES, 262144 * 4);
+    assert_feat(&f, r, CM_F_B2_UNIQUE_BYTES, 16384);
+    assert_feat(&f, r, CM_F_B2_LINES, 262144);
+    assert_feat(&f, r, CM_F_B2_UNIQUE_LINES, 256);
+    assert_feat(&f, r, CM_F_B2_REUSE_LOOP, 1);
+    assert_feat(&f, r, CM_F_B2_REUSE_CT, 64);
+    assert_feat(&f, r, CM_F_B2_REUSE_DIS_ITER, 4096);
+    assert_feat(&f, r, CM_F_B2_REUSE_DIS_BYTES, 16896);
+    assert_feat(&f, r, CM_F_B2_STRIDE, 64);
+    assert_feat(&f, r, CM_F_B2_BYTES_D_REUSE, 262144 * 4 / 64);
+    /* no fourth buffer */
+    assert_feat(&f, r, CM_F_B3_BYTES, 0);
+    assert_feat(&f, r, CM_F_B3_ACC_READ, 0);
+    /* the intensity curve ends at the whole nest and never falls */
+    assert_feat(&f, r, CM_F_CURVE_9, 2.0 * 262144 / 49152);
+    for (int k = 1; k < CM_CURVE_N; k++)
+        assert_true(raw(&f, r, CM_F_CURVE_0 + k) >= raw(&f, r, CM_F_CURVE_0 + k - 1));
+    /* an argument, not a temporary */
+    assert_feat(&f, r, CM_F_ALLOC_SIZE, 0);
+    assert_feat(&f, r, CM_F_INNER_LOOP_LEN, 64);
+    assert_feat(&f, r, CM_F_INNER_BODY, 1);
+    assert_feat(&f, r, CM_F_ACCUMULATORS, 1);
+    assert_feat(&f, r, CM_F_CHAIN, 1);
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+/* i parallel, j split 16 x 4 with the 4 vectorized innermost (after k):
+** loops i(64, parallel) j.0(16) k(64) j.1(4, vectorized). */
+static void test_annotated_matmul(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=64,N=64,K=64");
+    ss_state *st;
+    kn_ir *ir;
+    cm_feats f;
+    char err[256];
+    int r;
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    assert_int_equal(ss_state_split(st, 2, 1, 1, (int64_t[]){4}, err, sizeof err), AT_OK);
+    assert_int_equal(ss_state_reorder(st, 2, 4, (int64_t[]){0, 1, 3, 2}, err, sizeof err), AT_OK);
+    assert_int_equal(ss_state_annotate(st, 2, 3, SS_ANN_VECTORIZE, err, sizeof err), AT_OK);
+    assert_int_equal(ss_state_annotate(st, 2, 0, SS_ANN_PARALLEL, err, sizeof err), AT_OK);
+    lower_extract(st, &ir, &f);
+    assert_int_equal(f.n_rows, 1);
+    r = 0;
+    assert_feat(&f, r, CM_F_FLOAT_MAD, 262144); /* lanes count */
+    assert_feat(&f, r, CM_F_VEC_NUM, 1);
+    assert_feat(&f, r, CM_F_VEC_PROD, 4);
+    assert_feat(&f, r, CM_F_VEC_LEN, 4);
+    assert_feat(&f, r, CM_F_VEC_POS_INNER_SPATIAL, 1);
+    assert_feat(&f, r, CM_F_VEC_POS_NONE, 0);
+    assert_feat(&f, r, CM_F_PAR_NUM, 1);
+    assert_feat(&f, r, CM_F_PAR_LEN, 64);
+    assert_feat(&f, r, CM_F_PAR_POS_OUTER_SPATIAL, 1);
+    assert_feat(&f, r, CM_F_UNROLL_POS_NONE, 1);
+    assert_feat(&f, r, CM_F_NUM_LOOPS, 4);
+    assert_feat(&f, r, CM_F_INNER_LOOP_LEN, 64);
+    assert_feat(&f, r, CM_F_ACCUMULATORS, 4);
+    assert_feat(&f, r, CM_F_CHAIN, 1);
+    /* B[k*64 + j.0*4 + j.1]: one vector load per lane group; A[i*64 + k]: a broadcast;
+    ** C: vector load and store.  k is innermost but one: B's stride is now the lane's 1. */
+    {
+        int contig = 0, gather = 0, broadcast = 0;
+        for (int k = 0; k < 3; k++) {
+            contig += raw(&f, r, CM_F_B0_VEC_CONTIG + k * CM_BUF_STRIDE) == 1;
+            gather += raw(&f, r, CM_F_B0_VEC_GATHER + k * CM_BUF_STRIDE) == 1;
+            broadcast += raw(&f, r, CM_F_B0_VEC_CONTIG + k * CM_BUF_STRIDE) == 0 &&
+                         raw(&f, r, CM_F_B0_VEC_GATHER + k * CM_BUF_STRIDE) == 0;
+        }
+        assert_int_equal(contig, 2);   /* B and C */
+        assert_int_equal(gather, 0);
+        assert_int_equal(broadcast, 1); /* A */
+    }
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+/* A split that does not divide (64 by 5) guards the store with the lane variable: code
+** generation cannot vectorize that loop, so it counts as serial, and the guard counts. */
+static void test_guarded_vector_is_serial(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=64,N=64,K=64");
+    ss_state *st;
+    kn_ir *ir;
+    cm_feats f;
+    char err[256];
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    assert_int_equal(ss_state_split(st, 2, 1, 1, (int64_t[]){5}, err, sizeof err), AT_OK);
+    assert_int_equal(ss_state_reorder(st, 2, 4, (int64_t[]){0, 1, 3, 2}, err, sizeof err), AT_OK);
+    assert_int_equal(ss_state_annotate(st, 2, 3, SS_ANN_VECTORIZE, err, sizeof err), AT_OK);
+    lower_extract(st, &ir, &f);
+    assert_int_equal(f.n_rows, 1);
+    assert_feat(&f, 0, CM_F_VEC_NUM, 0);
+    assert_feat(&f, 0, CM_F_VEC_POS_NONE, 1);
+    assert_true(raw(&f, 0, CM_F_GUARD_OPS) > 0);
+    /* 13 x 5 = 65 iterations of j: one more than the tensor, guarded */
+    assert_feat(&f, 0, CM_F_OUTER_PROD, 64.0 * 65 * 64);
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+/* Auto-unroll: a budget of 16 unrolls both loops of a split k (4 x 4 = 16 statements fit)
+** but not the loops around them. */
+static void test_auto_unroll(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=16,N=16,K=16");
+    ss_state *st;
+    kn_ir *ir;
+    cm_feats f;
+    char err[256];
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    /* k -> k.0 (4) k.1 (4); budget 16: k.1 (4 statements) fits, k.0 (16) fits too, j (256)
+    ** does not */
+    assert_int_equal(ss_state_split(st, 2, 2, 1, (int64_t[]){4}, err, sizeof err), AT_OK);
+    assert_int_equal(ss_state_pragma_unroll(st, 2, 0, 16, err, sizeof err), AT_OK);
+    lower_extract(st, &ir, &f);
+    assert_feat(&f, 0, CM_F_AUTO_UNROLL_MAX_STEP, 16);
+    assert_feat(&f, 0, CM_F_UNROLL_NUM, 2);
+    assert_feat(&f, 0, CM_F_UNROLL_PROD, 16);
+    assert_feat(&f, 0, CM_F_UNROLL_LEN, 4);
+    /* k.1 is the innermost reduction loop, k.0 the outermost: mixed positions */
+    assert_feat(&f, 0, CM_F_UNROLL_POS_MIXED, 1);
+    assert_feat(&f, 0, CM_F_UNROLL_POS_NONE, 0);
+    /* the block around the update: 16 dependent multiply-adds on one accumulator, in j */
+    assert_feat(&f, 0, CM_F_INNER_LOOP_LEN, 16);
+    assert_feat(&f, 0, CM_F_INNER_BODY, 16);
+    assert_feat(&f, 0, CM_F_ACCUMULATORS, 1);
+    assert_feat(&f, 0, CM_F_CHAIN, 16);
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+/* Naive conv2d with padding: a row for 'pad' (selects, compares, clamps) and one for
+** 'conv'.  conv reads pad[c*100 + (h+r)*10 + (w+s)]: h and r slide over the same rows, so
+** the footprint is 4 x (8+3-1) x (8+3-1) = 400 floats: all of pad. */
+static void test_conv_sliding_window(void **unused)
+{
+    ss_dag *dag = dag_of("conv2d:N=1,C=4,H=8,W=8,K=4,R=3,S=3,pad=1");
+    ss_state *st;
+    kn_ir *ir;
+    cm_feats f;
+    int rp, rc, found = 0;
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    lower_extract(st, &ir, &f);
+    assert_int_equal(f.n_rows, 2);
+    rp = row_of(ir, &f, "pad");
+    rc = row_of(ir, &f, "conv");
+    assert_true(rp < rc); /* rows in the order of the first store */
+    assert_feat(&f, rp, CM_F_SELECT_OP, 400);
+    assert_true(raw(&f, rp, CM_F_INT_CMP) > 0);
+    assert_true(raw(&f, rp, CM_F_BOOL_OP) > 0);
+    assert_feat(&f, rp, CM_F_FLOAT_MAD, 0);
+    assert_feat(&f, rc, CM_F_FLOAT_MAD, 4.0 * 8 * 8 * 4 * 9);
+    for (int k = 0; k < 3; k++)
+        if (fabs(raw(&f, rc, CM_F_B0_UNIQUE_BYTES + k * CM_BUF_STRIDE) - 1600) < 0.5 &&
+            raw(&f, rc, CM_F_B0_ACC_READ + k * CM_BUF_STRIDE) == 1)
+            found = 1;
+    assert_true(found);
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+/* A temporary: the cache-write stage of the hand-written matmul schedule is allocated per
+** parallel task; its row carries the allocation group. */
+static void test_allocation(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=128,N=128,K=128");
+    ss_state *st;
+    kn_ir *ir;
+    cm_feats f;
+    char err[256];
+    int found = 0;
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    if (kn_hand_matmul(st, &host, err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    lower_extract(st, &ir, &f);
+    for (int r = 0; r < f.n_rows; r++) {
+        const kn_buf *b = &ir->bufs[f.row_buf[r]];
+        if (b->arg >= 0) {
+            assert_feat(&f, r, CM_F_ALLOC_SIZE, 0);
+            continue;
+        }
+        found++;
+        assert_feat(&f, r, CM_F_ALLOC_SIZE, (double)b->n_elems * 4);
+        assert_true(raw(&f, r, CM_F_ALLOC_OUTER_PROD) >= 1);
+        assert_feat(&f, r, CM_F_ALLOC_PROD,
+                    raw(&f, r, CM_F_ALLOC_SIZE) * raw(&f, r, CM_F_ALLOC_OUTER_PROD));
+        assert_feat(&f, r, CM_F_ALLOC_INNER_PROD,
+                    raw(&f, r, CM_F_OUTER_PROD) / raw(&f, r, CM_F_ALLOC_OUTER_PROD));
+    }
+    assert_true(found >= 1);
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+/* Random states of several operators: rows are finite, one-hot groups have exactly one 1
+** (or are all zero for a missing buffer), extraction is deterministic, and about as fast as
+** the search needs. */
+static void test_random_states(void **unused)
+{
+    static const char *ops[] = {
+        "matmul:M=64,N=48,K=32",
+        "conv2d:N=1,C=8,H=14,W=14,K=16,R=3,S=3,pad=1,bias=1,relu=1",
+        "conv2d:layout=NHWC,N=1,C=8,H=14,W=14,K=16,R=3,S=3,stride=2,pad=1",
+        "depthwise_conv2d:N=1,C=16,H=14,W=14,R=3,S=3,pad=1",
+        "softmax:M=2,N=256",
+        "layer_norm:M=8,N=128",
+        "dense:M=8,N=48,K=64,bias=1,relu=1",
+    };
+    cm_feats f, g;
+    (void)unused;
+    cm_feats_init(&f);
+    cm_feats_init(&g);
+    for (size_t o = 0; o < AT_ARRAY_LEN(ops); o++) {
+        ss_dag *dag = dag_of(ops[o]);
+        ss_space *sp;
+        at_rng rng;
+        char err[512];
+        int n_ok = 0;
+        assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+        at_rng_seed(&rng, 11 + o);
+        for (int i = 0; i < 150; i++) {
+            ss_state *st;
+            kn_ir *ir;
+            if (ss_space_sample(sp, &rng, &st) != AT_OK)
+                continue;
+            if (kn_lower(st, &ir, err, sizeof err) != AT_OK)
+                fail_msg("%s: a sampled state does not lower: %s", ops[o], err);
+            assert_int_equal(cm_features_extract(ir, &f), AT_OK);
+            assert_int_equal(cm_features_extract(ir, &g), AT_OK);
+            assert_int_equal(f.n_rows, g.n_rows);
+            assert_memory_equal(f.rows, g.rows, (size_t)f.n_rows * CM_N_FEATS * sizeof(float));
+            assert_true(f.n_rows >= 1 && f.n_rows <= ir->n_bufs);
+            for (int r = 0; r < f.n_rows; r++) {
+                const float *row = f.rows + (size_t)r * CM_N_FEATS;
+                for (int k = 0; k < CM_N_FEATS; k++)
+                    if (!isfinite(row[k]))
+                        fail_msg("%s: feature %s is %g", ops[o], cm_feature_name(k), row[k]);
+                for (int grp = 0; grp < 3; grp++) {
+                    int base = grp == 0 ? CM_F_VEC_POS_NONE
+                               : grp == 1 ? CM_F_UNROLL_POS_NONE
+                                          : CM_F_PAR_POS_NONE;
+                    float s = 0;
+                    for (int k = 0; k < 8; k++)
+                        s += row[base + k];
+                    assert_float_equal(s, 1, 0);
+                }
+                for (int k = 0; k < CM_TOP_BUFFERS; k++) {
+                    const float *b = row + CM_F_B0_ACC_READ + k * CM_BUF_STRIDE;
+                    float acc = b[0] + b[1] + b[2], reuse = b[7] + b[8] + b[9];
+                    assert_true(acc == reuse && (acc == 0 || acc == 1));
+                }
+            }
+            n_ok++;
+            kn_ir_free(ir);
+            ss_state_free(st);
+        }
+        assert_true(n_ok >= 100);
+        ss_space_free(sp);
+        ss_dag_unref(dag);
+    }
+    cm_feats_fini(&f);
+    cm_feats_fini(&g);
+}
+
+/* A sketch (tile sizes not chosen) does not lower: no rows, the reason in errmsg. */
+static void test_unlowerable_state(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=64,N=64,K=64");
+    ss_space *sp;
+    cm_feats f;
+    char err[256];
+    int found = 0;
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+    for (int i = 0; i < ss_space_n_sketches(sp); i++) {
+        const ss_state *st = ss_space_sketch(sp, i);
+        if (st->concrete)
+            continue;
+        found = 1;
+        assert_int_equal(cm_features_of_state(st, &f, err, sizeof err), AT_ESCHED);
+        assert_int_equal(f.n_rows, 0);
+        assert_true(strlen(err) > 0);
+    }
+    assert_true(found);
+    ss_space_free(sp);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+static void test_features_survive_oom(void **unused)
+{
+    ss_dag *dag = dag_of("conv2d:N=1,C=8,H=14,W=14,K=16,R=3,S=3,pad=1,bias=1,relu=1");
+    ss_space *sp;
+    ss_state *st;
+    kn_ir *ir;
+    at_rng rng;
+    char err[512];
+    cm_feats want;
+    (void)unused;
+    cm_feats_init(&want);
+    assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+    at_rng_seed(&rng, 5);
+    while (ss_space_sample(sp, &rng, &st) != AT_OK)
+        ;
+    assert_int_equal(kn_lower(st, &ir, err, sizeof err), AT_OK);
+    assert_int_equal(cm_features_extract(ir, &want), AT_OK);
+    for (size_t limit = 0;; limit++) {
+        cm_feats f;
+        long before = at_test_live_allocs();
+        at_err e;
+        cm_feats_init(&f);
+        at_test_alloc_limit(limit);
+        e = cm_features_extract(ir, &f);
+        at_test_alloc_limit(SIZE_MAX);
+        if (e == AT_OK) {
+            assert_int_equal(f.n_rows, want.n_rows);
+            assert_memory_equal(f.rows, want.rows,
+                                (size_t)f.n_rows * CM_N_FEATS * sizeof(float));
+            cm_feats_fini(&f);
+            break;
+        }
+        assert_int_equal(e, AT_ENOMEM);
+        assert_int_equal(f.n_rows, 0);
+        cm_feats_fini(&f);
+        assert_int_equal(at_test_live_allocs(), before);
+        assert_true(limit < 1000);
+    }
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_space_free(sp);
+    ss_dag_unref(dag);
+    cm_feats_fini(&want);
+}
+
+static int setup(void **unused)
+{
+    (void)unused;
+    if (kn_target_host(&host) != AT_OK)
+        return -1;
+    ss_hw_cpu(&hw, host.n_cores, host.vector_bytes, host.l1_bytes, host.l2_bytes);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_feature_list),
+        cmocka_unit_test(test_naive_matmul),
+        cmocka_unit_test(test_annotated_matmul),
+        cmocka_unit_test(test_guarded_vector_is_serial),
+        cmocka_unit_test(test_auto_unroll),
+        cmocka_unit_test(test_conv_sliding_window),
+        cmocka_unit_test(test_allocation),
+        cmocka_unit_test(test_random_states),
+        cmocka_unit_test(test_unlowerable_state),
+        cmocka_unit_test(test_features_survive_oom),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

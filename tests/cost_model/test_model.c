@@ -1,0 +1,291 @@
+/* tests/cost_model/test_model.c -- the cost model's acceptance tests on measured data.
+**
+** The data set is built once per run: random states of matmul, conv2d and a fused
+** conv2d+bias+relu, measured here (one kernel thread, the fastest of 5 repeats of at least
+** 0.5 ms) into a temporary SQLite store, then read back through cm_data_load_store.
+**   - trained on 80% of it, the model orders the held-out 20% (pairs of one task whose
+**     measured costs differ by more than 5%): median pairwise accuracy over 5 seeds >= 0.75;
+**   - trained on all of it, the best predicted of 1,000 new random states is faster, when
+**     measured, than the best of 8 random states (median over 5 seeds of the geometric mean
+**     over the three tasks of the speed ratio > 1);
+**   - the ranking objective beats chance on every task, and prediction is deterministic
+**     and gives -inf to what does not lower.
+** AT_TEST_LONG=1 measures twice as many states.  AT_CM_DATASET=FILE reads a store measured
+** before (with these three tasks) instead of measuring one, for work on the model. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include "tests/cost_model/cm_test.h"
+
+static const char *specs[] = {
+    "matmul:M=128,N=128,K=128",
+    "conv2d:N=1,C=32,H=14,W=14,K=32,R=3,S=3,pad=1",
+    "conv2d:N=1,C=16,H=28,W=28,K=32,R=3,S=3,pad=1,bias=1,relu=1",
+};
+#define N_TASKS 3
+#define N_SEEDS 5
+
+static char dir[64], db[PATH_MAX];
+static rec_store *store;
+static cm_data *data;
+static cm_params params;
+static kn_target host;
+static ss_hw hw;
+static int n_per_task = 200;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void test_pairwise_accuracy(void **unused)
+{
+    double acc[N_SEEDS], med;
+    (void)unused;
+    for (int s = 0; s < N_SEEDS; s++) {
+        cm_data *tr, *te;
+        cm_model *m;
+        cm_metrics mt;
+        double *sc;
+        char err[512];
+        cm_params p = params;
+        p.seed = 100 + (uint64_t)s;
+        assert_int_equal(cm_data_split(data, 0.8, 1000 + (uint64_t)s, &tr, &te), AT_OK);
+        assert_int_equal(cm_model_new(&p, &m), AT_OK);
+        if (cm_model_fit(m, tr, err, sizeof err) != AT_OK)
+            fail_msg("training: %s", err);
+        sc = at_malloc((size_t)cm_data_count(te) * sizeof *sc);
+        assert_int_equal(cm_model_predict_data(m, te, sc), AT_OK);
+        cm_metrics_eval(te, sc, 1.05, &mt);
+        acc[s] = mt.pairwise_acc;
+        fprintf(stderr, "seed %d: trained on %d, held out %d: pairwise accuracy %.3f (%lld "
+                "pairs), top-1 recall %.2f, top-5 recall %.2f, top-1 score %.3f\n", s,
+                cm_data_count(tr), cm_data_count(te), mt.pairwise_acc, (long long)mt.n_pairs,
+                mt.top1_recall, mt.top5_recall, mt.top1_score);
+        assert_true(mt.n_pairs > 1000);
+        assert_int_equal(mt.n_tasks, N_TASKS);
+        at_free(sc);
+        cm_model_free(m);
+        cm_data_free(tr);
+        cm_data_free(te);
+    }
+    med = median(acc, N_SEEDS);
+    fprintf(stderr, "median pairwise accuracy %.3f\n", med);
+    if (!(med >= 0.75))
+        fail_msg("median held-out pairwise accuracy %.3f < 0.75", med);
+}
+
+/* Predicted best of 1,000 new random states against the best of 8 random states, both
+** measured now. */
+static void test_best_of_1000(void **unused)
+{
+    cm_model *m;
+    char err[1024];
+    double ratio[N_SEEDS], med;
+    (void)unused;
+    assert_int_equal(cm_model_new(&params, &m), AT_OK);
+    if (cm_model_fit(m, data, err, sizeof err) != AT_OK)
+        fail_msg("training: %s", err);
+    for (int s = 0; s < N_SEEDS; s++) {
+        double log_sum = 0;
+        for (int t = 0; t < N_TASKS; t++) {
+            ss_dag *dag;
+            ss_space *sp;
+            cm_measurer *ms;
+            cm_measure_opts o;
+            ss_state *st[1000];
+            const ss_state *run[9];
+            cm_measure_result res[9];
+            double *sc = at_malloc(1000 * sizeof *sc), best_rand = INFINITY;
+            at_rng rng;
+            int n = 0, top = 0;
+            assert_int_equal(kn_op_build(specs[t], &dag, err, sizeof err), AT_OK);
+            assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+            at_rng_seed(&rng, 5000 + 31 * (uint64_t)s + (uint64_t)t);
+            while (n < 1000)
+                if (ss_space_sample(sp, &rng, &st[n]) == AT_OK)
+                    n++;
+            assert_int_equal(cm_model_predict(m, (const ss_state *const *)st, n, sc), AT_OK);
+            for (int i = 1; i < n; i++)
+                if (sc[i] > sc[top])
+                    top = i;
+            assert_true(isfinite(sc[top]));
+            /* the first 8 samples are 8 uniformly random states */
+            run[0] = st[top];
+            for (int i = 0; i < 8; i++)
+                run[1 + i] = st[i];
+            cm_measure_opts_default(&o);
+            o.n_threads = 1;
+            o.repeat = 7;
+            assert_int_equal(cm_measurer_new(dag, &host, &o, &ms, err, sizeof err), AT_OK);
+            assert_int_equal(cm_measurer_run_batch(ms, run, 9, res), AT_OK);
+            assert_int_equal(res[0].status, 0);
+            for (int i = 1; i < 9; i++)
+                if (res[i].status == 0 && res[i].min_s < best_rand)
+                    best_rand = res[i].min_s;
+            fprintf(stderr, "seed %d %s: predicted best of 1000 %.1f us, best of 8 random "
+                    "%.1f us (x%.2f)\n", s, specs[t], res[0].min_s * 1e6, best_rand * 1e6,
+                    best_rand / res[0].min_s);
+            log_sum += log(best_rand / res[0].min_s);
+            cm_measurer_free(ms);
+            for (int i = 0; i < n; i++)
+                ss_state_free(st[i]);
+            at_free(sc);
+            ss_space_free(sp);
+            ss_dag_unref(dag);
+        }
+        ratio[s] = exp(log_sum / N_TASKS);
+        fprintf(stderr, "seed %d: predicted best / random best of 8: x%.2f faster (geometric "
+                "mean of the tasks)\n", s, ratio[s]);
+    }
+    med = median(ratio, N_SEEDS);
+    fprintf(stderr, "median x%.2f\n", med);
+    if (!(med > 1))
+        fail_msg("the predicted best of 1,000 is not faster than the best of 8 random "
+                 "states in the median of %d seeds (x%.2f)", N_SEEDS, med);
+    cm_model_free(m);
+}
+
+/* Each task on its own is ranked well above chance, by both objectives; predictions are
+** deterministic; a state that does not lower gets -inf. */
+static void test_per_task_and_determinism(void **unused)
+{
+    cm_data *tr, *te;
+    double *a, *b;
+    char err[512];
+    (void)unused;
+    assert_int_equal(cm_data_split(data, 0.8, 77, &tr, &te), AT_OK);
+    a = at_malloc((size_t)cm_data_count(te) * sizeof *a);
+    b = at_malloc((size_t)cm_data_count(te) * sizeof *b);
+    for (int o = 0; o < CM_N_OBJS; o++) {
+        cm_params p = params;
+        cm_model *m;
+        p.objective = (cm_objective)o;
+        assert_int_equal(cm_model_new(&p, &m), AT_OK);
+        if (cm_model_fit(m, tr, err, sizeof err) != AT_OK)
+            fail_msg("%s", err);
+        assert_int_equal(cm_model_predict_data(m, te, a), AT_OK);
+        assert_int_equal(cm_model_predict_data(m, te, b), AT_OK);
+        assert_memory_equal(a, b, (size_t)cm_data_count(te) * sizeof *a);
+        for (int t = 0; t < cm_data_n_tasks(te); t++) {
+            int idx[4096], n = 0;
+            cm_data *one;
+            cm_metrics mt;
+            double sc[4096];
+            for (int i = 0; i < cm_data_count(te) && n < 4096; i++)
+                if (cm_data_task_of(te, i) == t) {
+                    sc[n] = a[i];
+                    idx[n++] = i;
+                }
+            assert_int_equal(cm_data_new(&one), AT_OK);
+            assert_int_equal(cm_data_append(one, te, idx, n), AT_OK);
+            cm_metrics_eval(one, sc, 1.05, &mt);
+            fprintf(stderr, "objective %s, task %s: pairwise accuracy %.3f (%lld pairs)\n",
+                    cm_objective_name((cm_objective)o), cm_data_task_name(te, t),
+                    mt.pairwise_acc, (long long)mt.n_pairs);
+            if (!(mt.pairwise_acc > 0.6))
+                fail_msg("objective %s ranks task %d at chance: %.3f",
+                         cm_objective_name((cm_objective)o), t, mt.pairwise_acc);
+            cm_data_free(one);
+        }
+        {
+            /* a sketch does not lower: -inf, next to a state that does */
+            ss_dag *dag;
+            ss_space *sp;
+            const ss_state *two[2];
+            ss_state *st;
+            at_rng rng;
+            double v[2];
+            assert_int_equal(kn_op_build(specs[0], &dag, err, sizeof err), AT_OK);
+            assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+            at_rng_seed(&rng, 9);
+            while (ss_space_sample(sp, &rng, &st) != AT_OK)
+                ;
+            two[0] = ss_space_sketch(sp, 0);
+            two[1] = st;
+            assert_int_equal(cm_model_predict(m, two, 2, v), AT_OK);
+            assert_true(isinf(v[0]) && v[0] < 0);
+            assert_true(isfinite(v[1]));
+            ss_state_free(st);
+            ss_space_free(sp);
+            ss_dag_unref(dag);
+        }
+        cm_model_free(m);
+    }
+    at_free(a);
+    at_free(b);
+    cm_data_free(tr);
+    cm_data_free(te);
+}
+
+static int setup(void **unused)
+{
+    cm_load_stats ls;
+    char err[1024];
+    (void)unused;
+    if (getenv("AT_TEST_LONG"))
+        n_per_task *= 2;
+    if (kn_target_host(&host) != AT_OK)
+        return -1;
+    ss_hw_cpu(&hw, host.n_cores, host.vector_bytes, host.l1_bytes, host.l2_bytes);
+    ct_mkdtemp(dir);
+    if (getenv("AT_CM_DATASET")) {
+        /* a data set measured before (for working on the model): read it, measure nothing */
+        snprintf(db, sizeof db, "%s", getenv("AT_CM_DATASET"));
+        if (rec_store_open(db, REC_OPEN_READONLY, &store, err, sizeof err) != AT_OK) {
+            fprintf(stderr, "%s\n", err);
+            return -1;
+        }
+    } else {
+        snprintf(db, sizeof db, "%s/model.db", dir);
+        if (rec_store_open(db, REC_OPEN_CREATE, &store, err, sizeof err) != AT_OK) {
+            fprintf(stderr, "%s\n", err);
+            return -1;
+        }
+        if (ct_build_dataset(store, specs, N_TASKS, n_per_task, 1) != 0)
+            return -1;
+    }
+    if (cm_data_new(&data) != AT_OK ||
+        cm_data_load_store(data, store, NULL, &ls, err, sizeof err) != AT_OK) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    fprintf(stderr, "data set: %lld records, %lld used, %lld failed, %d tasks\n",
+            (long long)ls.n_records, (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
+    if (ls.n_tasks != N_TASKS ||
+        (!getenv("AT_CM_DATASET") && cm_data_count(data) < N_TASKS * n_per_task * 9 / 10))
+        return -1;
+    cm_params_default(&params);
+    params.n_threads = 1;
+    return 0;
+}
+
+static int teardown(void **unused)
+{
+    (void)unused;
+    cm_data_free(data);
+    rec_store_close(store);
+    ct_rmdir(dir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pairwise_accuracy),
+        cmocka_unit_test(test_best_of_1000),
+        cmocka_unit_test(test_per_task_and_determinism),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,308 @@
+/* tuner/tn_cli_dataset.c -- 'tuner dataset': build a data set of measured random schedules
+** for the cost model, pre-train a model on a store, or evaluate one on held-out records.
+**
+**   tuner dataset --db F --task SPEC|KEY|FILE --random N     measure N random states here
+**   tuner dataset --db F --pretrain [--target T]             train on every record, save
+**   tuner dataset --db F --eval                              80/20 held-out metrics
+**
+** Measuring is local (cost_model's cm_dataset_random: build for this host, check against
+** the naive schedule, time with the kernel runtime in this process), so --target must be
+** this host.  The store is created if missing; a failed run leaves the records measured
+** before the failure (each chunk is committed). */
+#include "tuner/tuner_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost_model/cost_model.h"
+
+#define DEFAULT_DB "tuning.db"
+
+/* A task from an operator spec, a DAG text file, or a workload key the store knows.  On
+** failure *rc is TN_EXIT_USAGE (TASK is none of those) or TN_EXIT_FAIL. */
+static ss_dag *task_dag(const tn_cmd *cmd, rec_store *st, const char *task, int *rc)
+{
+    ss_dag *dag = NULL;
+    char err[1024], *text = NULL;
+    size_t n;
+    FILE *f;
+    int is_key = strlen(task) == REC_KEY_LEN && strspn(task, "0123456789abcdef") == REC_KEY_LEN;
+    *rc = TN_EXIT_FAIL;
+    if (is_key) {
+        rec_filter flt = {task, NULL, NULL, NULL};
+        rec_iter *it = NULL;
+        const rec_record *r = NULL;
+        at_err e = rec_iter_open(st, &flt, REC_ORDER_ID, &it);
+        if (e == AT_OK)
+            e = rec_iter_next(it, &r);
+        if (e == AT_OK && r == NULL) {
+            tn_err(cmd, "the store has no record of task %s, so its DAG is unknown: give an "
+                   "operator spec (matmul:M=128) or a DAG file instead", task);
+        } else if (e != AT_OK) {
+            tn_err(cmd, "%s", rec_store_errmsg(st));
+        } else if ((e = ss_dag_parse(r->dag, strlen(r->dag), &dag, err, sizeof err)) != AT_OK) {
+            tn_err(cmd, "task %s: its DAG does not parse: %s", task, err);
+            dag = NULL;
+        }
+        rec_iter_close(it);
+        return dag;
+    }
+    if ((f = fopen(task, "r")) != NULL) {
+        fclose(f);
+        if (at_file_read(task, &text, &n, err, sizeof err) != AT_OK) {
+            tn_err(cmd, "%s", err);
+            return NULL;
+        }
+        if (ss_dag_parse(text, n, &dag, err, sizeof err) != AT_OK) {
+            tn_err(cmd, "%s:%s", task, err);
+            dag = NULL;
+        }
+        at_free(text);
+        return dag;
+    }
+    if (kn_op_build(task, &dag, err, sizeof err) != AT_OK) {
+        tn_err(cmd, "--task '%s' is no workload key, no readable DAG file and no operator "
+               "spec: %s", task, err);
+        *rc = TN_EXIT_USAGE;
+        return NULL;
+    }
+    return dag;
+}
+
+static void command_line(int argc, char **argv, char *out, size_t n)
+{
+    size_t len = (size_t)snprintf(out, n, "tuner");
+    for (int i = 0; i < argc && len < n; i++)
+        len += (size_t)snprintf(out + len, n - len, " %s", argv[i]);
+}
+
+static int do_random(const tn_cmd *cmd, rec_store *st, const char *db, const char *task,
+                     const char *target, const char *device, int n, int seed,
+                     const cm_measure_opts *o, int quiet, const char *cmdline)
+{
+    kn_target t;
+    ss_dag *dag;
+    cm_dataset_stats s;
+    char err[1024];
+    at_err e;
+    int rc;
+    if (kn_target_parse(target, &t, err, sizeof err) != AT_OK) {
+        tn_err(cmd, "--target: %s", err);
+        return TN_EXIT_USAGE;
+    }
+    if (!t.is_host) {
+        tn_err(cmd, "--target '%s' is not this host: the data set is measured here", target);
+        return TN_EXIT_USAGE;
+    }
+    if ((dag = task_dag(cmd, st, task, &rc)) == NULL)
+        return rc;
+    e = cm_dataset_random(st, dag, &t, device, n, (uint64_t)seed, o, cmdline, &s, err, sizeof err);
+    if (e != AT_OK) {
+        tn_err(cmd, "%s%s(%s; %d records were stored)", err, err[0] ? " " : "", at_strerror(e),
+               s.n_measured);
+        ss_dag_unref(dag);
+        return TN_EXIT_FAIL;
+    }
+    if (!quiet) {
+        rec_best_result *best = NULL;
+        rec_best_query q = {dag->key, t.text, device, NULL, NULL, REC_FALLBACK_NONE, 1, NULL,
+                            NULL};
+        printf("measured %d random states of task %s into %s: %d failed, %d duplicates "
+               "skipped, %.1f s\n",
+               s.n_measured, dag->key, db, s.n_failed, s.n_duplicate, s.seconds);
+        if (s.n_measured < n)
+            printf("the schedule space has fewer distinct states than asked for\n");
+        if (rec_best(st, &q, &best) == AT_OK && best->n_rows > 0)
+            printf("best: %.6f ms (%.2f GFLOPS), job %s\n", best->rows[0].rec.mean * 1e3,
+                   best->rows[0].gflops, best->rows[0].rec.job_id);
+        rec_best_free(best);
+    }
+    ss_dag_unref(dag);
+    return TN_EXIT_OK;
+}
+
+static int do_pretrain(const tn_cmd *cmd, rec_store *st, const char *db, const cm_params *p,
+                       const char *target, int quiet)
+{
+    cm_model *m;
+    cm_load_stats ls;
+    cm_train_info ti;
+    char err[1024];
+    kn_target t;
+    at_err e;
+    if (kn_target_parse(target, &t, err, sizeof err) != AT_OK) {
+        tn_err(cmd, "--target: %s", err);
+        return TN_EXIT_USAGE;
+    }
+    if (cm_model_new(p, &m) != AT_OK) {
+        tn_err(cmd, "out of memory");
+        return TN_EXIT_FAIL;
+    }
+    if ((e = cm_model_pretrain(m, st, NULL, &ls, err, sizeof err)) != AT_OK ||
+        (e = cm_model_save_store(m, st, t.text, err, sizeof err)) != AT_OK) {
+        tn_err(cmd, "%s", err);
+        cm_model_free(m);
+        return TN_EXIT_FAIL;
+    }
+    cm_model_train_info(m, &ti);
+    if (!quiet)
+        printf("pre-trained a cost model (objective %s, feature version %d) on %lld records "
+               "of %d tasks (%lld failed, %lld skipped: no longer replay) in %.1f s, %d "
+               "rounds; saved in %s for target '%s'\n",
+               cm_objective_name(p->objective), CM_FEATURE_VERSION, (long long)ls.n_used,
+               ls.n_tasks, (long long)ls.n_failed, (long long)ls.n_unreplay, ti.seconds,
+               ti.n_rounds, db, t.text);
+    cm_model_free(m);
+    return TN_EXIT_OK;
+}
+
+static int do_eval(const tn_cmd *cmd, rec_store *st, const cm_params *p, int seed)
+{
+    cm_data *d = NULL, *a = NULL, *b = NULL;
+    cm_model *m = NULL;
+    cm_load_stats ls;
+    cm_metrics mt;
+    double *scores = NULL;
+    char err[1024];
+    int rc = TN_EXIT_FAIL;
+    if (cm_data_new(&d) != AT_OK || cm_model_new(p, &m) != AT_OK) {
+        tn_err(cmd, "out of memory");
+        goto out;
+    }
+    if (cm_data_load_store(d, st, NULL, &ls, err, sizeof err) != AT_OK) {
+        tn_err(cmd, "%s", err);
+        goto out;
+    }
+    if (cm_data_count(d) < 10) {
+        tn_err(cmd, "the store has %d usable records; evaluating needs at least 10",
+               cm_data_count(d));
+        goto out;
+    }
+    if (cm_data_split(d, 0.8, (uint64_t)seed, &a, &b) != AT_OK ||
+        (scores = at_malloc((size_t)cm_data_count(b) * sizeof *scores + 1)) == NULL) {
+        tn_err(cmd, "out of memory");
+        goto out;
+    }
+    if (cm_model_fit(m, a, err, sizeof err) != AT_OK ||
+        cm_model_predict_data(m, b, scores) != AT_OK) {
+        tn_err(cmd, "training failed: %s", err);
+        goto out;
+    }
+    cm_metrics_eval(b, scores, 1.05, &mt);
+    printf("objective %s: trained on %d records, held out %d (%d tasks)\n"
+           "pairwise accuracy %.3f (%lld pairs differing by more than 5%%)\n"
+           "top-1 recall %.3f, top-5 recall %.3f, top-1 score %.3f, top-5 score %.3f\n",
+           cm_objective_name(p->objective), cm_data_count(a), cm_data_count(b), mt.n_tasks,
+           mt.pairwise_acc, (long long)mt.n_pairs, mt.top1_recall, mt.top5_recall, mt.top1_score,
+           mt.top5_score);
+    rc = TN_EXIT_OK;
+out:
+    at_free(scores);
+    cm_model_free(m);
+    cm_data_free(a);
+    cm_data_free(b);
+    cm_data_free(d);
+    return rc;
+}
+
+int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
+{
+    const char *db = DEFAULT_DB, *task = NULL, *target = "llvm -mcpu=native";
+    const char *device = "local", *objective = "rank";
+    int n = -1, seed = 1, threads = 0, repeat = 5, min_ms = 1, no_check = 0, quiet = 0;
+    int pretrain = 0, eval = 0, n_pos, help, rc, modes;
+    char cmdline[1024];
+    cm_measure_opts o;
+    cm_params p;
+    rec_store *st;
+    tn_opt opts[] = {
+        {"db", 0, TN_OPT_STR, &db, "FILE", "the records store, created if missing (default "
+                                           DEFAULT_DB ")"},
+        {"task", 0, TN_OPT_STR, &task, "TASK",
+         "an operator spec (matmul:M=128,N=128,K=128), a DAG text file, or the workload key "
+         "of a task the store has records of"},
+        {"random", 0, TN_OPT_INT, &n, "N", "measure N distinct random states of the task"},
+        {"seed", 0, TN_OPT_INT, &seed, "S", "random seed of the states and of --eval's split "
+                                             "(default 1)"},
+        {"target", 0, TN_OPT_STR, &target, "T",
+         "with --random: must be this host (default 'llvm -mcpu=native'); with --pretrain: "
+         "the target the model is saved for"},
+        {"device", 0, TN_OPT_STR, &device, "KEY", "device key of the records (default local)"},
+        {"threads", 0, TN_OPT_INT, &threads, "N", "kernel threads (default: every core)"},
+        {"repeat", 0, TN_OPT_INT, &repeat, "N", "timed repeats per state (default 5, at most 16)"},
+        {"min-repeat-ms", 0, TN_OPT_INT, &min_ms, "MS",
+         "each repeat runs the kernel for at least MS ms (default 1)"},
+        {"no-check", 0, TN_OPT_BOOL, &no_check, NULL,
+         "do not compare outputs with the naive schedule's"},
+        {"pretrain", 0, TN_OPT_BOOL, &pretrain, NULL,
+         "train a cost model on every record of the store and save it there"},
+        {"eval", 0, TN_OPT_BOOL, &eval, NULL,
+         "train on 80% of the records, print ranking metrics on the other 20%"},
+        {"objective", 0, TN_OPT_STR, &objective, "rank|reg",
+         "the training objective of --pretrain and --eval (default rank)"},
+        {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
+    };
+    command_line(argc, argv, cmdline, sizeof cmdline);
+    if ((rc = tn_opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
+        TN_EXIT_OK)
+        return rc;
+    if (help) {
+        tn_opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
+        return TN_EXIT_OK;
+    }
+    if (n_pos) {
+        tn_err(cmd, "unexpected argument '%s' (see 'tuner %s --help')", argv[1], cmd->name);
+        return TN_EXIT_USAGE;
+    }
+    modes = (n >= 0) + pretrain + eval;
+    if (modes != 1) {
+        tn_err(cmd, "give exactly one of --random N, --pretrain and --eval (see 'tuner %s "
+               "--help')", cmd->name);
+        return TN_EXIT_USAGE;
+    }
+    if (n >= 0 && task == NULL) {
+        tn_err(cmd, "--random needs --task");
+        return TN_EXIT_USAGE;
+    }
+    if (n < 0 && task) {
+        tn_err(cmd, "--task goes with --random");
+        return TN_EXIT_USAGE;
+    }
+    if (repeat < 1 || repeat > 16) {
+        tn_err(cmd, "--repeat must be 1..16, not %d", repeat);
+        return TN_EXIT_USAGE;
+    }
+    if (!device[0]) {
+        tn_err(cmd, "--device must not be empty");
+        return TN_EXIT_USAGE;
+    }
+    cm_params_default(&p);
+    if (cm_objective_parse(objective, &p.objective) != AT_OK) {
+        tn_err(cmd, "--objective must be rank or reg, not '%s'", objective);
+        return TN_EXIT_USAGE;
+    }
+    p.seed = (uint64_t)seed;
+    cm_measure_opts_default(&o);
+    o.n_threads = threads;
+    o.repeat = repeat;
+    o.min_repeat_ms = min_ms;
+    o.check = !no_check;
+    {
+        char err[1024];
+        int flags = n >= 0 ? REC_OPEN_CREATE : pretrain ? 0 : REC_OPEN_READONLY;
+        if (rec_store_open(db, flags, &st, err, sizeof err) != AT_OK) {
+            tn_err(cmd, "%s", err);
+            return TN_EXIT_FAIL;
+        }
+    }
+    if (n >= 0)
+        rc = do_random(cmd, st, db, task, target, device, n, seed, &o, quiet, cmdline);
+    else if (pretrain)
+        rc = do_pretrain(cmd, st, db, &p, target, quiet);
+    else
+        rc = do_eval(cmd, st, &p, seed);
+    rec_store_close(st);
+    return rc;
+}
