@@ -13,6 +13,18 @@
 
 static int cmd_help(const tn_cmd *cmd, int argc, char **argv);
 
+/* The main tuning run: the command line names no subcommand. */
+static const tn_cmd tune_cmd = {
+    "", "[flags] SPEC...", "tune operators, DAG files, ONNX models or task lists",
+    "Tune every SPEC within the trial budget: a library operator with its shapes\n"
+    "(matmul:M=1024,N=1024,K=1024, docs/operators.md), a DAG text file (docs/dag_format.md),\n"
+    "an ONNX model (its tasks: docs/models.md) or a task list written by 'tuner tasks -o'.\n"
+    "Without --tracker the embedded tracker and agent measure on this machine.  Every trial\n"
+    "is committed to the records store (--db) as it completes; Ctrl-C stops after the round\n"
+    "in flight; --resume continues a run from the store.  Exit status: 0 done, 1 failed,\n"
+    "2 bad command line, 130 interrupted.",
+    tn_cmd_tune};
+
 /* The subcommands.  Later issues add theirs here (and the main tuning run, which takes
 ** over a command line that names no subcommand). */
 static const tn_cmd commands[] = {
@@ -79,6 +91,11 @@ static const tn_cmd commands[] = {
      "and the tuner read without the model.  Unsupported operators are warnings naming\n"
      "their nodes; the rest of the model still gives tasks.",
      tn_cmd_tasks},
+    {"plot", "[--db FILE] [--task KEY] [--target T] [--device KEY] -o FILE.svg|FILE.png",
+     "draw a task's tuning curve",
+     "Draw the best GFLOPS of a task over its trials (every record of the task, in trial\n"
+     "order) as an SVG or PNG picture.",
+     tn_cmd_plot},
     {"help", "[SUBCOMMAND]", "help on the command or a subcommand", NULL, cmd_help},
 };
 
@@ -92,7 +109,9 @@ static const tn_cmd *find_cmd(const char *name)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tuner SUBCOMMAND [flags] [args]\n"
+    fprintf(f, "usage: tuner [--trials N] [--target T] [--tracker HOST:PORT --key K] [--db F]\n"
+               "             [--seed S] [--resume] [flags] SPEC...   tune (tuner --help-tune)\n"
+               "       tuner SUBCOMMAND [flags] [args]\n"
                "       tuner SUBCOMMAND --help\n\n"
                "subcommands:\n");
     for (size_t i = 0; i < AT_ARRAY_LEN(commands); i++)
@@ -146,6 +165,10 @@ int tn_cli_main(int argc, char **argv)
             usage(stdout);
             return TN_EXIT_OK;
         }
+        if (strcmp(a, "--help-tune") == 0) {
+            char *sub[3] = {(char *)"tuner", (char *)"--help", NULL};
+            return tn_cmd_tune(&tune_cmd, 2, sub);
+        }
         if (strcmp(a, "--version") == 0) {
             printf("tuner %s (records schema %d, JSONL format %d)\n", TN_VERSION,
                    REC_SCHEMA_VERSION, REC_JSONL_VERSION);
@@ -162,18 +185,17 @@ int tn_cli_main(int argc, char **argv)
             i++;
             continue;
         }
-        tn_err(NULL, "unknown flag '%s' (flags of a subcommand go after its name; see "
-               "'tuner --help')", a);
-        return TN_EXIT_USAGE;
+        /* a flag of the tuning run: the whole command line is a tuning run */
+        return tn_cmd_tune(&tune_cmd, argc, argv);
     }
     if (i >= argc) {
         usage(stderr);
         return TN_EXIT_USAGE;
     }
-    if ((c = find_cmd(argv[i])) == NULL) {
-        tn_err(NULL, "unknown subcommand '%s' (see 'tuner --help')", argv[i]);
-        return TN_EXIT_USAGE;
-    }
+    if (strcmp(argv[i], "__build-worker") == 0)
+        return tn_build_worker_main();
+    if ((c = find_cmd(argv[i])) == NULL)
+        return tn_cmd_tune(&tune_cmd, argc, argv); /* tuner [flags] SPEC... */
     return c->run(c, argc - i, argv + i);
 }
 

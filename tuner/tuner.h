@@ -19,6 +19,7 @@
 #define TN_EXIT_FAIL 1  /* the work failed (message on stderr), or a check found damage */
 #define TN_EXIT_USAGE 2 /* bad command line: unknown subcommand or flag, missing value */
 #define TN_EXIT_EMPTY 3 /* a query ran and found nothing (the notes say why) */
+#define TN_EXIT_INTERRUPTED 130 /* a tuning run stopped by SIGINT/SIGTERM (all recorded) */
 
 /* Run the command line; returns the exit status.  Writes results to stdout, messages to
 ** stderr.  Not reentrant across threads (it parses flags into static tables). */
@@ -128,6 +129,55 @@ void tn_fleet_get_stats(const tn_fleet *f, tn_fleet_stats *out);
 
 /* The embedded tracker's TCP-free address ("inproc://...") or NULL when remote. */
 const char *tn_fleet_embedded_url(const tn_fleet *f);
+
+
+/* ---- building candidates in worker processes (tn_build.c) -----------------------------
+**
+**   tn_builder *b;  tn_builder_new(2, 60000, NULL, &b, err, sizeof err);
+**   tn_builder_submit(b, &(tn_build_req){id, target, dag_text, state_json, NULL});
+**   while (tn_builder_pending(b)) tn_builder_poll(b, 100, on_built, ctx);
+**   tn_builder_free(b);
+**
+** LLVM runs in worker processes (this program started again as "tuner __build-worker"),
+** so a crashing or runaway compile is a recorded build error, never a dead tuner.  With 0
+** workers builds run in this process.  One thread uses a builder. */
+typedef struct tn_builder tn_builder;
+
+typedef struct tn_build_req {
+    int64_t id;             /* the caller's: handed back with the result */
+    const char *target;     /* target string */
+    const char *dag_text;   /* the task's DAG (docs/dag_format.md) */
+    const char *state_json; /* the schedule */
+    const char *entry;      /* entry symbol; NULL: "at_kernel" */
+} tn_build_req;
+
+typedef struct tn_build_res {
+    int64_t id;
+    at_err err;            /* AT_OK; AT_ETIMEDOUT (build timeout); AT_ECODEGEN (worker died)... */
+    int timed_out;
+    char errmsg[512];
+    kn_artifact *art;      /* on AT_OK; the callback takes ownership */
+    double build_s;
+} tn_build_res;
+
+typedef void (*tn_build_fn)(void *ctx, const tn_build_res *r);
+
+/* Start n_workers workers running 'exe' (NULL: this program).  On AT_OK the caller owns
+** *out (tn_builder_free, which kills the workers). */
+at_err tn_builder_new(int n_workers, int timeout_ms, const char *exe, tn_builder **out,
+                      char *errmsg, size_t errmsg_size);
+void tn_builder_free(tn_builder *b);
+/* Queue a build (the strings are copied). */
+at_err tn_builder_submit(tn_builder *b, const tn_build_req *r);
+/* Requests queued, building or built but not yet delivered. */
+int tn_builder_pending(const tn_builder *b);
+/* Start queued builds on idle workers, wait up to timeout_ms for results and call fn for
+** each finished one (it owns r->art).  Kills and replaces a worker past the timeout. */
+at_err tn_builder_poll(tn_builder *b, int timeout_ms, tn_build_fn fn, void *ctx);
+void tn_builder_stats(const tn_builder *b, int64_t *n_built, int64_t *n_timeouts,
+                      int64_t *n_crashes);
+/* The worker's main loop ("tuner __build-worker"): requests on stdin, results on stdout. */
+int tn_build_worker_main(void);
 
 /* ---- whole models: ONNX import, tasks, running and export -----------------------------
 ** (tn_onnx.c, tn_graph.c, tn_extract.c, tn_tasks.c, tn_run.c, tn_export.c; docs/models.md)
@@ -248,6 +298,8 @@ typedef struct tn_run_opts {
     uint64_t seed;          /* inputs and weights without values are filled from it */
     int repeat;             /* > 0: time that many runs of the whole model (tuned and naive) */
     int no_check;           /* skip the naive run and the comparison */
+    const char *dump_dir;   /* write each graph input and output there as raw float32
+                            ** (input_<i>.bin, output_<i>.bin, the graph's order) */
 } tn_run_opts;
 
 #define TN_RUN_MAX_OUTPUTS 16

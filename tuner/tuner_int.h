@@ -69,4 +69,108 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv);
 /* Measuring through the fleet (tn_cli_measure.c). */
 int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv);
 
+/* ---- the evolutionary search of one task (tn_search.c) -------------------------------- */
+
+#include "cost_model/cost_model.h"
+
+typedef struct tn_search_cfg {
+    int population;        /* states per generation (2048) */
+    int n_generations;     /* generations of mutation per round (4) */
+    double measured_ratio; /* part of the first generation taken from the best measured (0.2) */
+    double eps_greedy;     /* part of each round picked at random (0.05) */
+    double mutation_prob;  /* a child is a mutant with this probability, else a copy (0.85) */
+} tn_search_cfg;
+
+void tn_search_cfg_default(tn_search_cfg *c);
+
+typedef struct tn_search_good {
+    char *json;
+    double cost;
+} tn_search_good;
+
+typedef struct tn_search {
+    ss_dag *dag;
+    ss_space *sp;
+    tn_search_cfg cfg;
+    at_rng rng;
+    uint64_t *seen;        /* programs measured or picked (hash set of loop-structure texts) */
+    int n_seen, cap_seen;
+    tn_search_good *good;  /* measured successfully: state JSON and mean cost */
+    int n_good, cap_good;
+} tn_search;
+
+typedef struct tn_search_stats {
+    int n_sampled, n_sample_fail, n_scored, n_mutated, n_mutation_fail;
+    int n_picked_model, n_picked_random;
+} tn_search_stats;
+
+at_err tn_search_new(ss_dag *dag, const ss_hw *hw, const tn_search_cfg *cfg, uint64_t seed,
+                     tn_search **out, char *errmsg, size_t errmsg_size);
+void tn_search_free(tn_search *s);
+/* A measured program (from this run or from the store): never picked again; a successful
+** one may seed later populations. */
+at_err tn_search_add_measured(tn_search *s, const char *state_json, double cost_s, int ok);
+int tn_search_n_seen(const tn_search *s);
+/* One round: up to n_pick programs never measured or picked before, into out[] (the caller
+** owns them).  'model' NULL scores at random. */
+at_err tn_search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out, int *n_out,
+                       tn_search_stats *stats);
+
+/* ---- the tuning run (tn_tune.c) ------------------------------------------------------- */
+
+typedef struct tn_tune_opts {
+    int64_t trials;          /* the budget of the whole run (all tasks) */
+    const char *target;      /* compilation target string */
+    const char *tracker;     /* NULL: the embedded tracker and agent */
+    const at_wire_key *keys; /* fleet keys (remote) */
+    int n_keys;
+    const char *device_key;  /* the agents' key ("local" in the embedded mode) */
+    int priority;
+    int wait_timeout_s;      /* give up when no agent serves the key this long */
+    const char *db;          /* the records store */
+    const char *cmdline;     /* stored with the run */
+    uint64_t seed;
+    int resume;              /* count and reuse what the store has for these tasks */
+    int per_round;           /* measurements per round (64) */
+    int number, repeat;      /* timing: calls per repeat, repeats */
+    double min_repeat_ms;
+    int flush_cache;
+    int timeout_ms;          /* a job's run timeout on the device */
+    int early_stop;          /* a task stops after this many trials without a new best (0: off) */
+    int build_workers;       /* build worker processes (0: build in this process) */
+    int build_timeout_ms;
+    const char *build_worker_exe; /* NULL: this program */
+    int embedded_threads;    /* the embedded agent's kernel threads (0: all cores) */
+    int layout_rewrite;      /* let schedules store weights in their tiles' order */
+    int no_model;            /* random scores instead of the cost model (for experiments) */
+    int quiet;               /* no progress, no report */
+    tn_search_cfg search;
+} tn_tune_opts;
+
+typedef struct tn_tune_task {
+    const char *name;
+    ss_dag *dag;
+    int weight;
+} tn_tune_task;
+
+#define TN_TUNE_MAX_REPORT 256
+
+typedef struct tn_tune_report {
+    int64_t total_trials;
+    int interrupted;
+    int n_tasks;
+    double best_cost[TN_TUNE_MAX_REPORT];
+    double first_round_best[TN_TUNE_MAX_REPORT];
+    int64_t trials[TN_TUNE_MAX_REPORT];
+} tn_tune_report;
+
+/* Tune the tasks within o->trials trials; every trial ends as one record in o->db. */
+at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_report *rep,
+               char *errmsg, size_t errmsg_size);
+
+/* The main tuning command (the command line that names no subcommand). */
+int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv);
+/* 'tuner plot' (tn_plot.c). */
+int tn_cmd_plot(const tn_cmd *cmd, int argc, char **argv);
+
 #endif /* TN_TUNER_INT_H */

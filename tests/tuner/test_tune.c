@@ -1,0 +1,342 @@
+/* tests/tuner/test_tune.c -- the tuning run, end to end, through the real 'tuner' binary
+** (build/<flavour>/bin/tuner): the embedded tracker and agent, build workers, the cost
+** model and the records store, all real.
+**
+**   - a short run improves on its first round and records every trial, once;
+**   - a run killed with SIGKILL and resumed measures no recorded program again and ends
+**     with exactly the budgeted number of records;
+**   - the same seed gives the same first round;
+**   - bad flags and specs give clear errors and exit status 2. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "records/records.h"
+
+static char bin[PATH_MAX + 16], dir[64];
+
+/* Start the tuner with 'args' (NULL-terminated) in its own process group; its output goes
+** to dir/NAME.out and dir/NAME.err. */
+static pid_t start(const char *name, const char *const *args)
+{
+    pid_t pid;
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        char out[PATH_MAX], err[PATH_MAX];
+        const char *argv[64];
+        int argc = 0, fo, fe;
+        setpgid(0, 0);
+        snprintf(out, sizeof out, "%s/%s.out", dir, name);
+        snprintf(err, sizeof err, "%s/%s.err", dir, name);
+        fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || chdir(dir) != 0)
+            _exit(120);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        argv[argc++] = "tuner";
+        for (int i = 0; args[i] && argc < 63; i++)
+            argv[argc++] = args[i];
+        argv[argc] = NULL;
+        execv(bin, (char *const *)argv);
+        _exit(121);
+    }
+    assert_true(pid > 0);
+    return pid;
+}
+
+static int finish(pid_t pid, int deadline_s)
+{
+    int status;
+    for (int i = 0; i < deadline_s * 10; i++) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        usleep(100000);
+    }
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fail_msg("the tuner did not finish within %d s", deadline_s);
+    return -1;
+}
+
+static int run(const char *name, int deadline_s, const char *const *args)
+{
+    return finish(start(name, args), deadline_s);
+}
+
+#define RUN(name, deadline, ...) run((name), (deadline), (const char *const[]){__VA_ARGS__, NULL})
+
+static char *slurp(const char *name)
+{
+    char path[PATH_MAX], *text, msg[256];
+    size_t n;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (at_file_read(path, &text, &n, msg, sizeof msg) != AT_OK)
+        fail_msg("%s", msg);
+    return text;
+}
+
+static void expect_usage(const char *name, const char *msg, const char *const *args)
+{
+    int rc = run(name, 120, args);
+    char file[128], *err;
+    snprintf(file, sizeof file, "%s.err", name);
+    err = slurp(file);
+    if (rc != 2 || strstr(err, msg) == NULL)
+        fail_msg("%s: exit %d, stderr '%s' (wanted 2 and '%s')", name, rc, err, msg);
+    at_free(err);
+}
+
+#define USAGE(name, msg, ...) expect_usage((name), (msg), (const char *const[]){__VA_ARGS__, NULL})
+
+/* ---- reading a store ---- */
+
+typedef struct rec {
+    char *state;
+    double mean;
+    int status;
+    int64_t trial;
+    char *run;
+} rec;
+
+static int load(const char *db, rec **out)
+{
+    char path[PATH_MAX], err[256];
+    rec_store *st;
+    rec_iter *it;
+    const rec_record *r;
+    rec *v = NULL;
+    int n = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, db);
+    if (rec_store_open(path, REC_OPEN_READONLY, &st, err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    assert_int_equal(rec_iter_open(st, NULL, REC_ORDER_ID, &it), AT_OK);
+    while (rec_iter_next(it, &r) == AT_OK && r) {
+        v = realloc(v, (size_t)(n + 1) * sizeof *v);
+        v[n].state = strdup(r->state);
+        v[n].mean = r->mean;
+        v[n].status = r->status;
+        v[n].trial = r->trial;
+        v[n].run = strdup(r->run_uuid ? r->run_uuid : "");
+        n++;
+    }
+    rec_iter_close(it);
+    rec_store_close(st);
+    *out = v;
+    return n;
+}
+
+static void free_recs(rec *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(v[i].state);
+        free(v[i].run);
+    }
+    free(v);
+}
+
+static void assert_distinct(const rec *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = i + 1; k < n; k++)
+            if (strcmp(v[i].state, v[k].state) == 0)
+                fail_msg("a program was measured twice: %s", v[i].state);
+}
+
+/* ---- the tests ---- */
+
+static void test_bad_command_lines(void **unused)
+{
+    (void)unused;
+    USAGE("b1", "--trials must be at least 1", "--trials", "0", "matmul:M=8,N=8,K=8");
+    USAGE("b2", "'nosuchop' is neither a library operator", "nosuchop");
+    USAGE("b3", "matmul: M must be a positive integer", "matmul:M=-3");
+    USAGE("b4", "--per-round needs a whole number", "--per-round", "many", "matmul");
+    USAGE("b5", "not this machine's architecture", "--target",
+          "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76", "matmul:M=8,N=8,K=8");
+    USAGE("b6", "it must start with 'llvm'", "--target", "cuda -arch=sm_90", "matmul");
+    USAGE("b7", "unknown flag '--trails'", "--trails", "10", "matmul");
+    USAGE("b8", "a tracker needs the fleet key", "--tracker", "127.0.0.1:1", "--key", "x",
+          "matmul:M=8,N=8,K=8");
+    USAGE("b9", "nothing to tune", "--trials", "10");
+    {
+        char path[PATH_MAX];
+        FILE *f;
+        snprintf(path, sizeof path, "%s/bad.dag", dir);
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fputs("input A[8] float32\nB[i:8] = A[i] * q\n", f);
+        fclose(f);
+        USAGE("b10", "bad.dag:2:17: unknown name 'q'", "bad.dag");
+    }
+}
+
+static void test_short_run_improves_and_records_everything(void **unused)
+{
+    rec *v;
+    int n, seen[120] = {0};
+    double first = INFINITY, later = INFINITY;
+    (void)unused;
+    assert_int_equal(RUN("improve", 900, "--trials", "120", "--per-round", "8", "--population",
+                         "64", "--db", "improve.db", "--seed", "5",
+                         "matmul:M=128,N=128,K=64"),
+                     0);
+    n = load("improve.db", &v);
+    assert_int_equal(n, 120);
+    assert_distinct(v, n);
+    for (int i = 0; i < n; i++) {
+        assert_true(v[i].trial >= 0 && v[i].trial < 120);
+        seen[v[i].trial]++;
+        if (v[i].status != 0)
+            continue;
+        if (v[i].trial < 8)
+            first = AT_MIN(first, v[i].mean);
+        else
+            later = AT_MIN(later, v[i].mean);
+    }
+    for (int t = 0; t < 120; t++)
+        assert_int_equal(seen[t], 1);
+    if (!(later < first))
+        fail_msg("no improvement on the first round: %g s then %g s", first, later);
+    free_recs(v, n);
+    /* the report names the task, and 'tuner best' and 'tuner plot' read the store */
+    {
+        char *out = slurp("improve.out");
+        assert_non_null(strstr(out, "matmul:M=128,N=128,K=64"));
+        assert_non_null(strstr(out, "120 trials"));
+        at_free(out);
+        assert_int_equal(RUN("best", 120, "best", "--db", "improve.db"), 0);
+        assert_int_equal(RUN("plot", 120, "plot", "--db", "improve.db", "-o", "curve.png"), 0);
+        assert_int_equal(RUN("plot2", 120, "plot", "--db", "improve.db", "-o", "curve.svg"), 0);
+    }
+}
+
+static void test_kill_and_resume(void **unused)
+{
+    const char *const args[] = {"--trials", "64", "--per-round", "8", "--population", "64",
+                                "--db", "resume.db", "--seed", "9", "matmul:M=96,N=64,K=32",
+                                NULL};
+    const char *const args_resume[] = {"--trials", "64", "--per-round", "8", "--population",
+                                       "64", "--db", "resume.db", "--seed", "9", "--resume",
+                                       "matmul:M=96,N=64,K=32", NULL};
+    pid_t pid;
+    rec *a, *b;
+    int na = 0, nb;
+    char path[PATH_MAX];
+    (void)unused;
+    snprintf(path, sizeof path, "%s/resume.db", dir);
+    pid = start("kill", args);
+    /* wait until some trials are recorded, then kill the whole process group */
+    for (int i = 0; i < 6000 && na < 16; i++) {
+        struct stat sb;
+        usleep(100000);
+        if (stat(path, &sb) == 0 && sb.st_size > 0) {
+            na = load("resume.db", &a);
+            free_recs(a, na);
+        }
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            fail_msg("the tuner ended before it could be killed");
+    }
+    assert_true(na >= 16);
+    kill(-pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    na = load("resume.db", &a);
+    assert_true(na >= 16 && na < 64);
+    assert_int_equal(run("resume", 900, args_resume), 0);
+    nb = load("resume.db", &b);
+    /* exactly the budget, nothing measured twice */
+    assert_int_equal(nb, 64);
+    assert_distinct(b, nb);
+    /* the records of the killed run are all still there */
+    for (int i = 0; i < na; i++) {
+        int found = 0;
+        for (int k = 0; k < nb && !found; k++)
+            found = strcmp(a[i].state, b[k].state) == 0;
+        assert_true(found);
+    }
+    free_recs(a, na);
+    free_recs(b, nb);
+}
+
+static void test_same_seed_same_first_round(void **unused)
+{
+    rec *a, *b;
+    int na, nb;
+    (void)unused;
+    assert_int_equal(RUN("seed1", 600, "--trials", "12", "--per-round", "12", "--population",
+                         "64", "--db", "seed1.db", "--seed", "42", "matmul:M=64,N=64,K=64"),
+                     0);
+    assert_int_equal(RUN("seed2", 600, "--trials", "12", "--per-round", "12", "--population",
+                         "64", "--db", "seed2.db", "--seed", "42", "matmul:M=64,N=64,K=64"),
+                     0);
+    na = load("seed1.db", &a);
+    nb = load("seed2.db", &b);
+    assert_int_equal(na, 12);
+    assert_int_equal(nb, 12);
+    for (int i = 0; i < na; i++) {
+        int found = 0;
+        for (int k = 0; k < nb && !found; k++)
+            found = strcmp(a[i].state, b[k].state) == 0;
+        if (!found)
+            fail_msg("the second run did not pick %s", a[i].state);
+    }
+    free_recs(a, na);
+    free_recs(b, nb);
+}
+
+static int setup(void **unused)
+{
+    char exe[PATH_MAX], *p;
+    ssize_t n;
+    (void)unused;
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = 0;
+    p = strstr(exe, "/tests/tuner/");
+    if (p == NULL)
+        return -1;
+    *p = 0;
+    snprintf(bin, sizeof bin, "%s/bin/tuner", exe);
+    if (access(bin, X_OK) != 0) {
+        fprintf(stderr, "missing %s (make tests-san builds it)\n", bin);
+        return -1;
+    }
+    snprintf(dir, sizeof dir, "/tmp/at_tune_XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **unused)
+{
+    char cmd[128];
+    (void)unused;
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_command_lines),
+        cmocka_unit_test(test_same_seed_same_first_round),
+        cmocka_unit_test(test_kill_and_resume),
+        cmocka_unit_test(test_short_run_improves_and_records_everything),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,317 @@
+/* tuner/tn_cli_tune.c -- the main command: 'tuner [flags] SPEC...' tunes operators, DAG text
+** files, ONNX models or task lists within a trial budget (docs/cli.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernels/kernels.h"
+#include "tuner/tuner_int.h"
+
+#define MAX_TASKS 1024
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+typedef struct taskset {
+    tn_tune_task t[MAX_TASKS];
+    char *names[MAX_TASKS];
+    int n;
+    tn_model *models[64];
+    int n_models;
+    tn_task_list *lists[64];
+    int n_lists;
+} taskset;
+
+static int add_task(const tn_cmd *cmd, taskset *ts, const char *name, ss_dag *dag, int weight)
+{
+    for (int i = 0; i < ts->n; i++)
+        if (strcmp(ts->t[i].dag->key, dag->key) == 0) {
+            ts->t[i].weight += weight; /* the same computation twice: one task, more weight */
+            ss_dag_unref(dag);
+            return 0;
+        }
+    if (ts->n == MAX_TASKS) {
+        tn_err(cmd, "more than %d tasks", MAX_TASKS);
+        ss_dag_unref(dag);
+        return -1;
+    }
+    ts->names[ts->n] = at_strdup(name);
+    ts->t[ts->n].name = ts->names[ts->n];
+    ts->t[ts->n].dag = dag;
+    ts->t[ts->n].weight = weight;
+    ts->n++;
+    return 0;
+}
+
+static int add_list(const tn_cmd *cmd, taskset *ts, const tn_task_list *tl, const char *what)
+{
+    int n0 = ts->n;
+    for (int i = 0; i < tl->n_tasks; i++) {
+        const tn_task *t = &tl->tasks[i];
+        if (!t->tunable)
+            continue;
+        if (add_task(cmd, ts, t->name, ss_dag_ref(t->dag), t->weight) != 0)
+            return -1;
+    }
+    if (ts->n == n0) {
+        tn_err(cmd, "%s: no task to tune (no convolution, dense layer or other reduction)", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* A SPEC: an ONNX model, a task list (JSON lines), a DAG text file or a library operator. */
+static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
+{
+    char err[512];
+    struct stat sb;
+    if (ends_with(spec, ".onnx")) {
+        tn_model *m;
+        if (ts->n_models == 64) {
+            tn_err(cmd, "too many models");
+            return -1;
+        }
+        if (tn_model_load(spec, NULL, &m, err, sizeof err) != AT_OK) {
+            tn_err(cmd, "%s", err);
+            return -1;
+        }
+        ts->models[ts->n_models++] = m;
+        return add_list(cmd, ts, tn_model_tasks(m), spec);
+    }
+    if (ends_with(spec, ".jsonl")) {
+        tn_task_list *tl;
+        char *text;
+        size_t n;
+        if (ts->n_lists == 64 || at_file_read(spec, &text, &n, err, sizeof err) != AT_OK) {
+            tn_err(cmd, "%s", err);
+            return -1;
+        }
+        if (tn_tasks_read_jsonl(spec, text, n, &tl, err, sizeof err) != AT_OK) {
+            at_free(text);
+            tn_err(cmd, "%s", err);
+            return -1;
+        }
+        at_free(text);
+        ts->lists[ts->n_lists++] = tl;
+        return add_list(cmd, ts, tl, spec);
+    }
+    if (stat(spec, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        ss_dag *dag;
+        char *text;
+        size_t n;
+        if (at_file_read(spec, &text, &n, err, sizeof err) != AT_OK) {
+            tn_err(cmd, "%s", err);
+            return -1;
+        }
+        if (ss_dag_parse(text, n, &dag, err, sizeof err) != AT_OK) {
+            at_free(text);
+            tn_err(cmd, "%s:%s", spec, err);
+            return -1;
+        }
+        at_free(text);
+        return add_task(cmd, ts, spec, dag, 1);
+    }
+    {
+        ss_dag *dag;
+        if (kn_op_build(spec, &dag, err, sizeof err) != AT_OK) {
+            if (strchr(spec, ':') == NULL && strchr(spec, '/') == NULL && !ends_with(spec, ".dag"))
+                tn_err(cmd, "'%s' is neither a library operator (see docs/operators.md), a DAG "
+                       "file, an ONNX model nor a task list (%s)", spec, err);
+            else
+                tn_err(cmd, "%s", err);
+            return -1;
+        }
+        return add_task(cmd, ts, spec, dag, 1);
+    }
+}
+
+int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
+{
+    const char *target = "llvm -mcpu=native", *db = "tuning.db", *tracker = NULL,
+               *key_path = NULL, *next_key = NULL, *device_key = NULL, *min_ms = "0",
+               *seed_s = "1", *log_level = NULL;
+    int trials = 1000, timeout_s = 10, resume = 0, per_round = 64, number = 1, repeat = 3,
+        flush = 0, early_stop = 0, build_workers = -1, build_timeout_s = 60, wait_s = 600,
+        priority = 1, threads = 0, population = 2048, no_model = 0, quiet = 0, no_layout = 0,
+        n_pos, help, rc;
+    tn_opt opts[] = {
+        {"trials", 0, TN_OPT_INT, &trials, "N", "measurements in all (default 1000)"},
+        {"target", 0, TN_OPT_STR, &target, "T", "compilation target (default 'llvm -mcpu=native')"},
+        {"tracker", 0, TN_OPT_STR, &tracker, "HOST:PORT", "measure on this tracker's agents "
+                                                          "(default: embedded, this machine)"},
+        {"key", 0, TN_OPT_STR, &device_key, "NAME", "device key of the agents (default 'local')"},
+        {"fleet-key", 0, TN_OPT_STR, &key_path, "FILE", "the fleet key (or $AT_FLEET_KEY)"},
+        {"next-fleet-key", 0, TN_OPT_STR, &next_key, "FILE", "a second key (rotation)"},
+        {"db", 0, TN_OPT_STR, &db, "FILE", "the records store (default tuning.db)"},
+        {"seed", 0, TN_OPT_STR, &seed_s, "S", "random seed (default 1)"},
+        {"timeout", 0, TN_OPT_INT, &timeout_s, "S", "run timeout of one kernel (default 10)"},
+        {"resume", 0, TN_OPT_BOOL, &resume, NULL, "continue from the store: count and reuse its "
+                                                  "trials"},
+        {"per-round", 0, TN_OPT_INT, &per_round, "N", "measurements per round (default 64)"},
+        {"number", 0, TN_OPT_INT, &number, "N", "calls per timed repeat (default 1)"},
+        {"repeat", 0, TN_OPT_INT, &repeat, "N", "timed repeats (default 3)"},
+        {"min-repeat-ms", 0, TN_OPT_STR, &min_ms, "MS", "a repeat lasts at least this (default 0)"},
+        {"flush-cache", 0, TN_OPT_BOOL, &flush, NULL, "evict inputs from the caches before each "
+                                                      "repeat"},
+        {"early-stop", 0, TN_OPT_INT, &early_stop, "N", "stop a task after N trials without a new "
+                                                        "best (default 0: off)"},
+        {"build-workers", 0, TN_OPT_INT, &build_workers, "N", "build processes (default: cores)"},
+        {"build-timeout", 0, TN_OPT_INT, &build_timeout_s, "S", "per build (default 60)"},
+        {"wait-timeout", 0, TN_OPT_INT, &wait_s, "S", "give up when no agent serves the key this "
+                                                     "long (600)"},
+        {"priority", 0, TN_OPT_INT, &priority, "N", "among tuners sharing a key (1)"},
+        {"threads", 0, TN_OPT_INT, &threads, "N", "embedded agent's kernel threads (all cores)"},
+        {"population", 0, TN_OPT_INT, &population, "N", "evolution population (default 2048)"},
+        {"no-cost-model", 0, TN_OPT_BOOL, &no_model, NULL, "random scores (experiments only)"},
+        {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "no progress and no report"},
+        {"log-level", 0, TN_OPT_STR, &log_level, "LEVEL", "debug, info, warn, error or off"},
+    };
+    static taskset ts;
+    tn_tune_opts o;
+    tn_tune_report rep;
+    at_wire_key keys[2];
+    char err[512], cmdline[1024];
+    double min_repeat_ms;
+    int64_t seed;
+    at_err e;
+    size_t used = 0;
+
+    for (int i = 0; i < argc && used < sizeof cmdline - 1; i++)
+        used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "",
+                                 argv[i]);
+    if ((rc = tn_opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
+        TN_EXIT_OK)
+        return rc;
+    if (help) {
+        tn_opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
+        return TN_EXIT_OK;
+    }
+    if (log_level) {
+        at_log_level lv;
+        if (at_log_parse_level(log_level, &lv) != AT_OK) {
+            tn_err(cmd, "--log-level needs debug, info, warn, error or off, not '%s'", log_level);
+            return TN_EXIT_USAGE;
+        }
+        at_log_set_level(lv);
+    }
+    if (n_pos == 0) {
+        tn_err(cmd, "nothing to tune: give a library operator (matmul:M=512,N=512,K=512), a DAG "
+               "file, an ONNX model or a task list");
+        return TN_EXIT_USAGE;
+    }
+    if (trials < 1) {
+        tn_err(cmd, "--trials must be at least 1");
+        return TN_EXIT_USAGE;
+    }
+    if (per_round < 1 || per_round > 4096 || repeat < 1 || repeat > 1024 || number < 1 ||
+        timeout_s < 1 || population < 8 || build_timeout_s < 1) {
+        tn_err(cmd, "bad setting: --per-round 1..4096, --repeat 1..1024, --number >= 1, "
+               "--timeout >= 1, --population >= 8, --build-timeout >= 1");
+        return TN_EXIT_USAGE;
+    }
+    if (at_parse_double(min_ms, &min_repeat_ms) != AT_OK || min_repeat_ms < 0) {
+        tn_err(cmd, "--min-repeat-ms needs a number >= 0, not '%s'", min_ms);
+        return TN_EXIT_USAGE;
+    }
+    if (at_parse_i64(seed_s, &seed) != AT_OK) {
+        tn_err(cmd, "--seed needs a whole number, not '%s'", seed_s);
+        return TN_EXIT_USAGE;
+    }
+    {
+        kn_target t;
+        if (kn_target_parse(target, &t, err, sizeof err) != AT_OK) {
+            tn_err(cmd, "%s", err);
+            return TN_EXIT_USAGE;
+        }
+        if (tracker == NULL && !t.is_host) {
+            tn_err(cmd, "target '%s' is not this machine's architecture: measure it on a fleet "
+                   "(--tracker HOST:PORT --key NAME)", target);
+            return TN_EXIT_USAGE;
+        }
+    }
+    memset(&o, 0, sizeof o);
+    if (tracker) {
+        int n_keys = 0;
+        if (key_path == NULL)
+            key_path = getenv("AT_FLEET_KEY");
+        if (key_path == NULL) {
+            tn_err(cmd, "a tracker needs the fleet key: --fleet-key FILE (docs/security.md)");
+            return TN_EXIT_USAGE;
+        }
+        if (device_key == NULL) {
+            tn_err(cmd, "with --tracker, say which agents measure: --key NAME");
+            return TN_EXIT_USAGE;
+        }
+        if (at_wire_key_load(key_path, &keys[n_keys++], err, sizeof err) != AT_OK ||
+            (next_key && at_wire_key_load(next_key, &keys[n_keys++], err, sizeof err) != AT_OK)) {
+            tn_err(cmd, "%s", err);
+            return TN_EXIT_FAIL;
+        }
+        o.keys = keys;
+        o.n_keys = n_keys;
+    } else {
+        tn_fleet_prepare(); /* the embedded agent's launcher, while this process has one thread */
+    }
+    memset(&ts, 0, sizeof ts);
+    for (int i = 0; i < n_pos; i++)
+        if (load_spec(cmd, &ts, argv[1 + i]) != 0) {
+            rc = TN_EXIT_USAGE;
+            goto out;
+        }
+    o.trials = trials;
+    o.target = target;
+    o.tracker = tracker;
+    o.device_key = device_key ? device_key : "local";
+    o.priority = priority;
+    o.wait_timeout_s = wait_s;
+    o.db = db;
+    o.cmdline = cmdline;
+    o.seed = (uint64_t)seed;
+    o.resume = resume;
+    o.per_round = per_round;
+    o.number = number;
+    o.repeat = repeat;
+    o.min_repeat_ms = min_repeat_ms;
+    o.flush_cache = flush;
+    o.timeout_ms = timeout_s * 1000;
+    o.early_stop = early_stop;
+    {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        o.build_workers = build_workers >= 0 ? build_workers : (int)(ncpu > 0 ? ncpu : 1);
+    }
+    o.build_timeout_ms = build_timeout_s * 1000;
+    o.embedded_threads = threads;
+    /* the layout rewrite of weights needs the agents' pre-transform support (the fleet's
+    ** protocol carries it from version 2 on); until then schedules keep weights as they are */
+    o.layout_rewrite = 0;
+    (void)no_layout;
+    o.no_model = no_model;
+    o.quiet = quiet;
+    tn_search_cfg_default(&o.search);
+    o.search.population = population;
+    e = tn_tune(&o, ts.t, ts.n, &rep, err, sizeof err);
+    if (e != AT_OK) {
+        tn_err(cmd, "%s", err);
+        rc = TN_EXIT_FAIL;
+    } else {
+        rc = rep.interrupted ? TN_EXIT_INTERRUPTED : TN_EXIT_OK;
+        if (rep.interrupted && !quiet)
+            fprintf(stderr, "tuner: interrupted; every finished trial is recorded in %s (rerun "
+                            "with --resume to continue)\n", db);
+    }
+out:
+    for (int i = 0; i < ts.n; i++) {
+        ss_dag_unref(ts.t[i].dag);
+        at_free(ts.names[i]);
+    }
+    for (int i = 0; i < ts.n_models; i++)
+        tn_model_free(ts.models[i]);
+    for (int i = 0; i < ts.n_lists; i++)
+        tn_task_list_free(ts.lists[i]);
+    return rc;
+}

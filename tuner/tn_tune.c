@@ -1,0 +1,772 @@
+/* tuner/tn_tune.c -- the tuning run: tasks, rounds, building, measuring, the cost model,
+** the records store, progress, resume and the task scheduler.
+**
+** A tround of a task: the evolutionary search picks up to per_round programs never measured
+** before; each is built in a build worker (a failed or timed-out build is recorded at once
+** as COMPILE_HOST / BUILD_TIMEOUT); built ones are measured through the fleet (embedded by
+** default) and each result is committed to the store before the search sees it; then the
+** cost model retrains.  With a remote fleet the next tround is searched and built while the
+** current one is measured (so devices do not wait); in the embedded mode on a small host,
+** building and measuring alternate, so that timings stay clean.
+**
+** Resume: the records of each task (same target and device key) are read back first: their
+** programs are never measured again, the best of them seed the search, they count against
+** the trial budget, and the cost model is loaded from the store (or trained on them).
+**
+** Several tasks (a model): a warm-up tround each, then Ansor's gradient allocation (the task
+** whose next tround is expected to lower the weighted total latency most goes next). */
+#include "tuner/tuner_int.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "cost_model/cost_model.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct ttask {
+    const char *name;
+    ss_dag *dag;
+    char *dag_text;
+    int weight;
+    int64_t task_id;
+    tn_search *search;
+    uint8_t ref_id[AT_WIRE_REFID_BYTES];
+    int64_t n_trials;          /* recorded (this run and, with resume, earlier ones) */
+    int64_t n_trials_before;   /* recorded before this run */
+    int64_t n_errors[AT_N_MEASURE + 1];
+    double best_cost;          /* seconds; INFINITY if none */
+    int64_t best_trial;
+    int64_t last_improve;      /* trial count at the last new best */
+    int rounds;
+    double hist[4];            /* best cost after each of the last rounds (newest last) */
+    int dead;
+    int in_flight;             /* rounds of this task not finished */
+    double first_round_best;   /* best after the first round of this run */
+    int64_t next_trial;        /* trial index of the next job (continues across runs) */
+} ttask;
+
+typedef struct job {
+    int task;
+    int tround;
+    int64_t trial;
+    char id[64];
+    char *state;
+    kn_artifact *art;
+    int built, measured;
+} job;
+
+typedef struct tround {
+    int task;
+    int n_jobs;
+    int first_job;      /* index into the run's jobs */
+    int n_built, n_done;
+    int submitted;      /* jobs handed to the fleet */
+    double t_start;
+} tround;
+
+typedef struct run {
+    const tn_tune_opts *o;
+    ttask *tasks;
+    int n_tasks;
+    kn_target target;
+    ss_hw hw;
+    rec_store *st;
+    int64_t run_id;
+    char uuid[REC_UUID_LEN + 1];
+    tn_fleet *fleet;
+    tn_builder *builder;
+    cm_model *model;
+    job *jobs;
+    int n_jobs, cap_jobs;
+    tround rounds[4];
+    int n_rounds;
+    int64_t total_trials, budget;
+    int64_t n_rounds_done;
+    cm_sample *samples; /* of the tround being finished */
+    ss_state **sample_states;
+    int n_samples, cap_samples;
+    rec_device build_dev;
+    struct utsname uts;
+    double t0;
+    double measure_s;   /* agents' time spent on jobs (result run_s) */
+    int tty;
+    char errmsg[512];
+    at_err err;
+} run;
+
+static void say(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(run *r, const char *fmt, ...)
+{
+    va_list ap;
+    if (r->o->quiet)
+        return;
+    if (r->tty)
+        fputs("\r\033[K", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* ---- records: the tasks and what earlier runs measured ---- */
+
+static at_err setup_task(run *r, int i)
+{
+    ttask *t = &r->tasks[i];
+    at_buf text;
+    at_err err;
+    rec_iter *it;
+    const rec_record *rec;
+    rec_filter f;
+    at_buf_init(&text);
+    ss_dag_print(t->dag, &text);
+    if (text.err)
+        return AT_ENOMEM;
+    t->dag_text = at_buf_take(&text);
+    t->best_cost = INFINITY;
+    if ((err = rec_task_add(r->st, &(rec_task){t->dag->key, r->target.text, r->o->device_key,
+                                                t->dag_text, t->dag->flops},
+                            &t->task_id)) != AT_OK) {
+        snprintf(r->errmsg, sizeof r->errmsg, "%s", rec_store_errmsg(r->st));
+        return err;
+    }
+    if ((err = tn_search_new(t->dag, &r->hw, &r->o->search, r->o->seed + (uint64_t)i * 7919,
+                             &t->search, r->errmsg, sizeof r->errmsg)) != AT_OK)
+        return err;
+    /* what is recorded already: never measured again; with --resume it also counts */
+    memset(&f, 0, sizeof f);
+    f.workload_key = t->dag->key;
+    f.target = r->target.text;
+    f.device_key = r->o->device_key;
+    if ((err = rec_iter_open(r->st, &f, REC_ORDER_ID, &it)) != AT_OK)
+        return err;
+    while ((err = rec_iter_next(it, &rec)) == AT_OK && rec) {
+        int ok = rec->status == AT_MEASURE_NO_ERROR;
+        if (rec->trial + 1 > t->next_trial)
+            t->next_trial = rec->trial + 1;
+        if ((err = tn_search_add_measured(t->search, rec->state, rec->mean, ok)) != AT_OK)
+            break;
+        if (!r->o->resume)
+            continue;
+        t->n_trials++;
+        t->n_errors[rec->status >= 0 && rec->status < AT_N_MEASURE ? rec->status
+                                                                     : AT_N_MEASURE]++;
+        if (ok && rec->mean < t->best_cost) {
+            t->best_cost = rec->mean;
+            t->best_trial = t->n_trials;
+            t->last_improve = t->n_trials;
+        }
+    }
+    rec_iter_close(it);
+    t->n_trials_before = t->n_trials;
+    r->total_trials += t->n_trials;
+    return err;
+}
+
+/* The reference (naive schedule) each agent checks outputs against. */
+static at_err add_reference(run *r, ttask *t)
+{
+    ss_state *naive;
+    kn_ir *ir = NULL;
+    kn_artifact *a = NULL;
+    at_err err = ss_state_new(t->dag, &naive);
+    if (err == AT_OK)
+        err = kn_lower(naive, &ir, r->errmsg, sizeof r->errmsg);
+    if (err == AT_OK)
+        err = kn_build(ir, &r->target, "at_ref", &a, r->errmsg, sizeof r->errmsg);
+    if (err == AT_OK)
+        err = tn_fleet_add_ref(r->fleet, a, t->ref_id);
+    kn_artifact_free(a);
+    kn_ir_free(ir);
+    ss_state_free(naive);
+    return err;
+}
+
+/* ---- samples for the cost model ---- */
+
+static void add_sample(run *r, int task, const char *state_json, double cost, int status)
+{
+    ttask *t = &r->tasks[task];
+    ss_state *st;
+    if (r->n_samples == r->cap_samples) {
+        int cap = r->cap_samples ? 2 * r->cap_samples : 128;
+        cm_sample *s = at_realloc(r->samples, (size_t)cap * sizeof *s);
+        ss_state **ss;
+        if (s == NULL)
+            return;
+        r->samples = s;
+        ss = at_realloc(r->sample_states, (size_t)cap * sizeof *ss);
+        if (ss == NULL)
+            return;
+        r->sample_states = ss;
+        r->cap_samples = cap;
+    }
+    if (ss_state_from_json(t->dag, state_json, strlen(state_json), &st, NULL, 0) != AT_OK)
+        return;
+    r->sample_states[r->n_samples] = st;
+    memset(&r->samples[r->n_samples], 0, sizeof r->samples[r->n_samples]);
+    r->samples[r->n_samples].task = t->dag->key;
+    r->samples[r->n_samples].state = st;
+    r->samples[r->n_samples].cost_s = cost;
+    r->samples[r->n_samples].status = status;
+    r->n_samples++;
+}
+
+static void train(run *r)
+{
+    char err[256];
+    if (r->model && r->n_samples > 0 &&
+        cm_model_update(r->model, r->samples, r->n_samples, err, sizeof err) != AT_OK)
+        at_log_warn("tuner: the cost model did not train: %s", err);
+    for (int i = 0; i < r->n_samples; i++)
+        ss_state_free(r->sample_states[i]);
+    r->n_samples = 0;
+}
+
+/* ---- results ---- */
+
+static void result_for(run *r, job *j, int status, double cost)
+{
+    ttask *t = &r->tasks[j->task];
+    tround *rd = NULL;
+    for (int k = 0; k < r->n_rounds; k++)
+        if (j - r->jobs >= r->rounds[k].first_job &&
+            j - r->jobs < r->rounds[k].first_job + r->rounds[k].n_jobs)
+            rd = &r->rounds[k];
+    if (j->measured)
+        return;
+    j->measured = 1;
+    t->n_trials++;
+    r->total_trials++;
+    t->n_errors[status >= 0 && status < AT_N_MEASURE ? status : AT_N_MEASURE]++;
+    if (status == AT_MEASURE_NO_ERROR) {
+        tn_search_add_measured(t->search, j->state, cost, 1);
+        if (cost < t->best_cost) {
+            t->best_cost = cost;
+            t->best_trial = t->n_trials;
+            t->last_improve = t->n_trials;
+        }
+    }
+    add_sample(r, j->task, j->state, cost, status);
+    if (rd)
+        rd->n_done++;
+}
+
+static job *job_by_id(run *r, const char *id)
+{
+    /* ids are "<uuid>-<index>" */
+    const char *dash = strrchr(id, '-');
+    long k;
+    if (dash == NULL || strncmp(id, r->uuid, REC_UUID_LEN) != 0)
+        return NULL;
+    k = strtol(dash + 1, NULL, 10);
+    return k >= 0 && k < r->n_jobs ? &r->jobs[k] : NULL;
+}
+
+static void on_result(void *ctx, const tn_fleet_job *fj, const at_wire_result *res)
+{
+    run *r = ctx;
+    job *j = job_by_id(r, res->id);
+    double cost = AT_MEASURE_FAIL_COST;
+    (void)fj;
+    if (j == NULL)
+        return;
+    if (res->status == AT_MEASURE_NO_ERROR && res->n_costs > 0) {
+        cost = 0;
+        for (int i = 0; i < res->n_costs; i++)
+            cost += res->costs[i];
+        cost /= res->n_costs;
+    }
+    r->measure_s += res->run_s;
+    result_for(r, j, res->status, cost);
+}
+
+/* A build failed: record it now (it never reaches a device). */
+static void record_build_failure(run *r, job *j, const tn_build_res *b)
+{
+    int status = b->timed_out ? AT_MEASURE_BUILD_TIMEOUT : AT_MEASURE_COMPILE_HOST;
+    double fail = AT_MEASURE_FAIL_COST;
+    rec_result row;
+    memset(&row, 0, sizeof row);
+    row.task_id = r->tasks[j->task].task_id;
+    row.job_id = j->id;
+    row.state = j->state;
+    row.costs = &fail;
+    row.n_costs = 1;
+    row.status = status;
+    row.error_text = b->errmsg;
+    row.device = &r->build_dev;
+    row.agent = "tuner-build";
+    row.tuner_version = TN_VERSION;
+    row.run_id = r->run_id;
+    row.trial = j->trial;
+    if (rec_put(r->st, &row, 1, NULL) != AT_OK) {
+        r->err = AT_EIO;
+        snprintf(r->errmsg, sizeof r->errmsg, "cannot record a build failure: %s",
+                 rec_store_errmsg(r->st));
+        return;
+    }
+    result_for(r, j, status, fail);
+}
+
+static void submit_job(run *r, job *j)
+{
+    tn_fleet_job fj;
+    at_wire_arg args[64];
+    at_err err;
+    memset(&fj, 0, sizeof fj);
+    tn_fleet_artifact(j->art, &fj.w.art, args);
+    fj.w.id = j->id;
+    at_wire_settings_default(&fj.w.run);
+    fj.w.run.number = r->o->number;
+    fj.w.run.repeat = r->o->repeat;
+    fj.w.run.min_repeat_ms = r->o->min_repeat_ms;
+    fj.w.run.flush_cache = r->o->flush_cache;
+    fj.w.run.timeout_ms = r->o->timeout_ms;
+    fj.w.seed = r->o->seed + 1;
+    fj.w.has_ref = 1;
+    memcpy(fj.w.ref, r->tasks[j->task].ref_id, sizeof fj.w.ref);
+    fj.task_id = r->tasks[j->task].task_id;
+    fj.state = j->state;
+    fj.run_id = r->run_id;
+    fj.trial = j->trial;
+    err = tn_fleet_submit(r->fleet, &fj, 1);
+    if (err != AT_OK) {
+        r->err = err;
+        snprintf(r->errmsg, sizeof r->errmsg, "cannot submit a job: %s", at_strerror(err));
+    }
+    kn_artifact_free(j->art);
+    j->art = NULL;
+}
+
+static void on_built(void *ctx, const tn_build_res *b)
+{
+    run *r = ctx;
+    job *j = b->id >= 0 && b->id < r->n_jobs ? &r->jobs[b->id] : NULL;
+    if (j == NULL) {
+        kn_artifact_free(b->art);
+        return;
+    }
+    j->built = 1;
+    for (int k = 0; k < r->n_rounds; k++)
+        if (b->id >= r->rounds[k].first_job && b->id < r->rounds[k].first_job + r->rounds[k].n_jobs)
+            r->rounds[k].n_built++;
+    if (b->err != AT_OK) {
+        kn_artifact_free(b->art);
+        record_build_failure(r, j, b);
+        return;
+    }
+    j->art = b->art;
+}
+
+/* ---- the task scheduler ---- */
+
+static int task_done(const run *r, const ttask *t)
+{
+    if (t->dead)
+        return 1;
+    if (r->o->early_stop > 0 && t->n_trials - t->last_improve >= r->o->early_stop &&
+        t->n_trials > t->n_trials_before)
+        return 1;
+    return 0;
+}
+
+/* The next task to tune: a warm-up tround each, then the largest expected gain in the
+** weighted total latency (Ansor's gradient, alpha 0.2, beta 2, window 3). */
+static int pick_task(run *r)
+{
+    double best = 0;
+    int pick = -1;
+    for (int i = 0; i < r->n_tasks; i++) {
+        ttask *t = &r->tasks[i];
+        if (task_done(r, t) || t->in_flight)
+            continue;
+        if (t->rounds == 0)
+            return i;
+    }
+    for (int i = 0; i < r->n_tasks; i++) {
+        ttask *t = &r->tasks[i];
+        double g = isfinite(t->best_cost) ? t->best_cost : 1.0, back = 0, fwd, grad;
+        double best_flops_rate = 0;
+        if (task_done(r, t) || t->in_flight)
+            continue;
+        if (t->rounds >= 4)
+            back = (t->hist[3] - t->hist[0]) / 3;
+        fwd = g - g / (t->rounds + 1.0);
+        /* similar tasks (same anchor shape class): can we get within 2x of their speed? */
+        for (int k = 0; k < r->n_tasks; k++) {
+            const ttask *u = &r->tasks[k];
+            if (k != i && isfinite(u->best_cost) && u->best_cost > 0)
+                best_flops_rate = AT_MAX(best_flops_rate, u->dag->flops / u->best_cost);
+        }
+        if (best_flops_rate > 0)
+            fwd = AT_MIN(fwd, g - 2 * t->dag->flops / best_flops_rate);
+        fwd = fwd - g;
+        grad = t->weight * (0.2 * back + 0.8 * fwd);
+        if (pick < 0 || grad < best) {
+            best = grad;
+            pick = i;
+        }
+    }
+    return pick;
+}
+
+/* ---- rounds ---- */
+
+static at_err start_round(run *r, int ti)
+{
+    ttask *t = &r->tasks[ti];
+    int64_t left = r->budget - r->total_trials;
+    int m = (int)AT_MIN((int64_t)r->o->per_round, left), n = 0;
+    ss_state **cands;
+    tn_search_stats stats;
+    tround *rd;
+    at_err err;
+    for (int k = 0; k < r->n_rounds; k++)
+        left -= r->rounds[k].n_jobs - r->rounds[k].n_done;
+    m = (int)AT_MIN((int64_t)m, left);
+    if (m <= 0)
+        return AT_OK;
+    cands = at_calloc((size_t)m, sizeof *cands);
+    if (cands == NULL)
+        return AT_ENOMEM;
+    err = tn_search_round(t->search, r->model, m, cands, &n, &stats);
+    if (err != AT_OK) {
+        at_free(cands);
+        return err;
+    }
+    if (n == 0) {
+        /* the space is exhausted (or nothing new could be found twice): the task is done */
+        t->dead = 1;
+        at_free(cands);
+        say(r, "task %s: no new programs to measure (search space exhausted)", t->name);
+        return AT_OK;
+    }
+    rd = &r->rounds[r->n_rounds++];
+    memset(rd, 0, sizeof *rd);
+    rd->task = ti;
+    rd->first_job = r->n_jobs;
+    rd->t_start = at_time_mono_s();
+    if (r->n_jobs + n > r->cap_jobs) {
+        int cap = AT_MAX(2 * r->cap_jobs, r->n_jobs + n + 64);
+        job *p = at_realloc(r->jobs, (size_t)cap * sizeof *p);
+        if (p == NULL) {
+            for (int i = 0; i < n; i++)
+                ss_state_free(cands[i]);
+            at_free(cands);
+            r->n_rounds--;
+            return AT_ENOMEM;
+        }
+        r->jobs = p;
+        r->cap_jobs = cap;
+    }
+    for (int i = 0; i < n; i++) {
+        job *j = &r->jobs[r->n_jobs];
+        at_buf json;
+        memset(j, 0, sizeof *j);
+        j->task = ti;
+        j->tround = (int)r->n_rounds_done;
+        j->trial = t->next_trial++;
+        snprintf(j->id, sizeof j->id, "%s-%d", r->uuid, r->n_jobs);
+        at_buf_init(&json);
+        ss_state_to_json(cands[i], &json);
+        j->state = at_buf_take(&json);
+        ss_state_free(cands[i]);
+        if (j->state == NULL) {
+            err = AT_ENOMEM;
+            continue;
+        }
+        err = tn_builder_submit(r->builder, &(tn_build_req){r->n_jobs, r->target.text,
+                                                             t->dag_text, j->state, NULL});
+        if (err != AT_OK) {
+            at_free(j->state);
+            continue;
+        }
+        r->n_jobs++;
+        rd->n_jobs++;
+    }
+    at_free(cands);
+    t->in_flight++;
+    return err;
+}
+
+/* Hand a tround's built jobs to the fleet: in the embedded mode only once every build of
+** the tround is done (building pauses while kernels are timed). */
+static void submit_built(run *r, tround *rd)
+{
+    if (r->o->tracker == NULL && rd->n_built < rd->n_jobs)
+        return;
+    for (int k = rd->first_job; k < rd->first_job + rd->n_jobs; k++) {
+        job *j = &r->jobs[k];
+        if (j->built && j->art && !j->measured)
+            submit_job(r, j);
+    }
+    if (rd->n_built == rd->n_jobs)
+        rd->submitted = 1;
+}
+
+static void progress(run *r, const ttask *t, const tround *rd)
+{
+    double gf = isfinite(t->best_cost) && t->best_cost > 0 ? t->dag->flops / t->best_cost * 1e-9
+                                                          : 0;
+    int64_t n_err = 0;
+    for (int k = 1; k <= AT_N_MEASURE; k++)
+        n_err += t->n_errors[k];
+    if (r->o->quiet)
+        return;
+    fprintf(stderr, "%sround %lld  task %s  trials %lld/%lld  best %.2f GFLOPS (%.3f ms)  "
+                    "round %.1f s  errors %lld%s",
+            r->tty ? "\r\033[K" : "", (long long)r->n_rounds_done, t->name,
+            (long long)r->total_trials, (long long)r->budget, gf,
+            isfinite(t->best_cost) ? t->best_cost * 1e3 : 0, at_time_mono_s() - rd->t_start,
+            (long long)n_err, r->tty ? "" : "\n");
+    fflush(stderr);
+}
+
+static void finish_round(run *r, int k)
+{
+    tround *rd = &r->rounds[k];
+    ttask *t = &r->tasks[rd->task];
+    t->rounds++;
+    t->in_flight--;
+    memmove(t->hist, t->hist + 1, sizeof t->hist - sizeof t->hist[0]);
+    t->hist[3] = isfinite(t->best_cost) ? t->best_cost : 1.0;
+    if (t->rounds == 1)
+        t->first_round_best = t->best_cost;
+    r->n_rounds_done++;
+    train(r);
+    progress(r, t, rd);
+    for (int i = rd->first_job; i < rd->first_job + rd->n_jobs; i++) {
+        at_free(r->jobs[i].state);
+        r->jobs[i].state = NULL;
+    }
+    memmove(&r->rounds[k], &r->rounds[k + 1], (size_t)(r->n_rounds - k - 1) * sizeof *rd);
+    r->n_rounds--;
+}
+
+/* ---- the run ---- */
+
+static void report(run *r)
+{
+    double total_s = at_time_mono_s() - r->t0;
+    if (r->o->quiet)
+        return;
+    if (r->tty)
+        fputs("\r\033[K", stderr);
+    printf("\n%-28s %6s %8s %12s %10s %8s  %s\n", "TASK", "WEIGHT", "TRIALS", "BEST (ms)",
+           "GFLOPS", "ERRORS", "WORKLOAD KEY");
+    for (int i = 0; i < r->n_tasks; i++) {
+        const ttask *t = &r->tasks[i];
+        int64_t n_err = 0;
+        for (int k = 1; k <= AT_N_MEASURE; k++)
+            n_err += t->n_errors[k];
+        printf("%-28.28s %6d %8lld %12.4f %10.2f %8lld  %s\n", t->name, t->weight,
+               (long long)t->n_trials, isfinite(t->best_cost) ? t->best_cost * 1e3 : 0,
+               isfinite(t->best_cost) ? t->dag->flops / t->best_cost * 1e-9 : 0,
+               (long long)n_err, t->dag->key);
+    }
+    for (int k = 1; k <= AT_N_MEASURE; k++) {
+        int64_t n = 0;
+        for (int i = 0; i < r->n_tasks; i++)
+            n += r->tasks[i].n_errors[k];
+        if (n > 0)
+            printf("  %lld x %s: %s (%s)\n", (long long)n,
+                   k < AT_N_MEASURE ? at_measure_name(k) : "UNKNOWN",
+                   at_measure_cause(k), at_measure_hint(k));
+    }
+    printf("%lld trials in %.1f s (%.2f trials/s); agents busy %.0f%% of the time; records in %s "
+           "(run %s)\n",
+           (long long)(r->total_trials), total_s,
+           total_s > 0 ? (double)(r->total_trials) / total_s : 0,
+           total_s > 0 ? 100.0 * r->measure_s / total_s : 0, r->o->db, r->uuid);
+}
+
+at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_report *rep,
+               char *errmsg, size_t errmsg_size)
+{
+    static run r; /* one run per process */
+    struct sigaction sa, old_int, old_term;
+    at_err err = AT_OK;
+    char err2[512];
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.t0 = at_time_mono_s();
+    r.tty = isatty(2) && !o->quiet;
+    r.budget = o->trials;
+    memset(rep, 0, sizeof *rep);
+    if ((err = kn_target_parse(o->target, &r.target, errmsg, errmsg_size)) != AT_OK)
+        return err;
+    ss_hw_cpu(&r.hw, r.target.n_cores, r.target.vector_bytes, r.target.l1_bytes,
+              r.target.l2_bytes);
+    r.hw.layout_rewrite = o->layout_rewrite;
+    uname(&r.uts);
+    r.build_dev.arch = r.target.is_aarch64 ? "aarch64" : "x86_64";
+    r.build_dev.model = "(build failed on the tuner host: never measured)";
+    r.build_dev.n_cores = 1;
+    r.build_dev.os = r.uts.release;
+    r.build_dev.driver = "";
+    r.tasks = at_calloc((size_t)n_tasks, sizeof *r.tasks);
+    if (r.tasks == NULL)
+        return AT_ENOMEM;
+    r.n_tasks = n_tasks;
+    for (int i = 0; i < n_tasks; i++) {
+        r.tasks[i].name = tasks[i].name;
+        r.tasks[i].dag = ss_dag_ref(tasks[i].dag);
+        r.tasks[i].weight = tasks[i].weight > 0 ? tasks[i].weight : 1;
+    }
+    if ((err = rec_store_open(o->db, REC_OPEN_CREATE, &r.st, r.errmsg, sizeof r.errmsg)) != AT_OK)
+        goto out;
+    if ((err = rec_run_begin(r.st, o->cmdline ? o->cmdline : "tuner", TN_VERSION, &r.run_id,
+                             r.uuid)) != AT_OK) {
+        snprintf(r.errmsg, sizeof r.errmsg, "%s", rec_store_errmsg(r.st));
+        goto out;
+    }
+    for (int i = 0; i < n_tasks && err == AT_OK; i++)
+        err = setup_task(&r, i);
+    if (err != AT_OK)
+        goto out;
+    if (o->resume && r.total_trials > 0)
+        say(&r, "resuming: %lld trials recorded already (of %lld)", (long long)r.total_trials,
+            (long long)r.budget);
+    /* the cost model: a saved one for this target, else one trained on what is recorded */
+    if (!o->no_model) {
+        cm_params p;
+        cm_params_default(&p);
+        p.seed = o->seed;
+        if ((err = cm_model_new(&p, &r.model)) != AT_OK)
+            goto out;
+        if (!cm_model_load_or_scratch(r.model, r.st, r.target.text) && r.total_trials > 0) {
+            rec_filter f;
+            memset(&f, 0, sizeof f);
+            f.target = r.target.text;
+            f.device_key = o->device_key;
+            if (cm_model_pretrain(r.model, r.st, &f, NULL, err2, sizeof err2) != AT_OK)
+                at_log_warn("tuner: cannot train the cost model on the recorded trials: %s", err2);
+        }
+    }
+    if ((err = tn_builder_new(o->build_workers, o->build_timeout_ms, o->build_worker_exe,
+                              &r.builder, r.errmsg, sizeof r.errmsg)) != AT_OK)
+        goto out;
+    if ((err = tn_fleet_open(&(tn_fleet_cfg){.tracker = o->tracker, .keys = o->keys,
+                                              .n_keys = o->n_keys, .device_key = o->device_key,
+                                              .priority = o->priority,
+                                              .wait_timeout_ms = o->wait_timeout_s * 1000,
+                                              .store = r.st,
+                                              .embedded_threads = o->embedded_threads},
+                             &r.fleet, r.errmsg, sizeof r.errmsg)) != AT_OK)
+        goto out;
+    for (int i = 0; i < n_tasks && err == AT_OK; i++)
+        err = add_reference(&r, &r.tasks[i]);
+    if (err != AT_OK)
+        goto out;
+    interrupted = 0;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    /* the loop: keep up to 'depth' rounds in flight */
+    for (;;) {
+        int depth = o->tracker ? 2 : 1;
+        if (r.err) {
+            err = r.err;
+            break;
+        }
+        while (!interrupted && r.n_rounds < depth && r.total_trials < r.budget) {
+            int ti = pick_task(&r), before = r.n_rounds;
+            if (ti < 0)
+                break;
+            if ((err = start_round(&r, ti)) != AT_OK)
+                break;
+            if (r.n_rounds == before && r.tasks[ti].dead == 0)
+                break; /* nothing left in the budget */
+        }
+        if (err != AT_OK || r.n_rounds == 0)
+            break;
+        /* builds */
+        if (tn_builder_pending(r.builder) > 0)
+            tn_builder_poll(r.builder, 50, on_built, &r);
+        for (int k = 0; k < r.n_rounds; k++)
+            if (!r.rounds[k].submitted)
+                submit_built(&r, &r.rounds[k]);
+        /* measurements */
+        if (tn_fleet_pending(r.fleet) > 0) {
+            at_err e = tn_fleet_wait(r.fleet, tn_builder_pending(r.builder) > 0 ? 20 : 500,
+                                     on_result, &r);
+            if (e == AT_ETIMEDOUT) {
+                say(&r, "giving up on the device key: %s", tn_fleet_status(r.fleet));
+                e = tn_fleet_fail_pending(r.fleet, AT_MEASURE_DEVICE_LOST, tn_fleet_status(r.fleet),
+                                          on_result, &r);
+                err = AT_ETIMEDOUT;
+                snprintf(r.errmsg, sizeof r.errmsg, "no agent served key '%s' within %d s",
+                         o->device_key, o->wait_timeout_s);
+            } else if (e != AT_OK) {
+                err = e;
+                snprintf(r.errmsg, sizeof r.errmsg, "measuring failed: %s", tn_fleet_status(r.fleet));
+            }
+        }
+        for (int k = 0; k < r.n_rounds;) {
+            if (r.rounds[k].n_done >= r.rounds[k].n_jobs)
+                finish_round(&r, k);
+            else
+                k++;
+        }
+        if (err != AT_OK)
+            break;
+        if (interrupted && r.n_rounds == 0)
+            break;
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (r.model && cm_model_get_state(r.model) == CM_MODEL_TRAINED &&
+        cm_model_save_store(r.model, r.st, r.target.text, err2, sizeof err2) != AT_OK)
+        at_log_warn("tuner: cannot save the cost model: %s", err2);
+    report(&r);
+out:
+    rep->total_trials = r.total_trials;
+    rep->interrupted = interrupted;
+    rep->n_tasks = n_tasks;
+    for (int i = 0; i < n_tasks && i < TN_TUNE_MAX_REPORT; i++) {
+        rep->best_cost[i] = r.tasks[i].best_cost;
+        rep->trials[i] = r.tasks[i].n_trials;
+        rep->first_round_best[i] = r.tasks[i].first_round_best;
+    }
+    if (err != AT_OK && errmsg)
+        snprintf(errmsg, errmsg_size, "%s", r.errmsg[0] ? r.errmsg : at_strerror(err));
+    tn_fleet_close(r.fleet);
+    tn_builder_free(r.builder);
+    if (r.st) {
+        if (r.run_id)
+            rec_run_end(r.st, r.run_id, err != AT_OK ? "failed" : interrupted ? "interrupted" : "done");
+        rec_store_close(r.st);
+    }
+    for (int i = 0; i < r.n_jobs; i++) {
+        at_free(r.jobs[i].state);
+        kn_artifact_free(r.jobs[i].art);
+    }
+    at_free(r.jobs);
+    for (int i = 0; i < r.n_samples; i++)
+        ss_state_free(r.sample_states[i]);
+    at_free(r.samples);
+    at_free(r.sample_states);
+    cm_model_free(r.model);
+    for (int i = 0; i < n_tasks; i++) {
+        tn_search_free(r.tasks[i].search);
+        ss_dag_unref(r.tasks[i].dag);
+        at_free(r.tasks[i].dag_text);
+    }
+    at_free(r.tasks);
+    return err;
+}
