@@ -12,11 +12,14 @@ run() {
   echo "# $*" >&2
   "$@" || { echo "bench: $1 failed" >&2; status=1; }
 }
-echo "# vendor references: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=2"
-run env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=2 $B/bench_matmul --threads 2 --reps 7
+VENDOR="env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE"
+echo "# vendor references: $VENDOR OMP_NUM_THREADS=<threads>"
+run $VENDOR OMP_NUM_THREADS=2 $B/bench_matmul --threads 2 --reps 7
+run $VENDOR OMP_NUM_THREADS=1 $B/bench_vendor --threads 1 --reps 5
+run $VENDOR OMP_NUM_THREADS=2 $B/bench_vendor --threads 2 --reps 5
 for b in $B/bench_*; do
   case "$(basename "$b")" in
-    bench_matmul) ;;
+    bench_matmul|bench_vendor) ;;
     *) run "$b" ;;
   esac
 done
