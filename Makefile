@@ -238,4 +238,48 @@ build/$(1)/obj/tuner/tn_onnx.o: BASE_CFLAGS += -isystem $(PB_DIR)
 endef
 $(eval $(call ONNX_PB,rel,$(REL_CFLAGS)))
 $(eval $(call ONNX_PB,san,$(SAN_CFLAGS)))
+
+# Fuzz targets of the decoders (the fuzzing section builds and runs tests/fuzz/fuzz_*.c):
+# fuzz_onnx (decoding, checks, shape inference, folding, rewrites) and fuzz_tasks (the tasks
+# JSONL reader), with their own sources; their corpora start from small generated models
+# and the task list of one (build/fuzz/corpus/NAME, which scripts/fuzz.sh uses).
+FUZZ_ONNX_OBJS  := $(patsubst %.c,build/fuzz/obj/%.o,tuner/tn_onnx.c tuner/tn_graph.c \
+                     tuner/tn_infer.c tuner/tn_rewrite.c) build/fuzz/obj/gen/onnx.pb-c.o
+FUZZ_TASKS_OBJS := $(patsubst %.c,build/fuzz/obj/%.o,tuner/tn_tasks.c $(wildcard schedule_space/*.c))
+
+build/fuzz/obj/tuner/tn_onnx.o: $(PB_H)
+build/fuzz/obj/tuner/tn_onnx.o: FUZZ_CFLAGS += -isystem $(PB_DIR)
+build/fuzz/obj/gen/onnx.pb-c.o: $(PB_C) $(PB_H)
+	@mkdir -p $(@D)
+	$(Q)echo "  CC[fuzz] $<"; $(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
+	    -w -I$(PB_DIR) -c $< -o $@
+
+build/fuzz/corpus/fuzz_onnx/.seeded: scripts/make_models.py
+	@mkdir -p $(@D)
+	$(Q)/usr/bin/python3 scripts/make_models.py --out $(@D) seed_cnn seed_attention tiny_mlp \
+	    >/dev/null && touch $@
+build/fuzz/corpus/fuzz_tasks/.seeded: build/fuzz/corpus/fuzz_onnx/.seeded build/rel/bin/tuner
+	@mkdir -p $(@D)
+	$(Q)build/rel/bin/tuner tasks -q -o $(@D)/seed_cnn.jsonl build/fuzz/corpus/fuzz_onnx/seed_cnn.onnx
+	$(Q)build/rel/bin/tuner tasks -q -o $(@D)/seed_attention.jsonl \
+	    build/fuzz/corpus/fuzz_onnx/seed_attention.onnx && touch $@
+
+build/fuzz/fuzz_onnx: tests/fuzz/fuzz_onnx.c $(FUZZ_OBJS) $(FUZZ_ONNX_OBJS) \
+                      | build/fuzz/corpus/fuzz_onnx/.seeded
+	@mkdir -p $(@D)
+	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_ONNX_OBJS) $(FUZZ_OBJS) \
+	    -lprotobuf-c -lmsgpackc -lnng -lm -lpthread
+build/fuzz/fuzz_tasks: tests/fuzz/fuzz_tasks.c $(FUZZ_OBJS) $(FUZZ_TASKS_OBJS) \
+                       | build/fuzz/corpus/fuzz_tasks/.seeded
+	@mkdir -p $(@D)
+	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_TASKS_OBJS) $(FUZZ_OBJS) \
+	    -lmsgpackc -lnng -lm -lpthread
+
+# 'make bench-model BUDGET=N': ResNet-18 tuned with N trials, its exported kernels timed
+# next to PyTorch (scripts/bench_model.sh; docs/models.md).
+BUDGET ?= 200
+.PHONY: bench-model
+bench-model: deps
+	$(Q)$(MAKE) --no-print-directory -j$$(nproc) all
+	$(Q)scripts/bench_model.sh $(BUDGET)
 # ---- end of models ----

@@ -9,7 +9,7 @@ PKGS=(
   libmsgpack-dev libseccomp-dev protobuf-c-compiler libprotobuf-c-dev libonnx-dev
   libcmocka-dev clang libclang-rt-14-dev
   qemu-user gcc-aarch64-linux-gnu libc6-arm64-cross libc6-dev-arm64-cross
-  libopenblas-dev libdnnl-dev python3-onnx python3-numpy
+  libopenblas-dev libdnnl-dev python3-onnx lld-16 python3-numpy
 )
 
 # The aarch64 agent ('make agent-aarch64') links arm64 builds of its libraries (Debian

@@ -3,6 +3,8 @@
 
     /usr/bin/python3 scripts/make_models.py --out DIR [NAME...]
     /usr/bin/python3 scripts/make_models.py --list
+    /usr/bin/python3 scripts/make_models.py --check MODEL DIR   (outputs of 'tuner run --dump
+                                                                  DIR' against numpy)
 
 Models built here with onnx.helper (no torch needed), opset 13 unless noted:
   small_cnn        1x3x32x32: conv+BN+relu, max pool, conv+relu, a residual block, a repeated
@@ -13,6 +15,7 @@ Models built here with onnx.helper (no torch needed), opset 13 unless noted:
                    LayerNormalization node and one decomposed layer norm, FFN with Erf GELU
                    (opset 17, which has LayerNormalization)
   tiny_mlp         1x16 gemm+relu+gemm (weights as graph inputs with initializers, IR 3 style)
+  seed_cnn, seed_attention   a few kilobytes each: seeds of the ONNX fuzz target
 Models for error tests:
   bad_opset        small_cnn claiming opset 99 of the default domain
   unsupported_op   small_cnn with a node 'mystery' of type 'FancyOp' in the middle (its
@@ -195,16 +198,13 @@ def mobilenet_v2():
 
 # ---- transformer encoder block -------------------------------------------------------------
 
-S, D, H, FF = 32, 64, 4, 256
-
-
-def layer_norm_node(b, x, base):
+def layer_norm_node(b, x, base, D):
     g = b.const(base + ".weight", b.rng.uniform(0.5, 1.5, D).astype(np.float32))
     be = b.const(base + ".bias", (b.rng.randn(D) * 0.1).astype(np.float32))
     return b.node("LayerNormalization", [x, g, be], base, axis=-1, epsilon=1e-5)
 
 
-def layer_norm_decomposed(b, x, base):
+def layer_norm_decomposed(b, x, base, D):
     """What torch exports for nn.LayerNorm below opset 17."""
     m = b.node("ReduceMean", [x], base + ".mean", axes=[-1], keepdims=1)
     d = b.node("Sub", [x, m], base + ".sub")
@@ -218,7 +218,7 @@ def layer_norm_decomposed(b, x, base):
     return b.node("Add", [b.node("Mul", [n, g], base + ".mul"), be], base + ".add")
 
 
-def transformer():
+def transformer(S=32, D=64, H=4, FF=256):
     b = Builder(7)
     x = "input"
     dh = D // H
@@ -240,7 +240,7 @@ def transformer():
     ctx = b.node("Reshape", [ctx, b.const("attn.merge.shape", np.array([1, S, D], np.int64))],
                  "attn.merge.reshape")
     o = b.linear(ctx, D, D, "attn.out")
-    x1 = layer_norm_node(b, b.node("Add", [o, x], "attn.residual"), "norm1")
+    x1 = layer_norm_node(b, b.node("Add", [o, x], "attn.residual"), "norm1", D)
     h = b.linear(x1, D, FF, "ffn.fc1")
     # GELU as torch exports it at opset 13: x * 0.5 * (1 + erf(x / sqrt(2)))
     e = b.node("Erf", [b.node("Div", [h, b.const("ffn.sqrt2", np.array(1.4142135, np.float32))],
@@ -249,7 +249,7 @@ def transformer():
     h = b.node("Mul", [b.node("Mul", [h, e], "ffn.gelu.mul"),
                        b.const("ffn.half", np.array(0.5, np.float32))], "ffn.gelu.mul2")
     h = b.linear(h, FF, D, "ffn.fc2")
-    y = layer_norm_decomposed(b, b.node("Add", [h, x1], "ffn.residual"), "norm2")
+    y = layer_norm_decomposed(b, b.node("Add", [h, x1], "ffn.residual"), "norm2", D)
     return b.model("transformer", [tensor("input", [1, S, D])], [tensor(y, [1, S, D])], opset=17)
 
 
@@ -265,6 +265,18 @@ def tiny_mlp():
         m.graph.input.append(helper.make_tensor_value_info(init.name, init.data_type,
                                                            list(init.dims)))
     return m
+
+
+def seed_cnn():
+    """A few kilobytes with the CNN operators: a seed for the ONNX fuzz target."""
+    b = Builder(5)
+    x = b.relu(b.bn(b.conv("input", 2, 3, 3, base="conv1"), 3, "bn1"), "relu1")
+    x = b.node("MaxPool", [x], "pool1", kernel_shape=[2, 2], strides=[2, 2])
+    y = b.conv(x, 3, 3, 3, bias=True, base="conv2")
+    y = b.relu6(b.node("Add", [y, x], "add1"), "relu6")
+    y = b.node("GlobalAveragePool", [y], "gap")
+    y = b.gemm(b.node("Flatten", [y], "flatten", axis=1), 3, 2, "fc")
+    return b.model("seed_cnn", [tensor("input", [1, 2, 6, 6])], [tensor(y, [1, 2])])
 
 
 def bad_opset():
@@ -289,12 +301,119 @@ def torchvision_model(kind):
     return onnx.load_from_string(buf.getvalue())
 
 
+# ---- a numpy reference for checking 'tuner run' (--check) ----------------------------------
+
+def _conv(x, w, b, a):
+    g = a.get("group", 1)
+    sh, sw = a.get("strides", [1, 1])
+    dh, dw = a.get("dilations", [1, 1])
+    pt, pl, pb, pr = a.get("pads", [0, 0, 0, 0])
+    x = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    n, c, h, wd = x.shape
+    k, cg, r, s = w.shape
+    oh = (h - dh * (r - 1) - 1) // sh + 1
+    ow = (wd - dw * (s - 1) - 1) // sw + 1
+    out = np.zeros((n, k, oh, ow))
+    kg = k // g
+    for gi in range(g):
+        xs = x[:, gi * cg:(gi + 1) * cg]
+        ws = w[gi * kg:(gi + 1) * kg]
+        for i in range(r):
+            for j in range(s):
+                patch = xs[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                out[:, gi * kg:(gi + 1) * kg] += np.einsum("nchw,kc->nkhw", patch, ws[:, :, i, j])
+    if b is not None:
+        out += b.reshape(1, -1, 1, 1)
+    return out
+
+
+def _pool(x, a, kind):
+    kh, kw = a["kernel_shape"]
+    sh, sw = a.get("strides", [1, 1])
+    pt, pl, pb, pr = a.get("pads", [0, 0, 0, 0])
+    fill = -np.inf if kind == "max" else 0.0
+    x = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
+    n, c, h, w = x.shape
+    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    win = [x[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+           for i in range(kh) for j in range(kw)]
+    return np.max(win, axis=0) if kind == "max" else np.mean(win, axis=0)
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+_erf = np.vectorize(__import__("math").erf)
+
+NP_OPS = {
+    "Conv": lambda i, a: _conv(i[0], i[1], i[2] if len(i) > 2 else None, a),
+    "BatchNormalization": lambda i, a: (i[0] - i[3].reshape(1, -1, *[1] * (i[0].ndim - 2))) /
+        np.sqrt(i[4].reshape(1, -1, *[1] * (i[0].ndim - 2)) + a.get("epsilon", 1e-5)) *
+        i[1].reshape(1, -1, *[1] * (i[0].ndim - 2)) + i[2].reshape(1, -1, *[1] * (i[0].ndim - 2)),
+    "Relu": lambda i, a: np.maximum(i[0], 0),
+    "Clip": lambda i, a: np.clip(i[0], i[1], i[2]),
+    "MaxPool": lambda i, a: _pool(i[0], a, "max"),
+    "AveragePool": lambda i, a: _pool(i[0], a, "avg"),
+    "GlobalAveragePool": lambda i, a: i[0].mean(axis=(2, 3), keepdims=True),
+    "Flatten": lambda i, a: i[0].reshape(int(np.prod(i[0].shape[:a.get("axis", 1)])), -1),
+    "Gemm": lambda i, a: i[0] @ (i[1].T if a.get("transB", 0) else i[1]) + i[2],
+    "MatMul": lambda i, a: i[0] @ i[1],
+    "Add": lambda i, a: i[0] + i[1],
+    "Sub": lambda i, a: i[0] - i[1],
+    "Mul": lambda i, a: i[0] * i[1],
+    "Div": lambda i, a: i[0] / i[1],
+    "Pow": lambda i, a: i[0] ** i[1],
+    "Sqrt": lambda i, a: np.sqrt(i[0]),
+    "Erf": lambda i, a: _erf(i[0]),
+    "Reshape": lambda i, a: i[0].reshape(i[1]),
+    "Transpose": lambda i, a: np.transpose(i[0], a["perm"]),
+    "Softmax": lambda i, a: _softmax(i[0], a.get("axis", -1)),
+    "ReduceMean": lambda i, a: i[0].mean(axis=tuple(a["axes"]), keepdims=bool(a.get("keepdims", 1))),
+    "LayerNormalization": lambda i, a: (i[0] - i[0].mean(-1, keepdims=True)) /
+        np.sqrt(i[0].var(-1, keepdims=True) + a.get("epsilon", 1e-5)) * i[1] + i[2],
+}
+
+
+def check(model_path, dump_dir, tol):
+    """Evaluate the model in float64 on DIR/input_<i>.bin; compare with DIR/output_<i>.bin."""
+    m = onnx.load(model_path)
+    env = {t.name: numpy_helper.to_array(t).astype(np.float64) if t.data_type == 1
+           else numpy_helper.to_array(t) for t in m.graph.initializer}
+    inits = set(env)
+    k = 0
+    for vi in m.graph.input:
+        if vi.name in inits:
+            continue
+        shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        env[vi.name] = np.fromfile(os.path.join(dump_dir, "input_%d.bin" % k),
+                                   np.float32).reshape(shape).astype(np.float64)
+        k += 1
+    for node in m.graph.node:
+        ins = [env[n] if n else None for n in node.input]
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type not in NP_OPS:
+            sys.exit("make_models.py --check: no numpy reference for %s" % node.op_type)
+        env[node.output[0]] = NP_OPS[node.op_type](ins, attrs)
+    worst = 0.0
+    for i, vo in enumerate(m.graph.output):
+        ref = env[vo.name]
+        got = np.fromfile(os.path.join(dump_dir, "output_%d.bin" % i), np.float32)
+        err = float(np.max(np.abs(got - ref.reshape(-1))) / max(np.max(np.abs(ref)), 1e-30))
+        print("output %s: max relative error %.3g against numpy (float64)" % (vo.name, err))
+        worst = max(worst, err)
+    return 0 if worst <= tol else 1
+
+
 MODELS = {
     "small_cnn": small_cnn,
     "resnet18": resnet18,
     "mobilenet_v2": mobilenet_v2,
     "transformer": transformer,
     "tiny_mlp": tiny_mlp,
+    "seed_cnn": seed_cnn,
+    "seed_attention": lambda: transformer(S=4, D=8, H=2, FF=16),
     "bad_opset": bad_opset,
     "unsupported_op": unsupported_op,
     "tv_resnet18": lambda: torchvision_model("resnet18"),
@@ -317,8 +436,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=".", help="folder for NAME.onnx (created)")
     ap.add_argument("--list", action="store_true", help="list the model names")
+    ap.add_argument("--check", nargs=2, metavar=("MODEL", "DIR"),
+                    help="compare DIR/output_<i>.bin ('tuner run --dump DIR') with numpy")
+    ap.add_argument("--tol", type=float, default=1e-4, help="relative error bound of --check")
     ap.add_argument("names", nargs="*", help="models to make (default: all but tv_*)")
     a = ap.parse_args()
+    if a.check:
+        return check(a.check[0], a.check[1], a.tol)
     if a.list:
         print("\n".join(MODELS))
         return 0

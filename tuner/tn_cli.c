@@ -91,6 +91,21 @@ static const tn_cmd commands[] = {
      "and the tuner read without the model.  Unsupported operators are warnings naming\n"
      "their nodes; the rest of the model still gives tasks.",
      tn_cmd_tasks},
+    {"run", "[--db FILE] [--lib FILE] [--repeat N] [flags] MODEL",
+     "run a model with its tuned kernels and check it against the naive lowering",
+     "Run the whole model once on this machine with each task's best kernel from the records\n"
+     "store (the naive kernel for tasks without records), or with the kernels of a library\n"
+     "made by export-lib (--lib), then once with every task's naive kernel, and compare the\n"
+     "outputs.  Inputs and weights without values are filled with deterministic random\n"
+     "values (--seed).  Exit status 1 when an output differs by more than 1e-4 (relative).",
+     tn_cmd_run},
+    {"export-lib", "--db FILE [--target T] -o LIB.so [flags] MODEL|TASKS.jsonl",
+     "a shared library of the best kernel of every task, and its C header",
+     "Build the best kernel of every task of the model (or of a task list from 'tuner tasks\n"
+     "-o') for the target, naive ones for tasks without records, and link them into one\n"
+     "shared library (x86-64 Linux, aarch64 Linux or aarch64 Android) with one C function\n"
+     "per task, declared in LIB.h.  docs/models.md has the calling convention.",
+     tn_cmd_export_lib},
     {"plot", "[--db FILE] [--task KEY] [--target T] [--device KEY] -o FILE.svg|FILE.png",
      "draw a task's tuning curve",
      "Draw the best GFLOPS of a task over its trials (every record of the task, in trial\n"

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "records/records.h"
 
@@ -184,6 +185,171 @@ int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
     if (!(quiet && out))
         print_tasks(stdout, tl, verbose);
     rc = out ? write_jsonl(cmd, tl, out) : TN_EXIT_OK;
+    tn_model_free(m);
+    tn_task_list_free(own);
+    return rc;
+}
+
+/* ---- run ---- */
+
+/* The records store for reading: --db, else ./tuning.db when it exists, else none. */
+static int open_db(const tn_cmd *cmd, const char *db, rec_store **st)
+{
+    char err[1024];
+    *st = NULL;
+    if (db == NULL) {
+        if (access(DEFAULT_DB, R_OK) != 0) {
+            tn_err(cmd, "note: no records store (--db; ./%s does not exist): every task gets "
+                   "its naive schedule", DEFAULT_DB);
+            return TN_EXIT_OK;
+        }
+        db = DEFAULT_DB;
+    }
+    if (rec_store_open(db, REC_OPEN_READONLY, st, err, sizeof err) != AT_OK) {
+        tn_err(cmd, "%s", err);
+        return TN_EXIT_FAIL;
+    }
+    return TN_EXIT_OK;
+}
+
+int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
+{
+    const char *db = NULL, *target = NULL, *device = NULL, *lib = NULL, *dump = NULL;
+    int threads = 0, seed = 1, repeat = 0, no_check = 0, dim = 1, n_pos, done, rc;
+    const tn_opt opts[] = {
+        {"db", 0, TN_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
+        {"target", 0, TN_OPT_STR, &target, "T", "records of this target (default: this host)"},
+        {"device", 0, TN_OPT_STR, &device, "KEY", "records of this device key (default: any)"},
+        {"lib", 0, TN_OPT_STR, &lib, "FILE", "run the kernels of a library from export-lib"},
+        {"threads", 0, TN_OPT_INT, &threads, "N", "threads (default: the online CPUs)"},
+        {"seed", 0, TN_OPT_INT, &seed, "N", "seed of the input values (default 1)"},
+        {"repeat", 0, TN_OPT_INT, &repeat, "N", "time N runs of the model (median)"},
+        {"no-check", 0, TN_OPT_BOOL, &no_check, NULL, "skip the naive run and the comparison"},
+        {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
+        {"dump", 0, TN_OPT_STR, &dump, "DIR", "write the inputs and outputs there (raw float32)"},
+    };
+    tn_model *m = NULL;
+    rec_store *st = NULL;
+    tn_run_report rep;
+    char err[1024];
+    at_err e;
+    rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
+    if (done)
+        return rc;
+    if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK)
+        return rc;
+    if ((m = load_model(cmd, argv[1], dim, 0)) == NULL)
+        return TN_EXIT_FAIL;
+    if (lib == NULL && (rc = open_db(cmd, db, &st)) != TN_EXIT_OK) {
+        tn_model_free(m);
+        return rc;
+    }
+    e = tn_model_run(m, &(tn_run_opts){.store = st, .target = target, .device_key = device,
+                                       .lib_path = lib, .n_threads = threads,
+                                       .seed = (uint64_t)seed, .repeat = repeat,
+                                       .no_check = no_check, .dump_dir = dump},
+                     &rep, err, sizeof err);
+    rec_store_close(st);
+    if (e != AT_OK) {
+        tn_err(cmd, "%s", err[0] ? err : at_strerror(e));
+        tn_model_free(m);
+        return TN_EXIT_FAIL;
+    }
+    printf("model %s: %d tasks, ", argv[1], rep.n_tasks);
+    if (lib)
+        printf("kernels from %s\n", lib);
+    else
+        printf("%d with a tuned schedule, %d naive; kernels built in %.2f s\n", rep.n_tuned,
+               rep.n_naive, rep.build_s);
+    for (int i = 0; i < rep.n_outputs; i++) {
+        printf("output '%s' (%lld values): checksum %.9g", rep.outputs[i].name,
+               (long long)rep.outputs[i].n_elems, rep.outputs[i].checksum);
+        if (!no_check)
+            printf(", max relative error %.3g against the naive lowering",
+                   rep.outputs[i].rel_err);
+        putchar('\n');
+    }
+    if (repeat > 0) {
+        printf("latency: %.3f ms with %s", rep.latency_s * 1e3, lib ? "the library" : "these kernels");
+        if (!no_check)
+            printf(", %.3f ms naive", rep.naive_latency_s * 1e3);
+        printf(" (median of %d runs)\n", repeat);
+    }
+    tn_model_free(m);
+    if (!no_check && !(rep.max_rel_err <= 1e-4)) {
+        printf("MISMATCH: max relative error %.3g exceeds 1e-4\n", rep.max_rel_err);
+        return TN_EXIT_FAIL;
+    }
+    if (!no_check)
+        printf("OK: the outputs match the naive lowering (max relative error %.3g <= 1e-4)\n",
+               rep.max_rel_err);
+    return TN_EXIT_OK;
+}
+
+/* ---- export-lib ---- */
+
+int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
+{
+    const char *db = NULL, *target = NULL, *device = NULL, *out = NULL, *header = NULL,
+               *prefix = NULL;
+    int threads = 0, keep = 0, dim = 1, n_pos, done, rc;
+    const tn_opt opts[] = {
+        {"db", 0, TN_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
+        {"target", 0, TN_OPT_STR, &target, "T", "compilation target (default: this host)"},
+        {"device", 0, TN_OPT_STR, &device, "KEY", "records of this device key (default: any)"},
+        {"out", 'o', TN_OPT_STR, &out, "FILE", "the library (e.g. libmodel_kernels.so)"},
+        {"header", 0, TN_OPT_STR, &header, "FILE", "its header (default: FILE with .h)"},
+        {"prefix", 0, TN_OPT_STR, &prefix, "NAME", "C names' prefix (default: from FILE)"},
+        {"threads", 0, TN_OPT_INT, &threads, "N", "most threads the library may use (Linux; "
+         "default: the target's cores)"},
+        {"keep", 0, TN_OPT_BOOL, &keep, NULL, "keep the objects and the glue source"},
+        {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
+    };
+    tn_model *m = NULL;
+    tn_task_list *own = NULL;
+    const tn_task_list *tl;
+    rec_store *st = NULL;
+    tn_export_report rep;
+    char err[1024];
+    at_err e;
+    rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
+    if (done)
+        return rc;
+    if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK)
+        return rc;
+    if (out == NULL) {
+        tn_err(cmd, "missing -o FILE (the library to write)");
+        return TN_EXIT_USAGE;
+    }
+    if (ends_with(argv[1], ".jsonl")) {
+        if ((own = load_task_file(cmd, argv[1])) == NULL)
+            return TN_EXIT_FAIL;
+        tl = own;
+    } else {
+        if ((m = load_model(cmd, argv[1], dim, 0)) == NULL)
+            return TN_EXIT_FAIL;
+        tl = tn_model_tasks(m);
+    }
+    if ((rc = open_db(cmd, db, &st)) != TN_EXIT_OK)
+        goto done;
+    e = tn_export_lib(tl, &(tn_export_opts){.store = st, .target = target, .device_key = device,
+                                            .out_path = out, .header_path = header,
+                                            .prefix = prefix, .max_threads = threads,
+                                            .keep_temp = keep},
+                      &rep, err, sizeof err);
+    if (e != AT_OK) {
+        tn_err(cmd, "%s", err[0] ? err : at_strerror(e));
+        rc = TN_EXIT_FAIL;
+        goto done;
+    }
+    printf("%s: %d kernels (%d tuned, %d naive) in %.2f s\n", out, rep.n_tasks, rep.n_tuned,
+           rep.n_naive, rep.build_s);
+    printf("linked: %s\n", rep.link_cmd);
+    if (rep.temp_dir[0])
+        printf("objects and glue kept in %s\n", rep.temp_dir);
+    rc = TN_EXIT_OK;
+done:
+    rec_store_close(st);
     tn_model_free(m);
     tn_task_list_free(own);
     return rc;

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "common/common.h"
+#include "kernels/kernels.h"
 #include "tuner/tuner.h"
 
 #define TN_MAX_RANK 8
@@ -275,6 +276,14 @@ struct tn_model {
 
 /* Build the groups, tasks and steps of a prepared graph into 'm'. */
 at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size);
+
+/* Lower and build state 'st' for 'target' with entry symbol 'entry' (tn_run.c). */
+at_err tn__build_state(const ss_state *st, const kn_target *target, const char *entry,
+                       kn_artifact **out, char *errmsg, size_t errmsg_size);
+
+/* The C prefix of a library file: "libmodel_kernels.so" -> "model_kernels" (letters,
+** digits and '_' only; tn_export.c). */
+void tn__lib_prefix(const char *path, char *out, size_t size);
 
 /* The root buffer of tensor t (following 'alias'). */
 static inline int tn__root(const tn_graph *g, int t)

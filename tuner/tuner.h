@@ -306,6 +306,7 @@ typedef struct tn_run_opts {
 
 typedef struct tn_run_report {
     int n_tasks, n_tuned, n_naive;   /* kernels built (or found in the library) */
+    int n_rewritten;                /* chosen kernels that take a weight in a rewritten layout */
     int n_outputs;
     struct {
         char name[96];

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,69 @@ static inline int mt_tuner(char **out, char **err, const char *const *args)
     *err = mt_read(pe, &n);
     mt_rmtree(dir);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Run the real command, ROOT/build/FLAVOUR/bin/tuner ARGS..., in 'cwd' (it starts itself
+** again as build workers, so it must be the binary); stdout and stderr captured (at_free
+** them); returns its exit status, or fails the test after 'deadline_s' seconds. */
+static inline int mt_tuner_bin(const char *cwd, int deadline_s, char **out, char **err,
+                               const char *const *args)
+{
+    char exe[PATH_MAX], bin[PATH_MAX + 16], dir[64], po[PATH_MAX], pe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    size_t len;
+    char *p;
+    int status = 0, rc = -1;
+    pid_t pid;
+    if (n <= 0 || (exe[n] = 0, p = strstr(exe, "/tests/models/")) == NULL)
+        abort();
+    *p = 0;
+    snprintf(bin, sizeof bin, "%s/bin/tuner", exe);
+    if (access(bin, X_OK) != 0) {
+        fprintf(stderr, "FAIL: missing %s (make tests-san builds it)\n", bin);
+        abort();
+    }
+    mt_mkdtemp(dir);
+    mt_path(po, dir, "stdout");
+    mt_path(pe, dir, "stderr");
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        const char *argv[64];
+        int argc = 0, fo = open(po, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+            fe = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        setpgid(0, 0);
+        if (fo < 0 || fe < 0 || chdir(cwd) != 0)
+            _exit(120);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        argv[argc++] = "tuner";
+        for (int i = 0; args[i] && argc < 63; i++)
+            argv[argc++] = args[i];
+        argv[argc] = NULL;
+        execv(bin, (char *const *)argv);
+        _exit(121);
+    }
+    if (pid < 0)
+        abort();
+    for (int i = 0; i < deadline_s * 10; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            break;
+        }
+        usleep(100000);
+    }
+    if (rc < 0) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        fprintf(stderr, "FAIL: %s did not finish within %d s\n", bin, deadline_s);
+        abort();
+    }
+    *out = mt_read(po, &len);
+    *err = mt_read(pe, &len);
+    mt_rmtree(dir);
+    return rc;
 }
 
 #endif /* MODEL_TEST_H */

@@ -1,0 +1,524 @@
+/* tests/models/test_run.c -- whole models with real non-naive schedules: a records store
+** holding, for every task, a schedule drawn from the schedule space (with layout rewrites),
+** the hand-written elementwise schedule, the naive one, a stale record that no longer
+** replays and a faster record for another target; then
+**   - tuner run: the model with the chosen kernels against the naive lowering, and the
+**     outputs against numpy (scripts/make_models.py --check, float64);
+**   - export-lib for x86-64 Linux: the library run as the model's kernels (tuner run --lib)
+**     and called from a C program compiled here against its header;
+**   - export-lib for aarch64 Linux: the same C program cross-compiled and run under qemu;
+**   - export-lib for aarch64 Android: no libc but libm.so/libc.so, only the API exported,
+**     and the C program run under qemu with glibc standing in for Android's libraries. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "kernels/kernels.h"
+#include "records/records.h"
+#include "model_test.h"
+
+#define DEVICE "local"
+
+static char dir[64];
+static char host_target[256];
+static const rec_device dev_x86 = {"x86_64", "test host", 2, "test", ""};
+static const rec_device dev_a64 = {"aarch64", "test board", 4, "test", ""};
+
+static int setup(void **unused)
+{
+    kn_target t;
+    (void)unused;
+    mt_mkdtemp(dir);
+    mt_make_models(dir, "small_cnn transformer");
+    if (kn_target_host(&t) != AT_OK)
+        abort();
+    snprintf(host_target, sizeof host_target, "%s", t.text);
+    return 0;
+}
+
+static int teardown(void **unused)
+{
+    (void)unused;
+    mt_rmtree(dir);
+    return 0;
+}
+
+static tn_model *load(const char *name)
+{
+    char path[PATH_MAX], err[1024];
+    tn_model *m = NULL;
+    mt_path(path, dir, name);
+    if (tn_model_load(path, NULL, &m, err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    return m;
+}
+
+static void put(rec_store *st, int64_t task, const char *job, const char *state, double cost,
+                const rec_device *dev)
+{
+    rec_result r;
+    memset(&r, 0, sizeof r);
+    r.task_id = task;
+    r.job_id = job;
+    r.state = state;
+    r.costs = &cost;
+    r.n_costs = 1;
+    r.device = dev;
+    r.trial = -1;
+    assert_int_equal(rec_put(st, &r, 1, NULL), AT_OK);
+}
+
+/* Records for every task of 'tl' in a new store at 'path'; *n_sampled counts the tasks whose
+** best record is a schedule drawn from the space. */
+static void make_store(const char *path, const tn_task_list *tl, uint64_t seed, int *n_sampled)
+{
+    rec_store *st;
+    kn_target host;
+    ss_hw hw;
+    at_rng rng;
+    char err[512];
+    assert_int_equal(kn_target_host(&host), AT_OK);
+    ss_hw_cpu(&hw, host.n_cores, host.vector_bytes, host.l1_bytes, host.l2_bytes);
+    at_rng_seed(&rng, seed);
+    assert_int_equal(rec_store_open(path, REC_OPEN_CREATE, &st, err, sizeof err), AT_OK);
+    *n_sampled = 0;
+    for (int i = 0; i < tl->n_tasks; i++) {
+        const tn_task *t = &tl->tasks[i];
+        int64_t id, id_arm;
+        ss_space *sp = NULL;
+        ss_state *s = NULL;
+        at_buf b;
+        char job[64];
+        assert_int_equal(rec_task_add(st, &(rec_task){t->key, host_target, DEVICE, t->dag_text,
+                                                       t->flops}, &id), AT_OK);
+        assert_int_equal(rec_task_add(st, &(rec_task){t->key, "llvm -mtriple=aarch64-linux-gnu",
+                                                       DEVICE, t->dag_text, t->flops}, &id_arm),
+                         AT_OK);
+        at_buf_init(&b);
+        /* the naive state, the hand-written elementwise schedule */
+        assert_int_equal(ss_state_new(t->dag, &s), AT_OK);
+        ss_state_to_json(s, &b);
+        snprintf(job, sizeof job, "naive-%d", i);
+        put(st, id, job, b.data, 5e-3, &dev_x86);
+        if (kn_hand_elementwise(s, &host, err, sizeof err) == AT_OK) {
+            at_buf_reset(&b);
+            ss_state_to_json(s, &b);
+            snprintf(job, sizeof job, "hand-%d", i);
+            put(st, id, job, b.data, 2e-3, &dev_x86);
+        }
+        ss_state_free(s);
+        s = NULL;
+        /* a state from the schedule space: the best record */
+        if (ss_space_new(t->dag, &hw, NULL, &sp, err, sizeof err) == AT_OK) {
+            for (int tries = 0; tries < 50; tries++) {
+                at_err e = ss_space_sample(sp, &rng, &s);
+                if (e == AT_OK)
+                    break;
+                assert_int_equal(e, AT_ESCHED);
+            }
+            ss_space_free(sp);
+        }
+        if (s) {
+            at_buf_reset(&b);
+            ss_state_to_json(s, &b);
+            snprintf(job, sizeof job, "space-%d", i);
+            put(st, id, job, b.data, 1e-3, &dev_x86);
+            (*n_sampled)++;
+            ss_state_free(s);
+        }
+        /* faster, but stale (does not replay), or for another target: never chosen */
+        snprintf(job, sizeof job, "stale-%d", i);
+        put(st, id, job, "{\"v\":1,\"steps\":[[\"SP\",99,0,8,[2],1]]}", 1e-6, &dev_x86);
+        snprintf(job, sizeof job, "arm-%d", i);
+        put(st, id_arm, job, "{\"v\":1,\"steps\":[]}", 1e-7, &dev_a64);
+        at_buf_fini(&b);
+    }
+    rec_store_close(st);
+}
+
+static void numpy_check(const char *model, const char *dump)
+{
+    char cmd[PATH_MAX * 4];
+    char mp[PATH_MAX];
+    mt_path(mp, dir, model);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/scripts/make_models.py' --check '%s' '%s' "
+             "--tol 1e-4 >&2", mt_root(), mp, dump);
+    if (system(cmd) != 0)
+        fail_msg("the outputs of %s differ from numpy's", model);
+}
+
+static void run_model_with_records(const char *model, uint64_t seed)
+{
+    tn_model *m = load(model);
+    const tn_task_list *tl = tn_model_tasks(m);
+    char db[PATH_MAX], dump[PATH_MAX], err[1024];
+    rec_store *st;
+    tn_run_report rep;
+    int n_sampled;
+    mt_path(db, dir, "run.db");
+    mt_path(dump, dir, "dump");
+    unlink(db);
+    mkdir(dump, 0755);
+    make_store(db, tl, seed, &n_sampled);
+    assert_true(n_sampled >= tl->n_tasks - 1);
+    assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
+    if (tn_model_run(m, &(tn_run_opts){.store = st, .device_key = DEVICE, .n_threads = 2,
+                                       .seed = 5, .dump_dir = dump},
+                     &rep, err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    fprintf(stderr, "%s: %d tasks, %d tuned; max relative error %.3g; built in %.2f s\n", model,
+            rep.n_tasks, rep.n_tuned, rep.max_rel_err, rep.build_s);
+    assert_int_equal(rep.n_tasks, tl->n_tasks);
+    assert_int_equal(rep.n_tuned, tl->n_tasks);
+    /* drawn schedules of conv/dense tasks store weights in their tile order */
+    assert_true(rep.n_rewritten > 0);
+    assert_true(rep.max_rel_err <= 1e-4);
+    assert_true(rep.outputs[0].checksum != 0);
+    numpy_check(model, dump);
+    rec_store_close(st);
+    tn_model_free(m);
+    unlink(db);
+}
+
+static void test_run_small_cnn(void **unused)
+{
+    (void)unused;
+    run_model_with_records("small_cnn.onnx", 11);
+}
+
+static void test_run_transformer(void **unused)
+{
+    (void)unused;
+    run_model_with_records("transformer.onnx", 12);
+}
+
+/* ---- export ---- */
+
+/* A C program that calls task 0 through its typed function and task 1 through
+** P_task_run, on inputs from a formula, and writes the outputs. */
+static void write_program(const char *path, const char *P, const char *header,
+                          const tn_task *t0, const tn_task *t1, int threads)
+{
+    at_buf b;
+    const tn_task *ts[2] = {t0, t1};
+    at_buf_init(&b);
+    at_buf_printf(&b, "#include <stdio.h>\n#include <stdlib.h>\n#include \"%s\"\n", header);
+    at_buf_puts(&b, "static float *make(long n, int k)\n{\n"
+                    "    float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));\n"
+                    "    for (long i = 0; i < n; i++)\n"
+                    "        p[i] = (float)((i * 7919 + k * 104729) % 2001) / 1000.0f - 1.0f;\n"
+                    "    return p;\n}\n");
+    at_buf_puts(&b, "int main(int argc, char **argv)\n{\n    FILE *f;\n    (void)argc;\n");
+    if (threads > 1)
+        at_buf_printf(&b, "    if (%s_set_threads(%d) != 0)\n        return 3;\n", P, threads);
+    at_buf_printf(&b, "    if (%s_n_tasks() < 2)\n        return 4;\n", P);
+    for (int k = 0; k < 2; k++) {
+        const ss_dag *d = ts[k]->dag;
+        for (int a = 0; a < d->n_args; a++)
+            at_buf_printf(&b, "    float *t%d_%d = make(%lld, %d);\n", k, a,
+                          (long long)ss_op_n_elems(&d->ops[d->args[a]]), a);
+    }
+    at_buf_printf(&b, "    if (%s_task0(", P);
+    for (int a = 0; a < t0->dag->n_args; a++)
+        at_buf_printf(&b, "%st0_%d", a ? ", " : "", a);
+    at_buf_puts(&b, ") != 0)\n        return 5;\n");
+    at_buf_printf(&b, "    void *b1[] = {");
+    for (int a = 0; a < t1->dag->n_args; a++)
+        at_buf_printf(&b, "%st1_%d", a ? ", " : "", a);
+    at_buf_printf(&b, "};\n    if (%s_task_run(1, b1) != 0 || %s_task_run(99, b1) != -1)\n"
+                      "        return 6;\n", P, P);
+    at_buf_puts(&b, "    f = fopen(argv[1], \"wb\");\n");
+    at_buf_printf(&b, "    fwrite(t0_%d, 4, %lld, f);\n", t0->dag->n_args - 1,
+                  (long long)ss_op_n_elems(&t0->dag->ops[t0->dag->args[t0->dag->n_args - 1]]));
+    at_buf_printf(&b, "    fwrite(t1_%d, 4, %lld, f);\n", t1->dag->n_args - 1,
+                  (long long)ss_op_n_elems(&t1->dag->ops[t1->dag->args[t1->dag->n_args - 1]]));
+    at_buf_puts(&b, "    return fclose(f) != 0;\n}\n");
+    assert_int_equal(b.err, AT_OK);
+    mt_write(path, b.data, b.len);
+    at_buf_fini(&b);
+}
+
+/* The outputs of tasks 0 and 1 with their naive kernels on the program's inputs. */
+static float *naive_outputs(const tn_task *t0, const tn_task *t1, size_t *n)
+{
+    const tn_task *ts[2] = {t0, t1};
+    kn_target host;
+    float *out = NULL;
+    size_t used = 0;
+    char err[512];
+    assert_int_equal(kn_target_host(&host), AT_OK);
+    for (int k = 0; k < 2; k++) {
+        ss_state *st;
+        kn_ir *ir;
+        kn_artifact *a;
+        kn_bufset bs;
+        int64_t ne;
+        assert_int_equal(ss_state_new(ts[k]->dag, &st), AT_OK);
+        assert_int_equal(kn_lower(st, &ir, err, sizeof err), AT_OK);
+        assert_int_equal(kn_build(ir, &host, NULL, &a, err, sizeof err), AT_OK);
+        assert_int_equal(kn_bufset_alloc(a, 1, &bs), AT_OK);
+        for (int i = 0; i < bs.n; i++)
+            for (int64_t e = 0; e < bs.n_elems[i]; e++)
+                ((float *)bs.ptr[i])[e] = (float)((e * 7919 + i * 104729) % 2001) / 1000.0f - 1.0f;
+        assert_int_equal(kn_run_once(a, &bs, kn_rt_serial_par(), err, sizeof err), AT_OK);
+        ne = bs.n_elems[bs.n - 1];
+        out = realloc(out, (used + (size_t)ne) * sizeof *out);
+        memcpy(out + used, bs.ptr[bs.n - 1], (size_t)ne * sizeof *out);
+        used += (size_t)ne;
+        kn_bufset_free(&bs);
+        kn_artifact_free(a);
+        kn_ir_free(ir);
+        ss_state_free(st);
+    }
+    *n = used;
+    return out;
+}
+
+static void compare_outputs(const char *path, const float *ref, size_t n, const char *what)
+{
+    size_t got_n;
+    char *got = mt_read(path, &got_n);
+    double e;
+    assert_int_equal(got_n, n * 4);
+    e = kn_rt_rel_err(got, ref, AT_DT_F32, (int64_t)n);
+    fprintf(stderr, "%s: max relative error %.3g against the naive kernels\n", what, e);
+    assert_true(e <= 1e-4);
+    at_free(got);
+}
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+    char cmd[4 * PATH_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+    return system(cmd);
+}
+
+static void export(const tn_task_list *tl, const char *db, const char *target, const char *lib,
+                   tn_export_report *rep)
+{
+    rec_store *st;
+    char err[1024];
+    assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
+    if (tn_export_lib(tl, &(tn_export_opts){.store = st, .target = target, .device_key = DEVICE,
+                                            .out_path = lib, .max_threads = 4},
+                      rep, err, sizeof err) != AT_OK)
+        fail_msg("export for %s: %s", target ? target : "the host", err);
+    rec_store_close(st);
+}
+
+static void test_export(void **unused)
+{
+    tn_model *m = load("small_cnn.onnx");
+    const tn_task_list *tl = tn_model_tasks(m);
+    char db[PATH_MAX], lib[PATH_MAX], hdr[PATH_MAX], prog[PATH_MAX], out[PATH_MAX],
+        a64[PATH_MAX], andr[PATH_MAX], err[1024];
+    tn_export_report rep;
+    tn_run_report rr;
+    size_t n_ref;
+    float *ref;
+    int n_sampled;
+    (void)unused;
+    mt_path(db, dir, "export.db");
+    make_store(db, tl, 21, &n_sampled);
+    ref = naive_outputs(&tl->tasks[0], &tl->tasks[1], &n_ref);
+
+    /* x86-64 Linux, this host */
+    mt_path(lib, dir, "libsmall_cnn_kernels.so");
+    mt_path(hdr, dir, "libsmall_cnn_kernels.h");
+    export(tl, db, NULL, lib, &rep);
+    assert_int_equal(rep.n_tasks, 7);
+    assert_int_equal(rep.n_tuned, 7);
+    {
+        size_t n;
+        char *h = mt_read(hdr, &n);
+        assert_non_null(strstr(h, "int32_t small_cnn_kernels_task0(const float *X, const float *W, "
+                                  "const float *b, float *relu);"));
+        assert_non_null(strstr(h, "tuned schedule (measured 1.0000 ms)"));
+        at_free(h);
+    }
+    /* the whole model with the library's kernels, against the naive lowering */
+    if (tn_model_run(m, &(tn_run_opts){.lib_path = lib, .n_threads = 2, .seed = 3}, &rr, err,
+                     sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    assert_true(rr.max_rel_err <= 1e-4);
+    /* only the API is exported */
+    assert_int_equal(sh("nm -D --defined-only '%s' | grep -v ' small_cnn_kernels_' | grep -q ' T '",
+                        lib) == 0, 0);
+    /* a C program against the header, with 2 threads */
+    mt_path(prog, dir, "prog.c");
+    mt_path(out, dir, "out.bin");
+    write_program(prog, "small_cnn_kernels", "libsmall_cnn_kernels.h", &tl->tasks[0],
+                  &tl->tasks[1], 2);
+    assert_int_equal(sh("cd '%s' && cc -std=c11 -Wall -Werror -o prog prog.c -L. "
+                        "-lsmall_cnn_kernels -Wl,-rpath,'%s' && ./prog '%s'", dir, dir, out), 0);
+    compare_outputs(out, ref, n_ref, "x86-64 library from C");
+
+    /* aarch64 Linux: cross-compiled, run under qemu, serially (qemu-user 7.2 hangs in
+    ** pthread_create of a dynamically linked aarch64 program on this host; the pool's code
+    ** is the same C as the x86-64 library's, which ran on 2 threads above) */
+    write_program(prog, "small_cnn_kernels", "libsmall_cnn_kernels.h", &tl->tasks[0],
+                  &tl->tasks[1], 1);
+    mt_path(a64, dir, "a64/libsmall_cnn_kernels.so");
+    sh("mkdir -p '%s/a64'", dir);
+    export(tl, db, "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76", a64, &rep);
+    assert_int_equal(rep.n_naive, 7); /* the store has no aarch64 records for this target */
+    assert_int_equal(sh("cd '%s/a64' && aarch64-linux-gnu-gcc -std=c11 -Wall -Werror -o prog "
+                        "../prog.c -I. -L. -lsmall_cnn_kernels && qemu-aarch64 -L "
+                        "/usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=. ./prog '%s'", dir, out), 0);
+    compare_outputs(out, ref, n_ref, "aarch64 Linux library under qemu");
+
+    /* aarch64 Android: serial, no libc but the stubs' libm.so and libc.so */
+    mt_path(andr, dir, "android/libsmall_cnn_kernels.so");
+    sh("mkdir -p '%s/android'", dir);
+    export(tl, db, "llvm -mtriple=aarch64-linux-android -mcpu=cortex-a76", andr, &rep);
+    assert_int_equal(sh("readelf -h '%s' | grep -q 'AArch64' && readelf -h '%s' | grep -q DYN",
+                        andr, andr), 0);
+    assert_int_equal(sh("test \"$(readelf -d '%s' | grep NEEDED | sed 's/.*\\[//; s/\\]//' | sort "
+                        "| tr '\\n' ' ')\" = 'libc.so libm.so ' || "
+                        "test \"$(readelf -d '%s' | grep NEEDED | sed 's/.*\\[//; s/\\]//' | "
+                        "tr '\\n' ' ')\" = 'libm.so '", andr, andr), 0);
+    assert_int_equal(sh("readelf -V '%s' | grep -q GLIBC", andr) == 0, 0);
+    assert_int_equal(sh("nm -D --defined-only '%s' | grep -q ' small_cnn_kernels_task6$'", andr), 0);
+    /* glibc's libm and libc standing in for Android's: the same program, serial */
+    assert_int_equal(sh("cd '%s/android' && ln -sf /usr/aarch64-linux-gnu/lib/libm.so.6 libm.so && "
+                        "ln -sf /usr/aarch64-linux-gnu/lib/libc.so.6 libc.so && "
+                        "aarch64-linux-gnu-gcc -std=c11 -Wall -Werror -o prog ../prog.c -I. "
+                        "./libsmall_cnn_kernels.so -Wl,-rpath-link,. && qemu-aarch64 -L /usr/aarch64-linux-gnu "
+                        "-E LD_LIBRARY_PATH=. ./prog '%s'", dir, out), 0);
+    compare_outputs(out, ref, n_ref, "aarch64 Android library under qemu");
+    free(ref);
+    tn_model_free(m);
+}
+
+/* ---- the command ---- */
+
+#define TUNER(out, err, ...) mt_tuner(out, err, (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_cli(void **unused)
+{
+    tn_model *m = load("small_cnn.onnx");
+    char db[PATH_MAX], model[PATH_MAX], other[PATH_MAX], lib[PATH_MAX], *out, *err;
+    int n_sampled;
+    (void)unused;
+    mt_path(db, dir, "cli.db");
+    mt_path(model, dir, "small_cnn.onnx");
+    mt_path(other, dir, "transformer.onnx");
+    mt_path(lib, dir, "libcli.so");
+    make_store(db, tn_model_tasks(m), 31, &n_sampled);
+    tn_model_free(m);
+    assert_int_equal(TUNER(&out, &err, "run", "--db", db, "--device", DEVICE, "--repeat", "2",
+                           model), TN_EXIT_OK);
+    assert_non_null(strstr(out, "7 with a tuned schedule, 0 naive"));
+    assert_non_null(strstr(out, "OK: the outputs match the naive lowering"));
+    assert_non_null(strstr(out, "latency: "));
+    at_free(out);
+    at_free(err);
+    assert_int_equal(TUNER(&out, &err, "export-lib", "--db", db, "-o", lib, model), TN_EXIT_OK);
+    assert_non_null(strstr(out, "7 kernels (7 tuned, 0 naive)"));
+    at_free(out);
+    at_free(err);
+    assert_int_equal(TUNER(&out, &err, "run", "--lib", lib, model), TN_EXIT_OK);
+    at_free(out);
+    at_free(err);
+    /* a library of another model */
+    assert_int_equal(TUNER(&out, &err, "run", "--lib", lib, other), TN_EXIT_FAIL);
+    assert_non_null(strstr(err, "made for another model"));
+    at_free(out);
+    at_free(err);
+    /* a target that does not run here; an unsupported target for a library */
+    assert_int_equal(TUNER(&out, &err, "run", "--db", db, "--target",
+                           "llvm -mtriple=aarch64-linux-gnu", model), TN_EXIT_FAIL);
+    assert_non_null(strstr(err, "does not run on this machine"));
+    at_free(out);
+    at_free(err);
+    assert_int_equal(TUNER(&out, &err, "export-lib", "--db", db, "--target",
+                           "llvm -mtriple=x86_64-pc-windows-msvc", "-o", lib, model),
+                     TN_EXIT_FAIL);
+    assert_non_null(strstr(err, "x86-64 Linux, aarch64 Linux or aarch64 Android only"));
+    at_free(out);
+    at_free(err);
+    assert_int_equal(TUNER(&out, &err, "export-lib", model), TN_EXIT_USAGE);
+    at_free(out);
+    at_free(err);
+}
+
+/* The acceptance run: tune the small CNN on the embedded default (the real tuner: build
+** workers, embedded tracker and agent, cost model), export the library, call it from C and
+** run the whole model with it against the naive lowering. */
+#define TUNER_BIN(out, err, ...)                                                           \
+    mt_tuner_bin(dir, 240, out, err, (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_tune_end_to_end(void **unused)
+{
+    tn_model *m = load("small_cnn.onnx");
+    const tn_task_list *tl = tn_model_tasks(m);
+    char *out, *err, prog[PATH_MAX], res[PATH_MAX];
+    size_t n_ref;
+    float *ref;
+    (void)unused;
+    assert_int_equal(TUNER_BIN(&out, &err, "--trials", "14", "--per-round", "2", "--population",
+                               "64", "--build-workers", "1", "-q", "--db", "e2e.db",
+                               "small_cnn.onnx"), TN_EXIT_OK);
+    at_free(out);
+    at_free(err);
+    assert_int_equal(TUNER_BIN(&out, &err, "run", "--db", "e2e.db", "--threads", "2",
+                               "small_cnn.onnx"), TN_EXIT_OK);
+    assert_non_null(strstr(out, "7 with a tuned schedule, 0 naive"));
+    assert_non_null(strstr(out, "OK: the outputs match"));
+    at_free(out);
+    at_free(err);
+    assert_int_equal(TUNER_BIN(&out, &err, "export-lib", "--db", "e2e.db", "-o",
+                               "libe2e.so", "small_cnn.onnx"), TN_EXIT_OK);
+    assert_non_null(strstr(out, "7 kernels (7 tuned, 0 naive)"));
+    at_free(out);
+    at_free(err);
+    assert_int_equal(TUNER_BIN(&out, &err, "run", "--lib", "libe2e.so", "--threads", "2",
+                               "small_cnn.onnx"), TN_EXIT_OK);
+    assert_non_null(strstr(out, "OK: the outputs match"));
+    at_free(out);
+    at_free(err);
+    mt_path(prog, dir, "e2e.c");
+    mt_path(res, dir, "e2e.bin");
+    write_program(prog, "e2e", "libe2e.h", &tl->tasks[0], &tl->tasks[1], 2);
+    assert_int_equal(sh("cd '%s' && cc -std=c11 -Wall -Werror -o e2e e2e.c -L. -le2e "
+                        "-Wl,-rpath,'%s' && ./e2e '%s'", dir, dir, res), 0);
+    ref = naive_outputs(&tl->tasks[0], &tl->tasks[1], &n_ref);
+    compare_outputs(res, ref, n_ref, "tuned library from C");
+    free(ref);
+    tn_model_free(m);
+}
+
+static void test_cannot_run_unsupported(void **unused)
+{
+    char path[PATH_MAX], err[1024];
+    tn_model *m;
+    tn_run_report rep;
+    (void)unused;
+    mt_make_models(dir, "unsupported_op");
+    mt_path(path, dir, "unsupported_op.onnx");
+    assert_int_equal(tn_model_load(path, NULL, &m, err, sizeof err), AT_OK);
+    assert_int_equal(tn_model_run(m, &(tn_run_opts){.n_threads = 1}, &rep, err, sizeof err),
+                     AT_EUNSUPPORTED);
+    assert_non_null(strstr(err, "node 'mystery' (FancyOp) is not supported"));
+    tn_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_small_cnn),
+        cmocka_unit_test(test_run_transformer),
+        cmocka_unit_test(test_export),
+        cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_tune_end_to_end),
+        cmocka_unit_test(test_cannot_run_unsupported),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
