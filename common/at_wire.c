@@ -167,6 +167,36 @@ static void p_strs(enc *e, const char *k, const char *const *v, int n, int max)
         p_str(e, v[i], AT_WIRE_MAX_NAME, k);
 }
 
+/* "pre": {"entry": name, "lay": [[arg, [dims]], ...]} (present only when n_pre > 0) */
+static void p_pre(enc *e, const at_wire_artifact *a)
+{
+    int n = a->n_pre;
+    p_key(e, "pre");
+    msgpack_pack_map(&e->pk, 2);
+    kv_str(e, "entry", a->pre_entry, 63);
+    if (a->pre_entry == NULL || a->pre_entry[0] == 0) bad(e, "pre");
+    p_key(e, "lay");
+    if (n > AT_WIRE_MAX_PRE || n > a->n_args) {
+        bad(e, "pre");
+        n = 0;
+    }
+    msgpack_pack_array(&e->pk, (size_t)n);
+    for (int k = 0; k < n; k++) {
+        const at_wire_layout *l = &a->pre[k];
+        int nd = l->n_dims;
+        if (nd < 1 || nd > AT_WIRE_MAX_DIMS) {
+            bad(e, "pre");
+            nd = 0;
+        }
+        msgpack_pack_array(&e->pk, 2);
+        msgpack_pack_int(&e->pk, l->arg);
+        msgpack_pack_array(&e->pk, (size_t)nd);
+        for (int d = 0; d < nd; d++)
+            msgpack_pack_int64(&e->pk, l->shape[d]);
+    }
+}
+
+/* 6 keys, 7 with a layout rewrite (at_wire_artifact_keys) */
 static void p_artifact(enc *e, const at_wire_artifact *a)
 {
     kv_bin(e, "obj", a->obj, a->obj_size);
@@ -196,6 +226,7 @@ static void p_artifact(enc *e, const at_wire_artifact *a)
         for (int d = 0; d < nd; d++)
             msgpack_pack_int64(&e->pk, g->shape[d]);
     }
+    if (a->n_pre > 0) p_pre(e, a);
 }
 
 static void p_settings(enc *e, const at_wire_settings *s)
@@ -213,9 +244,9 @@ static void p_settings(enc *e, const at_wire_settings *s)
 
 static void p_job(enc *e, const at_wire_job *j)
 {
-    msgpack_pack_map(&e->pk, 10 + (j->has_ref ? 1 : 0));
+    msgpack_pack_map(&e->pk, 10 + (j->has_ref ? 1 : 0) + (j->art.n_pre > 0 ? 1 : 0));
     kv_str(e, "id", j->id, AT_WIRE_MAX_NAME);
-    p_artifact(e, &j->art); /* 6 keys */
+    p_artifact(e, &j->art);
     p_key(e, "run");
     p_settings(e, &j->run);
     kv_u64(e, "seed", j->seed);
@@ -225,7 +256,7 @@ static void p_job(enc *e, const at_wire_job *j)
 
 static void p_ref(enc *e, const at_wire_ref *r)
 {
-    msgpack_pack_map(&e->pk, 7);
+    msgpack_pack_map(&e->pk, 7 + (r->art.n_pre > 0 ? 1 : 0));
     kv_bin(e, "id", r->id, AT_WIRE_REFID_BYTES);
     p_artifact(e, &r->art);
 }
@@ -936,6 +967,58 @@ static void *arena_array(dec *d, size_t n, size_t size)
     return p;
 }
 
+/* The optional layout rewrite of an artifact whose arguments are decoded. */
+static void d_pre(dec *d, const msgpack_object *map, at_wire_artifact *a)
+{
+    const msgpack_object *pre = g_map(d, map, "pre", 0), *lay;
+    if (pre == NULL || d->failed) return;
+    a->pre_entry = g_str(d, pre, "entry", 63, 1);
+    if (!d->failed && a->pre_entry[0] == 0) fail(d, "pre", "the pre-transform's entry is empty");
+    if ((lay = g_arr(d, pre, "lay", AT_WIRE_MAX_PRE, 1)) == NULL || d->failed) return;
+    if (lay->via.array.size == 0) {
+        fail(d, "pre", "a layout rewrite rewrites at least one weight");
+        return;
+    }
+    a->n_pre = (int)lay->via.array.size;
+    for (int k = 0; k < a->n_pre; k++) {
+        const msgpack_object *g = &lay->via.array.ptr[k], *dims;
+        at_wire_layout *l = &a->pre[k];
+        int64_t v, elems;
+        if (g->type != MSGPACK_OBJECT_ARRAY || g->via.array.size != 2) {
+            fail(d, "pre", "a new layout is [argument, [dims]]");
+            return;
+        }
+        if (o_int(&g->via.array.ptr[0], &v) != 0 || v < 0 || v >= a->n_args ||
+            a->args[v].is_output) {
+            fail(d, "pre", "a new layout names an input argument of the kernel");
+            return;
+        }
+        l->arg = (int)v;
+        for (int j = 0; j < k; j++)
+            if (a->pre[j].arg == l->arg) {
+                fail(d, "pre", "an argument has two new layouts");
+                return;
+            }
+        dims = &g->via.array.ptr[1];
+        if (dims->type != MSGPACK_OBJECT_ARRAY || dims->via.array.size < 1 ||
+            dims->via.array.size > AT_WIRE_MAX_DIMS) {
+            fail(d, "pre", "dims is an array of 1 to 16 sizes");
+            return;
+        }
+        l->n_dims = (int)dims->via.array.size;
+        elems = at_dtype_bytes((at_dtype)a->args[l->arg].dtype);
+        for (int j = 0; j < l->n_dims; j++) {
+            if (o_int(&dims->via.array.ptr[j], &v) != 0 || v < 1 ||
+                v > AT_WIRE_MAX_BUF_BYTES / elems) {
+                fail(d, "pre", "a new layout's dimension is an integer >= 1, at most 1 GiB in all");
+                return;
+            }
+            l->shape[j] = v;
+            elems *= v;
+        }
+    }
+}
+
 static void d_artifact(dec *d, const msgpack_object *map, at_wire_artifact *a)
 {
     const msgpack_object *args;
@@ -975,7 +1058,7 @@ static void d_artifact(dec *d, const msgpack_object *map, at_wire_artifact *a)
         w->is_output = (int)v;
         dims = &g->via.array.ptr[2];
         if (dims->type != MSGPACK_OBJECT_ARRAY || dims->via.array.size > AT_WIRE_MAX_DIMS) {
-            fail(d, "args", "dims is an array of at most 8 sizes");
+            fail(d, "args", "dims is an array of at most 16 sizes");
             return;
         }
         w->n_dims = (int)dims->via.array.size;
@@ -1002,6 +1085,7 @@ static void d_artifact(dec *d, const msgpack_object *map, at_wire_artifact *a)
             return;
         }
     }
+    d_pre(d, map, a);
 }
 
 static void d_settings(dec *d, const msgpack_object *map, at_wire_settings *s)
@@ -1615,6 +1699,7 @@ at_err at_wire_artifact_copy(at_arena *a, at_wire_artifact *dst, const at_wire_a
     dst->args = args;
     dst->entry = cp_str(a, src->entry, &bad);
     dst->triple = cp_str(a, src->triple, &bad);
+    if (src->n_pre > 0) dst->pre_entry = cp_str(a, src->pre_entry, &bad);
     return bad ? AT_ENOMEM : AT_OK;
 }
 

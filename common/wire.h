@@ -28,7 +28,7 @@
 
 /* ---- versions and bounds ------------------------------------------------------------ */
 
-#define AT_WIRE_VERSION 1        /* the protocol version this build speaks */
+#define AT_WIRE_VERSION 2        /* the protocol version this build speaks (2: layout rewrite) */
 #define AT_WIRE_SOFTWARE "0.1.0" /* software version sent in HELLO (logs only) */
 #define AT_WIRE_TAG_BYTES 32     /* HMAC-SHA256 tag after every payload */
 #define AT_WIRE_NONCE_BYTES 32
@@ -41,7 +41,8 @@
 #define AT_WIRE_MAX_REFS 64               /* reference artifacts in one message */
 #define AT_WIRE_MAX_COSTS 1024            /* timed repeats of one result */
 #define AT_WIRE_MAX_ARGS 64               /* kernel arguments */
-#define AT_WIRE_MAX_DIMS 8                /* dimensions of one argument */
+#define AT_WIRE_MAX_DIMS 16               /* dimensions of one argument */
+#define AT_WIRE_MAX_PRE 8                 /* weights one artifact takes in a new layout */
 #define AT_WIRE_MAX_BUF_BYTES (1ll << 30) /* one argument buffer or the workspace */
 #define AT_WIRE_MAX_NAME 128              /* ids, keys, names, triples (bytes) */
 #define AT_WIRE_MAX_FEATURES 4096         /* CPU feature string */
@@ -103,6 +104,13 @@ typedef struct at_wire_arg {
     int64_t shape[AT_WIRE_MAX_DIMS];
 } at_wire_arg;
 
+/* A weight in the layout the kernel reads (see at_wire_artifact). */
+typedef struct at_wire_layout {
+    int arg; /* the task's input argument it is the new layout of */
+    int n_dims;
+    int64_t shape[AT_WIRE_MAX_DIMS];
+} at_wire_layout;
+
 /* A compiled kernel: relocatable ELF object, entry symbol, argument signature. */
 typedef struct at_wire_artifact {
     const uint8_t *obj;
@@ -112,6 +120,14 @@ typedef struct at_wire_artifact {
     int n_args;
     at_wire_arg *args; /* [n_args] */
     int64_t ws_fixed, ws_per_thread;
+    /* Layout rewrite (n_pre > 0): the kernel takes task inputs pre[k].arg in a new layout
+    ** (same dtype, shape pre[k].shape), made on the device before the first call by
+    ** pre_entry(bufs = [the n_pre original inputs, then their n_pre new layouts], NULL
+    ** workspace); the kernel gets each new layout in its argument's place.  The
+    ** pre-transform is not timed (weights are rewritten once, ahead of inference). */
+    const char *pre_entry;
+    int n_pre;
+    at_wire_layout pre[AT_WIRE_MAX_PRE];
 } at_wire_artifact;
 
 /* How to time one job (TVM's runner settings, plus ours). */

@@ -76,11 +76,17 @@ at_err kn_run_once(const kn_artifact *a, kn_bufset *bufs, const kn_rt_par *par, 
         for (int j = 0; j < a->n_pre; j++)
             pargs[k++] = bufs->ptr[a->pre_src[j]];
         for (int j = 0; j < a->n_pre; j++) {
-            /* the j-th rewritten kernel argument, in kernel argument order */
-            int seen = 0;
+            /* the new layout of weight pre_src[j]: the kernel argument made from it */
+            void *p = NULL;
             for (int i = 0; i < a->n_args; i++)
-                if (a->kernel_src[i] >= 0 && seen++ == j)
-                    pargs[k++] = layout[i];
+                if (a->kernel_src[i] == a->pre_src[j])
+                    p = layout[i];
+            if (p == NULL) {
+                err = kn__fail(errmsg, errmsg_size, AT_EINVAL,
+                               "the artifact's pre-transform writes a layout no argument takes");
+                goto out;
+            }
+            pargs[k++] = p;
         }
         rc = pre(pargs, NULL, par);
         if (rc != 0) {

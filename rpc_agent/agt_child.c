@@ -9,7 +9,9 @@
 **      count; report jobs that fail here (COMPILE_DEVICE, UNKNOWN_ERROR) at once;
 **   3. resource limits (CPU time, no files, address space), then the seccomp filter;
 **   4. per job: START, cool-down, the reference output on the same inputs if not cached
-**      (reported in REFOUT chunks for the agent's cache), one checked run (return code,
+**      (reported in REFOUT chunks for the agent's cache), the weights in the kernel's
+**      layout when the artifact rewrites them (its pre-transform, untimed, on the filled
+**      inputs), one checked run (return code,
 **      canaries, inputs untouched, every output within 1e-4 of the reference), timing with
 **      the job's number/repeat/min-repeat/flush settings, checks again, RESULT.
 ** Every event is one datagram on a SOCK_SEQPACKET socket, built in a buffer reserved in
@@ -104,6 +106,9 @@ typedef struct refout {
 typedef struct cjob {
     const at_wire_job *w;
     kn_rt_kernel_fn fn;
+    kn_rt_kernel_fn pre;         /* the layout rewrite's pre-transform, or NULL */
+    gbuf lay[AT_WIRE_MAX_PRE];   /* the weights in the kernel's layout (made by 'pre') */
+    int lay_ready;
     bufset *set;
     refout *ro; /* NULL: no check */
     int threads;
@@ -353,6 +358,8 @@ static int check_args(child *c, cjob *j, int *input_written)
             return i;
         }
     }
+    for (int k = 0; k < a->n_pre; k++)
+        if (j->lay[k].map && gbuf_intact(&j->lay[k]) != 0) return a->pre[k].arg;
     if (c->ws.map && gbuf_intact(&c->ws) != 0) return a->n_args; /* the workspace */
     return -1;
 }
@@ -362,6 +369,9 @@ static void repair(child *c, cjob *j)
 {
     for (int i = 0; i < j->w->art.n_args; i++)
         gbuf_recanary(&j->set->b[i]);
+    for (int k = 0; k < j->w->art.n_pre; k++)
+        if (j->lay[k].map) gbuf_recanary(&j->lay[k]);
+    j->lay_ready = 0; /* made again from the refilled inputs */
     fill_inputs(j->set);
     if (c->ws.map) gbuf_recanary(&c->ws);
 }
@@ -399,6 +409,27 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
             memset(j->set->b[i].p, 0xff, j->set->b[i].n); /* NaN: unwritten outputs show */
         else if (n_inputs == i)
             n_inputs++;
+    }
+    if (j->pre) {
+        /* the weights in the kernel's layout: [originals, then new layouts] */
+        void *pbufs[2 * AT_WIRE_MAX_PRE];
+        if (!j->lay_ready) {
+            for (int k = 0; k < a->n_pre; k++) {
+                pbufs[k] = j->set->b[a->pre[k].arg].p;
+                pbufs[a->n_pre + k] = j->lay[k].p;
+            }
+            rc = j->pre(pbufs, NULL, par);
+            if (rc != 0) {
+                snprintf(text, sizeof text, "the layout pre-transform returned %d", (int)rc);
+                send_result(c, index, AT_MEASURE_RUNTIME_DEVICE, NULL, 0, text);
+                return;
+            }
+            j->lay_ready = 1;
+        }
+        for (int k = 0; k < a->n_pre; k++) {
+            bufs[a->pre[k].arg] = j->lay[k].p;
+            n_bytes[a->pre[k].arg] = j->lay[k].n;
+        }
     }
     rc = j->fn(bufs, c->ws.p, par);
     if (rc != 0) {
@@ -464,6 +495,25 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
     send_result(c, index, AT_MEASURE_NO_ERROR, costs, w->run.repeat, "");
 }
 
+/* Buffers for the weights in the kernel's layout (before the sandbox: no mmap after). */
+static int alloc_layouts(cjob *j, char *why, size_t n)
+{
+    const at_wire_artifact *a = &j->w->art;
+    for (int k = 0; k < a->n_pre; k++) {
+        at_wire_arg g;
+        memset(&g, 0, sizeof g);
+        g.dtype = a->args[a->pre[k].arg].dtype;
+        g.n_dims = a->pre[k].n_dims;
+        memcpy(g.shape, a->pre[k].shape, sizeof g.shape);
+        if (gbuf_alloc(&j->lay[k], arg_bytes(&g)) != 0) {
+            snprintf(why, n, "cannot allocate %zu bytes for the new layout of argument %d",
+                     arg_bytes(&g), a->pre[k].arg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static const char *arch_of(const char *triple, char *buf, size_t n)
 {
     const char *dash = strchr(triple, '-');
@@ -517,7 +567,8 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
     /* references first: every job with a reference needs it loaded */
     for (int r = 0; r < c.b->n_refs; r++) {
         const at_wire_ref *ref = &c.b->refs[r];
-        if (kn_rt_module_load(ref->art.obj, ref->art.obj_size, NULL, &ref_mods[r], err,
+        if (ref->art.n_pre == 0 && /* a reference reads the task's own layouts */
+            kn_rt_module_load(ref->art.obj, ref->art.obj_size, NULL, &ref_mods[r], err,
                               sizeof err) == AT_OK)
             ref_fns[r] = (kn_rt_kernel_fn)kn_rt_module_sym(ref_mods[r], ref->art.entry);
         size_t need = (size_t)(ref->art.ws_fixed + ref->art.ws_per_thread);
@@ -545,7 +596,16 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
         } else if ((j->fn = (kn_rt_kernel_fn)kn_rt_module_sym(mods[i], w->art.entry)) == NULL) {
             snprintf(err, sizeof err, "the kernel object defines no symbol '%s'", w->art.entry);
             fail_text = err;
+        } else if (w->art.n_pre > 0 &&
+                   (j->pre = (kn_rt_kernel_fn)kn_rt_module_sym(mods[i], w->art.pre_entry)) ==
+                       NULL) {
+            snprintf(err, sizeof err, "the kernel object defines no symbol '%s'",
+                     w->art.pre_entry);
+            fail_text = err;
         } else if ((j->set = get_set(&c, &w->art, w->seed, why, sizeof why)) == NULL) {
+            status = AT_MEASURE_UNKNOWN_ERROR;
+            fail_text = why;
+        } else if (alloc_layouts(j, why, sizeof why) != 0) {
             status = AT_MEASURE_UNKNOWN_ERROR;
             fail_text = why;
         } else if (w->has_ref) {

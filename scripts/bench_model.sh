@@ -35,11 +35,17 @@ $py scripts/make_models.py --out "$work" $model >/dev/null || { echo "bench-mode
 onnx=$work/$model.onnx
 db=$work/tuning.db
 
-echo "# tuning $model with $budget trials ($threads threads)" >&2
-"$tuner" --trials "$budget" --db "$db" "$onnx" >&2 || { echo "bench-model: tuning failed" >&2; exit 1; }
+# Ansor's round size: min(64, budget / tasks), so that every task gets its warm-up round
+"$tuner" tasks -q -o "$work/tasks.jsonl" "$onnx" || { echo "bench-model: tuner tasks failed" >&2; exit 1; }
+n_tasks=$(grep -c '"tunable":true' "$work/tasks.jsonl")
+per_round=$(( budget / (n_tasks > 0 ? n_tasks : 1) ))
+[ $per_round -gt 64 ] && per_round=64
+[ $per_round -lt 1 ] && per_round=1
+echo "# tuning $model: $n_tasks tasks, $budget trials, $per_round per round, $threads threads" >&2
+"$tuner" --trials "$budget" --per-round "$per_round" --threads "$threads" --db "$db" "$onnx" >&2 ||
+  { echo "bench-model: tuning failed" >&2; exit 1; }
 
 # per-task best GFLOPS: the task list joined with 'tuner best --json'
-"$tuner" tasks -q -o "$work/tasks.jsonl" "$onnx"
 "$tuner" best --db "$db" --json > "$work/best.json" || true
 $py - "$work/tasks.jsonl" "$work/best.json" <<'EOF'
 import json, sys

@@ -15,6 +15,7 @@ Models built here with onnx.helper (no torch needed), opset 13 unless noted:
                    LayerNormalization node and one decomposed layer norm, FFN with Erf GELU
                    (opset 17, which has LayerNormalization)
   tiny_mlp         1x16 gemm+relu+gemm (weights as graph inputs with initializers, IR 3 style)
+  weights_as_inputs  conv and gemm weights as graph inputs without initializers
   seed_cnn, seed_attention   a few kilobytes each: seeds of the ONNX fuzz target
 Models for error tests:
   bad_opset        small_cnn claiming opset 99 of the default domain
@@ -22,6 +23,7 @@ Models for error tests:
                    output shape declared in value_info, so the rest still gives tasks)
 With python3-torch and python3-torchvision installed (optional), also:
   tv_resnet18, tv_mobilenet_v2   torchvision's models (random weights) exported at opset 13
+  tv_encoder       torch.nn.TransformerEncoderLayer(64, 4 heads, 256, GELU) at opset 13
 The models are written as NAME.onnx; nothing here is committed to the repository.
 """
 import argparse
@@ -279,6 +281,19 @@ def seed_cnn():
     return b.model("seed_cnn", [tensor("input", [1, 2, 6, 6])], [tensor(y, [1, 2])])
 
 
+def weights_as_inputs():
+    """Conv and Gemm weights given as graph inputs without initializers (fed at run time)."""
+    b = Builder(6)
+    x = b.relu(b.node("Conv", ["input", "conv.weight"], "conv", kernel_shape=[3, 3],
+                      pads=[1, 1, 1, 1]), "relu")
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x], "gap")], "flatten", axis=1)
+    y = b.node("Gemm", [x, "fc.weight", b.const("fc.bias", np.zeros(4, np.float32))], "fc",
+               transB=1)
+    return b.model("weights_as_inputs", [tensor("input", [1, 3, 8, 8]),
+                                         tensor("conv.weight", [8, 3, 3, 3]),
+                                         tensor("fc.weight", [4, 8])], [tensor(y, [1, 4])])
+
+
 def bad_opset():
     m = small_cnn()
     m.opset_import[0].version = 99
@@ -347,11 +362,34 @@ def _softmax(x, axis):
 
 _erf = np.vectorize(__import__("math").erf)
 
+
+def _f64(x):
+    return x.astype(np.float64) if x.dtype == np.float32 else x
+
+
+def _slice(i):
+    x, starts, ends = i[0], i[1], i[2]
+    axes = i[3] if len(i) > 3 and i[3] is not None else range(len(starts))
+    steps = i[4] if len(i) > 4 and i[4] is not None else [1] * len(starts)
+    sl = [slice(None)] * x.ndim
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        sl[int(ax)] = slice(int(s), int(e), int(st))
+    return x[tuple(sl)]
+
 NP_OPS = {
     "Conv": lambda i, a: _conv(i[0], i[1], i[2] if len(i) > 2 else None, a),
     "BatchNormalization": lambda i, a: (i[0] - i[3].reshape(1, -1, *[1] * (i[0].ndim - 2))) /
         np.sqrt(i[4].reshape(1, -1, *[1] * (i[0].ndim - 2)) + a.get("epsilon", 1e-5)) *
         i[1].reshape(1, -1, *[1] * (i[0].ndim - 2)) + i[2].reshape(1, -1, *[1] * (i[0].ndim - 2)),
+    "Identity": lambda i, a: i[0],
+    "Shape": lambda i, a: np.array(i[0].shape, np.int64),
+    "Gather": lambda i, a: np.take(i[0], i[1].astype(np.int64), axis=a.get("axis", 0)),
+    "Unsqueeze": lambda i, a: np.expand_dims(i[0], tuple(int(v) for v in (i[1] if len(i) > 1 else a["axes"]))),
+    "Concat": lambda i, a: np.concatenate(i, axis=a["axis"]),
+    "Cast": lambda i, a: i[0].astype(np.float64 if a["to"] == 1 else np.int64),
+    "Slice": lambda i, a: _slice(i),
+    "Split": lambda i, a: np.split(i[0], np.cumsum(i[1])[:-1] if len(i) > 1 else len(a), axis=a.get("axis", 0)),
+    "Constant": lambda i, a: _f64(numpy_helper.to_array(a["value"])),
     "Relu": lambda i, a: np.maximum(i[0], 0),
     "Clip": lambda i, a: np.clip(i[0], i[1], i[2]),
     "MaxPool": lambda i, a: _pool(i[0], a, "max"),
@@ -363,11 +401,13 @@ NP_OPS = {
     "Add": lambda i, a: i[0] + i[1],
     "Sub": lambda i, a: i[0] - i[1],
     "Mul": lambda i, a: i[0] * i[1],
-    "Div": lambda i, a: i[0] / i[1],
+    "Div": lambda i, a: (np.trunc(i[0] / i[1]).astype(np.int64)
+                         if i[0].dtype.kind == "i" and i[1].dtype.kind == "i" else i[0] / i[1]),
     "Pow": lambda i, a: i[0] ** i[1],
     "Sqrt": lambda i, a: np.sqrt(i[0]),
     "Erf": lambda i, a: _erf(i[0]),
-    "Reshape": lambda i, a: i[0].reshape(i[1]),
+    "Reshape": lambda i, a: i[0].reshape([i[0].shape[k] if v == 0 else int(v)
+                                          for k, v in enumerate(i[1])]),
     "Transpose": lambda i, a: np.transpose(i[0], a["perm"]),
     "Softmax": lambda i, a: _softmax(i[0], a.get("axis", -1)),
     "ReduceMean": lambda i, a: i[0].mean(axis=tuple(a["axes"]), keepdims=bool(a.get("keepdims", 1))),
@@ -406,21 +446,35 @@ def check(model_path, dump_dir, tol):
     return 0 if worst <= tol else 1
 
 
+def torch_encoder():
+    import io
+    import torch
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=256,
+                                             batch_first=True, activation="gelu").eval()
+    buf = io.BytesIO()
+    torch.onnx.export(layer, torch.randn(1, 32, 64), buf, opset_version=13,
+                      input_names=["input"], output_names=["output"])
+    return onnx.load_from_string(buf.getvalue())
+
+
 MODELS = {
     "small_cnn": small_cnn,
     "resnet18": resnet18,
     "mobilenet_v2": mobilenet_v2,
     "transformer": transformer,
     "tiny_mlp": tiny_mlp,
+    "weights_as_inputs": weights_as_inputs,
     "seed_cnn": seed_cnn,
     "seed_attention": lambda: transformer(S=4, D=8, H=2, FF=16),
     "bad_opset": bad_opset,
     "unsupported_op": unsupported_op,
     "tv_resnet18": lambda: torchvision_model("resnet18"),
     "tv_mobilenet_v2": lambda: torchvision_model("mobilenet_v2"),
+    "tv_encoder": torch_encoder,
 }
-DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp", "bad_opset",
-           "unsupported_op"]
+DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp",
+           "weights_as_inputs", "bad_opset", "unsupported_op"]
 
 
 def have_torch():

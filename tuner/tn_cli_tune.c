@@ -168,6 +168,8 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         {"threads", 0, TN_OPT_INT, &threads, "N", "embedded agent's kernel threads (all cores)"},
         {"population", 0, TN_OPT_INT, &population, "N", "evolution population (default 2048)"},
         {"no-cost-model", 0, TN_OPT_BOOL, &no_model, NULL, "random scores (experiments only)"},
+        {"no-layout-rewrite", 0, TN_OPT_BOOL, &no_layout, NULL, "keep weights in their own "
+         "layout (no pre-transform step in the kernels)"},
         {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "no progress and no report"},
         {"log-level", 0, TN_OPT_STR, &log_level, "LEVEL", "debug, info, warn, error or off"},
     };
@@ -286,10 +288,7 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     }
     o.build_timeout_ms = build_timeout_s * 1000;
     o.embedded_threads = threads;
-    /* the layout rewrite of weights needs the agents' pre-transform support (the fleet's
-    ** protocol carries it from version 2 on); until then schedules keep weights as they are */
-    o.layout_rewrite = 0;
-    (void)no_layout;
+    o.layout_rewrite = !no_layout;
     o.no_model = no_model;
     o.quiet = quiet;
     tn_search_cfg_default(&o.search);

@@ -792,6 +792,7 @@ out:
         kn_artifact_free(xs[i].a);
     at_free(xs);
     at_buf_fini(&b);
+    tn_replay_check(NULL, NULL, NULL, NULL, 0); /* the DAG it cached */
     rep->build_s = at_time_mono_s() - t0;
     if (tmp[0]) {
         if (o->keep_temp)

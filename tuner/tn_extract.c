@@ -1143,7 +1143,7 @@ at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
         if (c == TN_CLS_MOVE) {
             tn_step st;
             memset(&st, 0, sizeof st);
-            st.kind = n->kind == TN_OP_TRANSPOSE ? TN_STEP_TRANSPOSE : TN_STEP_CONCAT;
+            st.kind = TN_STEP_COPY;
             st.node = i;
             st.task = -1;
             if (at_vec_push(&m->steps, &m->n_steps, &m->cap_steps, st) != AT_OK) {

@@ -332,6 +332,20 @@ void tn_fleet_artifact(const kn_artifact *a, at_wire_artifact *w, at_wire_arg ar
         for (int d = 0; d < a->args[i].n_dims && d < AT_WIRE_MAX_DIMS; d++)
             args[i].shape[d] = a->args[i].shape[d];
     }
+    if (a->pre_entry[0] && a->n_pre > 0) {
+        w->pre_entry = a->pre_entry;
+        w->n_pre = a->n_pre <= AT_WIRE_MAX_PRE ? a->n_pre : AT_WIRE_MAX_PRE + 1; /* refused */
+        for (int k = 0; k < a->n_pre && k < AT_WIRE_MAX_PRE; k++) {
+            at_wire_layout *l = &w->pre[k];
+            l->arg = a->pre_src[k];
+            for (int i = 0; i < a->n_args; i++)
+                if (a->kernel_src[i] == a->pre_src[k]) {
+                    l->n_dims = a->kernel_args[i].n_dims;
+                    for (int d = 0; d < l->n_dims && d < AT_WIRE_MAX_DIMS; d++)
+                        l->shape[d] = a->kernel_args[i].shape[d];
+                }
+        }
+    }
 }
 
 at_err tn_fleet_add_ref(tn_fleet *f, const kn_artifact *ref, uint8_t id[AT_WIRE_REFID_BYTES])

@@ -141,7 +141,8 @@ int tn__tensor_const(tn_graph *g, const char *name, at_dtype dt, int rank, const
     /* 'shape' may point into g->tensors, which tensor_new may move */
     if (rank < 0 || rank > TN_MAX_RANK)
         return -1;
-    memcpy(dims, shape, (size_t)rank * sizeof *dims);
+    if (rank > 0)
+        memcpy(dims, shape, (size_t)rank * sizeof *dims);
     shape = dims;
     /* a fresh name: constants made by rewrites must not collide with the file's names */
     snprintf(unique, sizeof unique, "%s", name);
@@ -160,7 +161,8 @@ int tn__tensor_const(tn_graph *g, const char *name, at_dtype dt, int rank, const
     g->tensors[t].dtype = dt;
     g->tensors[t].known = 1;
     g->tensors[t].rank = rank;
-    memcpy(g->tensors[t].shape, shape, (size_t)rank * sizeof *shape);
+    if (rank > 0)
+        memcpy(g->tensors[t].shape, shape, (size_t)rank * sizeof *shape);
     g->tensors[t].n_elems = n;
     return t;
 }

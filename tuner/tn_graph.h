@@ -40,7 +40,8 @@ typedef enum {
     TN_CLS_ANCHOR, /* a reduction or a library operator: the head of a task */
     TN_CLS_ELEM,   /* elementwise (with broadcasting): fused into its producer's task */
     TN_CLS_ALIAS,  /* same bytes, another shape (Reshape, Flatten, ...): no work at all */
-    TN_CLS_MOVE,   /* pure data movement the executor does as a copy (Transpose, Concat) */
+    TN_CLS_MOVE,   /* pure data movement the executor does as a copy (Transpose, Concat,
+                   ** Slice, Gather with constant indices, Split) */
     TN_CLS_CONST,  /* supported only on constants: folded before extraction (Shape, ...) */
 } tn_op_class;
 
@@ -91,11 +92,12 @@ typedef enum {
     X(UNSQUEEZE, "Unsqueeze", TN_CLS_ALIAS)                                                \
     X(TRANSPOSE, "Transpose", TN_CLS_MOVE)                                                 \
     X(CONCAT, "Concat", TN_CLS_MOVE)                                                       \
+    X(SLICE, "Slice", TN_CLS_MOVE)                                                         \
+    X(GATHER, "Gather", TN_CLS_MOVE)                                                       \
+    X(SPLIT, "Split", TN_CLS_MOVE)                                                         \
     X(CONSTANT, "Constant", TN_CLS_CONST)                                                  \
     X(SHAPE, "Shape", TN_CLS_CONST)                                                        \
-    X(GATHER, "Gather", TN_CLS_CONST)                                                      \
     X(CAST, "Cast", TN_CLS_CONST)                                                          \
-    X(SLICE, "Slice", TN_CLS_CONST)                                                        \
     X(CONSTANTOFSHAPE, "ConstantOfShape", TN_CLS_CONST)                                    \
     X(UNKNOWN, "?", TN_CLS_CONST)
 
@@ -232,6 +234,18 @@ at_err tn__pool_params(const tn_graph *g, const tn_node *n, tn_pool_params *p, c
 ** -1 when they are not constant or out of range. */
 int tn__node_axes(const tn_graph *g, const tn_node *n, int rank, int64_t *axes, int max);
 
+/* Where a Slice node's output comes from in its input x: element i of the output (per
+** dimension d) is input element lo[d] + i*step[d]; out[] gets the output shape.  Also the
+** parts of a Split (output k) as slices.  AT_EUNSUPPORTED with why[] for non-constant or
+** bad parameters. */
+at_err tn__slice_params(const tn_graph *g, const tn_node *n, const tn_tensor *x, int64_t *lo,
+                        int64_t *step, int64_t *out, char *why, size_t why_size);
+at_err tn__split_params(const tn_graph *g, const tn_node *n, const tn_tensor *x, int k,
+                        int64_t *lo, int64_t *step, int64_t *out, char *why, size_t why_size);
+/* Copy the region of src (shape x) that lo/step/out describe into dst (esz-byte elements). */
+void tn__copy_region(void *dst, const void *src, const tn_tensor *x, const int64_t *lo,
+                     const int64_t *step, const int64_t *out, int esz);
+
 /* Stages of tn__graph_prepare, in this order (tn_infer.c, tn_rewrite.c). */
 at_err tn__infer(tn_graph *g, char *errmsg, size_t errmsg_size);
 at_err tn__rewrite(tn_graph *g, char *errmsg, size_t errmsg_size);
@@ -256,11 +270,14 @@ void tn__shape_str(const int64_t *shape, int rank, char *out, size_t size);
 /* ---- groups, tasks and the plan (tn_extract.c) ------------------------------------------ */
 
 /* One step of the whole-model execution, in topological order. */
-typedef enum { TN_STEP_TASK, TN_STEP_TRANSPOSE, TN_STEP_CONCAT } tn_step_kind;
+typedef enum {
+    TN_STEP_TASK, /* a task's kernel on the buffers of its arguments */
+    TN_STEP_COPY  /* a data-movement node (Transpose, Concat, Slice, Gather, Split) */
+} tn_step_kind;
 
 typedef struct tn_step {
     tn_step_kind kind;
-    int node;          /* TRANSPOSE, CONCAT: the node; TASK: its anchor or first node */
+    int node;          /* COPY: the node; TASK: the group's last node */
     int task;          /* TASK: index in the task list */
     int n_args;        /* TASK: graph tensor of each DAG argument (inputs, then the output) */
     int *args;

@@ -664,6 +664,158 @@ static int transpose_perm(const tn_node *n, int rank, int64_t *perm)
     return 0;
 }
 
+/* ---- slices (folding and the executor's copies) ---- */
+
+void tn__copy_region(void *dst, const void *src, const tn_tensor *x, const int64_t *lo,
+                     const int64_t *step, const int64_t *out, int esz)
+{
+    int64_t st[TN_MAX_RANK], idx[TN_MAX_RANK] = {0}, acc = 1, total = 1;
+    int r = x->rank;
+    for (int d = r - 1; d >= 0; d--) {
+        st[d] = acc;
+        acc *= x->shape[d];
+        total *= out[d];
+    }
+    for (int64_t i = 0; i < total; i++) {
+        int64_t s = 0;
+        for (int d = 0; d < r; d++)
+            s += (lo[d] + idx[d] * step[d]) * st[d];
+        memcpy((char *)dst + i * esz, (const char *)src + s * esz, (size_t)esz);
+        for (int d = r - 1; d >= 0; d--) {
+            if (++idx[d] < out[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+at_err tn__slice_params(const tn_graph *g, const tn_node *n, const tn_tensor *x, int64_t *lo,
+                        int64_t *step, int64_t *out, char *why, size_t why_size)
+{
+    int64_t starts[TN_MAX_RANK], ends[TN_MAX_RANK], axes[TN_MAX_RANK], steps[TN_MAX_RANK];
+    const int64_t *v;
+    int cnt;
+    if (n->n_in >= 3) {
+        cnt = const_ints(g, n->in[1], &v);
+        if (cnt < 0 || cnt > x->rank || const_ints(g, n->in[2], &v) != cnt) {
+            snprintf(why, why_size, "starts and ends must be int64 constants of one length");
+            return AT_EUNSUPPORTED;
+        }
+        memcpy(starts, g->tensors[n->in[1]].data, (size_t)cnt * 8);
+        memcpy(ends, g->tensors[n->in[2]].data, (size_t)cnt * 8);
+        for (int i = 0; i < cnt; i++) {
+            axes[i] = i;
+            steps[i] = 1;
+        }
+        if (n->n_in > 3 && n->in[3] >= 0) {
+            if (const_ints(g, n->in[3], &v) != cnt) {
+                snprintf(why, why_size, "axes must be an int64 constant like starts");
+                return AT_EUNSUPPORTED;
+            }
+            memcpy(axes, v, (size_t)cnt * 8);
+        }
+        if (n->n_in > 4 && n->in[4] >= 0) {
+            if (const_ints(g, n->in[4], &v) != cnt) {
+                snprintf(why, why_size, "steps must be an int64 constant like starts");
+                return AT_EUNSUPPORTED;
+            }
+            memcpy(steps, v, (size_t)cnt * 8);
+        }
+    } else {
+        cnt = tn__attr_ints(n, "starts", starts, TN_MAX_RANK);
+        if (cnt < 0 || cnt > x->rank || tn__attr_ints(n, "ends", ends, TN_MAX_RANK) != cnt) {
+            snprintf(why, why_size, "bad starts/ends");
+            return AT_EUNSUPPORTED;
+        }
+        if (tn__attr_ints(n, "axes", axes, TN_MAX_RANK) != cnt)
+            for (int i = 0; i < cnt; i++)
+                axes[i] = i;
+        for (int i = 0; i < cnt; i++)
+            steps[i] = 1;
+    }
+    for (int d = 0; d < x->rank; d++) {
+        lo[d] = 0;
+        step[d] = 1;
+        out[d] = x->shape[d];
+    }
+    for (int i = 0; i < cnt; i++) {
+        int64_t a, dim, b, e;
+        if (norm_axis(axes[i], x->rank, &a) || steps[i] == 0 || steps[i] == INT64_MIN) {
+            snprintf(why, why_size, "bad axes or steps");
+            return AT_EUNSUPPORTED;
+        }
+        dim = x->shape[a];
+        b = starts[i] < 0 ? (starts[i] < -dim ? 0 : starts[i] + dim) : starts[i];
+        e = ends[i] < 0 ? (ends[i] < -dim ? -1 : ends[i] + dim) : ends[i];
+        if (steps[i] > 0) {
+            b = b > dim ? dim : b;
+            e = e < 0 ? 0 : (e > dim ? dim : e);
+            out[a] = e > b ? (e - b - 1) / steps[i] + 1 : 0;
+        } else {
+            b = b > dim - 1 ? dim - 1 : b;
+            e = e > dim - 1 ? dim - 1 : e;
+            out[a] = b > e ? (b - e - 1) / -steps[i] + 1 : 0;
+        }
+        lo[a] = b;
+        step[a] = steps[i];
+    }
+    return AT_OK;
+}
+
+at_err tn__split_params(const tn_graph *g, const tn_node *n, const tn_tensor *x, int k,
+                        int64_t *lo, int64_t *step, int64_t *out, char *why, size_t why_size)
+{
+    int64_t axis, sizes[64], off = 0, total = 0;
+    const int64_t *v;
+    int cnt = -1;
+    if (n->n_out < 1 || n->n_out > 64 || norm_axis(tn__attr_i(n, "axis", 0), x->rank, &axis)) {
+        snprintf(why, why_size, "bad axis or number of outputs");
+        return AT_EUNSUPPORTED;
+    }
+    if (n->n_in > 1 && n->in[1] >= 0) {
+        cnt = const_ints(g, n->in[1], &v);
+        if (cnt != n->n_out || cnt < 1) {
+            snprintf(why, why_size, "the split sizes must be an int64 constant, one per output");
+            return AT_EUNSUPPORTED;
+        }
+        memcpy(sizes, v, (size_t)cnt * 8);
+    } else if ((cnt = tn__attr_ints(n, "split", sizes, 64)) >= 0 && cnt != n->n_out) {
+        snprintf(why, why_size, "'split' must give one size per output");
+        return AT_EUNSUPPORTED;
+    }
+    if (cnt < 0) {
+        if (x->shape[axis] % n->n_out) {
+            snprintf(why, why_size, "%lld does not split into %d equal parts",
+                     (long long)x->shape[axis], n->n_out);
+            return AT_EUNSUPPORTED;
+        }
+        for (int i = 0; i < n->n_out; i++)
+            sizes[i] = x->shape[axis] / n->n_out;
+    }
+    for (int i = 0; i < n->n_out; i++) {
+        if (sizes[i] < 0 || sizes[i] > x->shape[axis]) {
+            snprintf(why, why_size, "bad split size %lld", (long long)sizes[i]);
+            return AT_EUNSUPPORTED;
+        }
+        total += sizes[i];
+        if (i < k)
+            off += sizes[i];
+    }
+    if (total != x->shape[axis]) {
+        snprintf(why, why_size, "split sizes add up to %lld, not %lld", (long long)total,
+                 (long long)x->shape[axis]);
+        return AT_EUNSUPPORTED;
+    }
+    for (int d = 0; d < x->rank; d++) {
+        lo[d] = 0;
+        step[d] = 1;
+        out[d] = x->shape[d];
+    }
+    lo[axis] = off;
+    out[axis] = sizes[k];
+    return AT_OK;
+}
+
 /* Fold a data-movement or alias node on constant data; and the CONST-class operators. */
 static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
 {
@@ -753,6 +905,25 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
         }
         return set_data(g, n->out[0], x->dtype, x->rank, shape, data, why, why_size);
     }
+    case TN_OP_SPLIT:
+        for (int k = 0; k < n->n_out; k++) {
+            int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK], total = 1;
+            if (n->out[k] < 0)
+                continue;
+            if ((err = tn__split_params(g, n, x, k, lo, step, shape, why, why_size)) != AT_OK)
+                return err;
+            for (int d = 0; d < x->rank; d++)
+                total *= shape[d];
+            esz = at_dtype_bytes(x->dtype);
+            if ((data = at_malloc((size_t)(total + 1) * (size_t)esz)) == NULL)
+                return AT_ENOMEM;
+            if (total > 0)
+                tn__copy_region(data, x->data, x, lo, step, shape, esz);
+            if ((err = set_data(g, n->out[k], x->dtype, x->rank, shape, data, why, why_size)) !=
+                AT_OK)
+                return err;
+        }
+        return AT_OK;
     case TN_OP_GATHER: {
         const tn_tensor *ix = IN(1);
         int64_t axis, outer = 1, tail = 1, j = 0;
@@ -818,84 +989,16 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
         return set_data(g, n->out[0], dt, x->rank, x->shape, data, why, why_size);
     }
     case TN_OP_SLICE: {
-        int64_t starts[TN_MAX_RANK], ends[TN_MAX_RANK], axes[TN_MAX_RANK], steps[TN_MAX_RANK];
-        int64_t st[TN_MAX_RANK], lo[TN_MAX_RANK], step[TN_MAX_RANK], idx[TN_MAX_RANK] = {0};
-        int64_t acc = 1, total = 1;
-        int cnt;
-        const int64_t *v;
-        if (n->n_in >= 3) {
-            cnt = const_ints(g, n->in[1], &v);
-            if (cnt < 0 || cnt > x->rank || const_ints(g, n->in[2], &v) != cnt)
-                FAIL("starts and ends must be int64 constants of the same length");
-            memcpy(starts, g->tensors[n->in[1]].data, (size_t)cnt * 8);
-            memcpy(ends, g->tensors[n->in[2]].data, (size_t)cnt * 8);
-            for (int i = 0; i < cnt; i++) {
-                axes[i] = i;
-                steps[i] = 1;
-            }
-            if (n->n_in > 3 && n->in[3] >= 0) {
-                if (const_ints(g, n->in[3], &v) != cnt)
-                    FAIL("bad axes");
-                memcpy(axes, v, (size_t)cnt * 8);
-            }
-            if (n->n_in > 4 && n->in[4] >= 0) {
-                if (const_ints(g, n->in[4], &v) != cnt)
-                    FAIL("bad steps");
-                memcpy(steps, v, (size_t)cnt * 8);
-            }
-        } else {
-            cnt = tn__attr_ints(n, "starts", starts, TN_MAX_RANK);
-            if (cnt < 0 || tn__attr_ints(n, "ends", ends, TN_MAX_RANK) != cnt)
-                FAIL("bad starts/ends");
-            if (tn__attr_ints(n, "axes", axes, TN_MAX_RANK) != cnt)
-                for (int i = 0; i < cnt; i++)
-                    axes[i] = i;
-            for (int i = 0; i < cnt; i++)
-                steps[i] = 1;
-        }
-        for (int d = 0; d < x->rank; d++) {
-            lo[d] = 0;
-            step[d] = 1;
-            shape[d] = x->shape[d];
-        }
-        for (int i = 0; i < cnt; i++) {
-            int64_t a, dim, s, e;
-            if (norm_axis(axes[i], x->rank, &a) || steps[i] == 0)
-                FAIL("bad axes or steps");
-            dim = x->shape[a];
-            s = starts[i] < 0 ? starts[i] + dim : starts[i];
-            e = ends[i] < 0 ? ends[i] + dim : ends[i];
-            if (steps[i] > 0) {
-                s = s < 0 ? 0 : (s > dim ? dim : s);
-                e = e < 0 ? 0 : (e > dim ? dim : e);
-                shape[a] = e > s ? (e - s + steps[i] - 1) / steps[i] : 0;
-            } else {
-                s = s < 0 ? -1 : (s > dim - 1 ? dim - 1 : s);
-                e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e);
-                shape[a] = s > e ? (s - e - steps[i] - 1) / -steps[i] : 0;
-            }
-            lo[a] = s;
-            step[a] = steps[i];
-        }
-        for (int d = x->rank - 1; d >= 0; d--) {
-            st[d] = acc;
-            acc *= x->shape[d];
+        int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK], total = 1;
+        if ((err = tn__slice_params(g, n, x, lo, step, shape, why, why_size)) != AT_OK)
+            return err;
+        for (int d = 0; d < x->rank; d++)
             total *= shape[d];
-        }
         esz = at_dtype_bytes(x->dtype);
         if ((data = at_malloc((size_t)(total + 1) * (size_t)esz)) == NULL)
             return AT_ENOMEM;
-        for (int64_t i = 0; i < total; i++) {
-            int64_t src = 0;
-            for (int d = 0; d < x->rank; d++)
-                src += (lo[d] + idx[d] * step[d]) * st[d];
-            memcpy((char *)data + i * esz, (const char *)x->data + src * esz, (size_t)esz);
-            for (int d = x->rank - 1; d >= 0; d--) {
-                if (++idx[d] < shape[d])
-                    break;
-                idx[d] = 0;
-            }
-        }
+        if (total > 0)
+            tn__copy_region(data, x->data, x, lo, step, shape, esz);
         return set_data(g, n->out[0], x->dtype, x->rank, shape, data, why, why_size);
     }
     case TN_OP_CONSTANTOFSHAPE: {
@@ -1221,6 +1324,46 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         rank = x->rank;
         break;
     }
+    case TN_OP_SLICE: {
+        int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK];
+        if ((err = tn__slice_params(g, n, x, lo, step, shape, why, why_size)) != AT_OK)
+            return err;
+        rank = x->rank;
+        break;
+    }
+    case TN_OP_SPLIT:
+        for (int k = 0; k < n->n_out; k++) {
+            int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK];
+            if (n->out[k] < 0)
+                continue;
+            if ((err = tn__split_params(g, n, x, k, lo, step, shape, why, why_size)) != AT_OK ||
+                (err = tn__set_shape(g, n->out[k], AT_DT_F32, x->rank, shape, why, why_size)) !=
+                    AT_OK)
+                return err;
+        }
+        return AT_OK;
+    case TN_OP_GATHER: {
+        const tn_tensor *ix = IN(1);
+        int64_t axis;
+        if (ix == NULL || ix->data == NULL || ix->dtype != AT_DT_I64)
+            FAIL("the indices must be an int64 constant");
+        if (norm_axis(tn__attr_i(n, "axis", 0), x->rank, &axis))
+            FAIL("bad 'axis'");
+        if (x->rank - 1 + ix->rank > TN_MAX_RANK)
+            FAIL("the result has too many dimensions");
+        for (int64_t i = 0; i < ix->n_elems; i++) {
+            int64_t k = ((const int64_t *)ix->data)[i];
+            if (k < -x->shape[axis] || k >= x->shape[axis])
+                FAIL("index %lld out of range", (long long)k);
+        }
+        for (int d = 0; d < axis; d++)
+            shape[rank++] = x->shape[d];
+        for (int d = 0; d < ix->rank; d++)
+            shape[rank++] = ix->shape[d];
+        for (int d = (int)axis + 1; d < x->rank; d++)
+            shape[rank++] = x->shape[d];
+        break;
+    }
     case TN_OP_CONCAT: {
         int64_t axis, total = 0;
         if (norm_axis(tn__attr_i(n, "axis", INT64_MAX), x->rank, &axis))
@@ -1297,6 +1440,7 @@ static void use_hints(tn_graph *g, const tn_node *n)
 at_err tn__infer(tn_graph *g, char *errmsg, size_t errmsg_size)
 {
     char why[WHY_SIZE];
+    int n_dependent = 0, first_dependent = -1;
     (void)errmsg;
     (void)errmsg_size;
     tn__count_consumers(g);
@@ -1326,8 +1470,17 @@ at_err tn__infer(tn_graph *g, char *errmsg, size_t errmsg_size)
                                         n->op_type, n->domain)
                       : tn__unsupported(g, i, "operator '%s' is not supported", n->op_type);
         } else if (unknown >= 0) {
-            err = tn__unsupported(g, i, "its input '%s' has no known shape (it comes from "
-                                  "an unsupported node)", g->tensors[unknown].name);
+            /* one warning for all of them, after the loop */
+            char *w = at_strdup("it depends on an unsupported node");
+            if (w == NULL)
+                return AT_ENOMEM;
+            at_free(n->why);
+            n->why = w;
+            n->unsupported = 1;
+            if (n_dependent++ == 0)
+                first_dependent = i;
+            use_hints(g, n);
+            continue;
         } else if (n->kind == TN_OP_CONSTANT) {
             err = fold_constant_node(g, i, why, sizeof why);
             if (err == AT_OK)
@@ -1362,5 +1515,10 @@ at_err tn__infer(tn_graph *g, char *errmsg, size_t errmsg_size)
         if (n->unsupported)
             use_hints(g, n);
     }
+    if (n_dependent > 0 &&
+        tn__warn(g, "%s: %d more node%s depend on unsupported nodes and are left out (the "
+                 "first: '%s' (%s))", g->name, n_dependent, n_dependent == 1 ? "" : "s",
+                 g->nodes[first_dependent].name, g->nodes[first_dependent].op_type) != AT_OK)
+        return AT_ENOMEM;
     return AT_OK;
 }

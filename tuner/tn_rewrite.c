@@ -451,6 +451,13 @@ static int other_input(const tn_node *n, int t)
     return n->in[0] == t ? n->in[1] : (n->in[1] == t ? n->in[0] : -1);
 }
 
+/* A parameter: a constant (perhaps folded from an Identity of an initializer, as torch
+** exports shared weights) or a weight given as a graph input. */
+static int is_param(const tn_graph *g, int t)
+{
+    return g->tensors[t].data != NULL || g->tensors[t].producer < 0;
+}
+
 static at_err match_layernorm(tn_graph *g, int mi)
 {
     const tn_node *m1 = &g->nodes[mi];
@@ -515,7 +522,7 @@ static at_err match_layernorm(tn_graph *g, int mi)
     if ((mul = sole_consumer(g, tail)) >= 0 && live(&g->nodes[mul]) &&
         g->nodes[mul].kind == TN_OP_MUL) {
         int c = other_input(&g->nodes[mul], tail);
-        if (c >= 0 && g->tensors[c].producer < 0 &&
+        if (c >= 0 && is_param(g, c) &&
             per_axis(&g->tensors[c], g->tensors[x].rank, g->tensors[x].rank - 1, D)) {
             gamma = c;
             nodes[n_nodes++] = mul;
@@ -523,7 +530,7 @@ static at_err match_layernorm(tn_graph *g, int mi)
             if ((add = sole_consumer(g, tail)) >= 0 && live(&g->nodes[add]) &&
                 g->nodes[add].kind == TN_OP_ADD) {
                 c = other_input(&g->nodes[add], tail);
-                if (c >= 0 && g->tensors[c].producer < 0 &&
+                if (c >= 0 && is_param(g, c) &&
                     per_axis(&g->tensors[c], g->tensors[x].rank, g->tensors[x].rank - 1, D)) {
                     beta = c;
                     nodes[n_nodes++] = add;

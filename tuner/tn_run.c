@@ -308,9 +308,10 @@ static at_err exec_init(exec *x, const tn_model *m, const tn_run_opts *o, char *
         for (int k = 0; k < n; k++)
             if (ts[k] >= 0 && (err = use_buffer(x, ts[k], o->seed, &stream)) != AT_OK)
                 return err;
-        if (st->kind != TN_STEP_TASK &&
-            (err = use_buffer(x, g->nodes[st->node].out[0], o->seed, &stream)) != AT_OK)
-            return err;
+        for (int k = 0; st->kind == TN_STEP_COPY && k < g->nodes[st->node].n_out; k++)
+            if (g->nodes[st->node].out[k] >= 0 &&
+                (err = use_buffer(x, g->nodes[st->node].out[k], o->seed, &stream)) != AT_OK)
+                return err;
     }
     /* weights given as graph inputs without values (is_input): filled above; anything a
     ** step reads that nothing writes and that has no value is a bug of the plan */
@@ -434,6 +435,44 @@ static void do_concat(const exec *x, const tn_node *nd)
     }
 }
 
+static void do_gather(const exec *x, const tn_node *nd)
+{
+    const tn_tensor *in = &x->g->tensors[nd->in[0]], *ix = &x->g->tensors[nd->in[1]];
+    int64_t axis = tn__attr_i(nd, "axis", 0), outer = 1, tail = 1, j = 0;
+    const float *src = x->buf[nd->in[0]];
+    float *dst = x->buf[nd->out[0]];
+    if (axis < 0)
+        axis += in->rank;
+    for (int d = 0; d < axis; d++)
+        outer *= in->shape[d];
+    for (int d = (int)axis + 1; d < in->rank; d++)
+        tail *= in->shape[d];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < ix->n_elems; i++) {
+            int64_t k = ((const int64_t *)ix->data)[i];
+            if (k < 0)
+                k += in->shape[axis];
+            memcpy(dst + (j++) * tail, src + (o * in->shape[axis] + k) * tail,
+                   (size_t)tail * sizeof *dst);
+        }
+}
+
+/* Slice and Split: regions of the input (the parameters were checked by inference). */
+static void do_slices(const exec *x, const tn_node *nd)
+{
+    const tn_tensor *in = &x->g->tensors[nd->in[0]];
+    char why[256];
+    for (int k = 0; k < nd->n_out; k++) {
+        int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK], out[TN_MAX_RANK];
+        at_err e = nd->kind == TN_OP_SLICE ? tn__slice_params(x->g, nd, in, lo, step, out, why,
+                                                              sizeof why)
+                                           : tn__split_params(x->g, nd, in, k, lo, step, out,
+                                                              why, sizeof why);
+        if (nd->out[k] >= 0 && e == AT_OK)
+            tn__copy_region(x->buf[nd->out[k]], x->buf[nd->in[0]], in, lo, step, out, 4);
+    }
+}
+
 /* One run of the whole model with kernel set k. */
 static at_err exec_run(exec *x, const kset *k, char *errmsg, size_t errmsg_size)
 {
@@ -442,15 +481,23 @@ static at_err exec_run(exec *x, const kset *k, char *errmsg, size_t errmsg_size)
         const tn_step *st = &m->steps[s];
         void *bufs[KN_MAX_ARGS];
         int32_t rc;
-        switch (st->kind) {
-        case TN_STEP_TRANSPOSE:
-            do_transpose(x, &x->g->nodes[st->node]);
+        if (st->kind == TN_STEP_COPY) {
+            const tn_node *nd = &x->g->nodes[st->node];
+            switch (nd->kind) {
+            case TN_OP_TRANSPOSE:
+                do_transpose(x, nd);
+                break;
+            case TN_OP_CONCAT:
+                do_concat(x, nd);
+                break;
+            case TN_OP_GATHER:
+                do_gather(x, nd);
+                break;
+            default:
+                do_slices(x, nd);
+                break;
+            }
             continue;
-        case TN_STEP_CONCAT:
-            do_concat(x, &x->g->nodes[st->node]);
-            continue;
-        case TN_STEP_TASK:
-            break;
         }
         for (int i = 0; i < st->n_args && i < KN_MAX_ARGS; i++)
             bufs[i] = k->layout && k->layout[s] && k->layout[s][i] ? k->layout[s][i]
@@ -609,6 +656,7 @@ out:
     exec_fini(&x);
     if (l.h)
         dlclose(l.h);
+    tn_replay_check(NULL, NULL, NULL, NULL, 0); /* the DAG it cached */
     if (err == AT_ENOMEM && errmsg_size)
         snprintf(errmsg, errmsg_size, "out of memory");
     return err;

@@ -164,7 +164,8 @@ static int bench_dispatch(int quick)
     tn_fleet *f;
     uint8_t obj[64] = {0};
     at_wire_arg arg = {AT_DT_F32, 1, 1, {16}};
-    at_wire_artifact a = {obj, sizeof obj, "k", "x86_64-pc-linux-gnu", 1, &arg, 0, 0};
+    at_wire_artifact a = {.obj = obj, .obj_size = sizeof obj, .entry = "k",
+                          .triple = "x86_64-pc-linux-gnu", .n_args = 1, .args = &arg};
     int n = quick ? 2000 : 20000, reps = quick ? 1 : 5;
     double rate[8];
 

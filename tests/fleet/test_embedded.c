@@ -153,6 +153,117 @@ static void test_embedded_measures_random_schedules(void **unused)
     }
 }
 
+/* Kernels that read a weight in a new layout (the schedule space's layout rewrite): the
+** agent makes the layout with the artifact's pre-transform and the output still matches
+** the naive reference.  A kernel run on the original layout would not. */
+static void test_embedded_runs_layout_rewritten_kernels(void **unused)
+{
+    enum { N = 4 };
+    static const char *const spec = "dense:M=24,N=40,K=36";
+    char err[512], db[PATH_MAX], ids[N][48];
+    tn_fleet *f;
+    tn_fleet_job jobs[N];
+    at_wire_arg args[N][64];
+    kn_artifact *arts[N];
+    char *states[N];
+    kn_target target;
+    rec_store *st;
+    ss_dag *dag;
+    ss_state *naive;
+    ss_space *sp;
+    ss_hw hw;
+    kn_ir *ir;
+    kn_artifact *ref;
+    uint8_t ref_id[AT_WIRE_REFID_BYTES];
+    int64_t run, task;
+    char uuid[REC_UUID_LEN + 1];
+    at_rng rng;
+    at_buf text;
+    int n = 0, tries = 0;
+    tally t;
+    double end;
+    (void)unused;
+
+    snprintf(db, sizeof db, "%s/layout.db", ft_tmpdir());
+    assert_int_equal(rec_store_open(db, REC_OPEN_CREATE, &st, err, sizeof err), AT_OK);
+    assert_int_equal(rec_run_begin(st, "test_embedded", TN_VERSION, &run, uuid), AT_OK);
+    assert_int_equal(kn_target_host(&target), AT_OK);
+    assert_int_equal(
+        tn_fleet_open(&(tn_fleet_cfg){.store = st, .embedded_threads = 2}, &f, err, sizeof err),
+        AT_OK);
+    assert_int_equal(kn_op_build(spec, &dag, err, sizeof err), AT_OK);
+    at_buf_init(&text);
+    ss_dag_print(dag, &text);
+    assert_int_equal(
+        rec_task_add(st, &(rec_task){dag->key, target.text, "local", text.data, dag->flops}, &task),
+        AT_OK);
+    at_buf_fini(&text);
+    assert_int_equal(ss_state_new(dag, &naive), AT_OK);
+    assert_int_equal(kn_lower(naive, &ir, err, sizeof err), AT_OK);
+    assert_int_equal(kn_build(ir, &target, NULL, &ref, err, sizeof err), AT_OK);
+    kn_ir_free(ir);
+    ss_state_free(naive);
+    assert_int_equal(tn_fleet_add_ref(f, ref, ref_id), AT_OK);
+    kn_artifact_free(ref);
+    ss_hw_cpu(&hw, 2, 32, 32 << 10, 1 << 20);
+    hw.layout_rewrite = 1;
+    assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+    at_rng_seed(&rng, 77);
+    while (n < N && tries++ < 400) {
+        ss_state *s;
+        at_buf json;
+        if (ss_space_sample(sp, &rng, &s) != AT_OK) continue;
+        if (kn_lower(s, &ir, err, sizeof err) != AT_OK) {
+            ss_state_free(s);
+            continue;
+        }
+        assert_int_equal(kn_build(ir, &target, NULL, &arts[n], err, sizeof err), AT_OK);
+        kn_ir_free(ir);
+        if (arts[n]->pre_entry[0] == 0) { /* no weight rewritten in this one */
+            kn_artifact_free(arts[n]);
+            ss_state_free(s);
+            continue;
+        }
+        at_buf_init(&json);
+        ss_state_to_json(s, &json);
+        ss_state_free(s);
+        states[n] = at_buf_take(&json);
+        at_buf_fini(&json);
+        snprintf(ids[n], sizeof ids[n], "%s-%d", uuid, n);
+        memset(&jobs[n], 0, sizeof jobs[n]);
+        tn_fleet_artifact(arts[n], &jobs[n].w.art, args[n]);
+        assert_true(jobs[n].w.art.n_pre >= 1);
+        jobs[n].w.id = ids[n];
+        at_wire_settings_default(&jobs[n].w.run);
+        jobs[n].w.run.repeat = 2;
+        jobs[n].w.seed = 5;
+        jobs[n].w.has_ref = 1;
+        memcpy(jobs[n].w.ref, ref_id, sizeof ref_id);
+        jobs[n].task_id = task;
+        jobs[n].state = states[n];
+        jobs[n].run_id = run;
+        jobs[n].trial = n;
+        n++;
+    }
+    assert_int_equal(n, N);
+    assert_int_equal(tn_fleet_submit(f, jobs, n), AT_OK);
+    memset(&t, 0, sizeof t);
+    end = ft_now() + 120;
+    while (tn_fleet_pending(f) > 0 && ft_now() < end)
+        assert_int_equal(tn_fleet_wait(f, 1000, on_result, &t), AT_OK);
+    assert_int_equal(t.n, n);
+    assert_int_equal(t.ok, n);
+    assert_int_equal(count_rows(st, AT_MEASURE_NO_ERROR), n);
+    tn_fleet_close(f);
+    rec_store_close(st);
+    ss_space_free(sp);
+    ss_dag_unref(dag);
+    for (int i = 0; i < n; i++) {
+        kn_artifact_free(arts[i]);
+        at_free(states[i]);
+    }
+}
+
 static void *run_tracker(void *arg)
 {
     trk_run(arg);
@@ -274,6 +385,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embedded_measures_random_schedules),
+        cmocka_unit_test(test_embedded_runs_layout_rewritten_kernels),
         cmocka_unit_test(test_no_agent_gives_up_after_wait_timeout),
         cmocka_unit_test(test_agent_binaries_hold_no_llvm_sqlite_xgboost),
     };

@@ -415,7 +415,11 @@ static void test_other_version_is_refused_naming_both(void **unused)
     assert_int_equal(m.type, AT_WIRE_T_ERROR);
     assert_int_equal(m.u.error.code, AT_EVERSION);
     assert_non_null(strstr(m.u.error.text, "version 7"));
-    assert_non_null(strstr(m.u.error.text, "version 1"));
+    {
+        char mine[32];
+        snprintf(mine, sizeof mine, "version %d", AT_WIRE_VERSION);
+        assert_non_null(strstr(m.u.error.text, mine));
+    }
     at_wire_msg_fini(&m);
     nng_free(rep, rep_n);
     nng_close(s);

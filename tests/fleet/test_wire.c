@@ -354,11 +354,12 @@ static void test_malformed_frames(void **unused)
 static void test_bad_fields_named(void **unused)
 {
     /* [1, 12 (TUNER_POLL), 1, 0, {"ack": "x"}] + tag */
-    uint8_t f1[] = {0x95, 0x01, 0x0c, 0x01, 0x00, 0x81, 0xa3, 'a', 'c', 'k', 0xa1, 'x'};
-    /* [2, 1, 1, 0, {}]: another version */
-    uint8_t f2[] = {0x95, 0x02, 0x01, 0x01, 0x00, 0x80};
+    uint8_t f1[] = {0x95, AT_WIRE_VERSION, 0x0c, 0x01, 0x00, 0x81, 0xa3, 'a', 'c', 'k', 0xa1, 'x'};
+    /* [version + 1, 1, 1, 0, {}]: another version */
+    uint8_t f2[] = {0x95, AT_WIRE_VERSION + 1, 0x01, 0x01, 0x00, 0x80};
     /* [1, 7 (REGISTERED), 1, 0, {"agent": ""}] */
-    uint8_t f3[] = {0x95, 0x01, 0x07, 0x01, 0x00, 0x81, 0xa5, 'a', 'g', 'e', 'n', 't', 0xa0};
+    uint8_t f3[] = {0x95, AT_WIRE_VERSION, 0x07, 0x01, 0x00, 0x81, 0xa5, 'a', 'g', 'e', 'n', 't', 0xa0};
+    char other[32];
     uint8_t buf[128];
     at_wire_msg o;
     char err[256];
@@ -373,14 +374,88 @@ static void test_bad_fields_named(void **unused)
     memcpy(buf, f2, sizeof f2);
     assert_int_equal(at_wire_decode(NULL, buf, sizeof f2 + AT_WIRE_TAG_BYTES, &o, err, sizeof err),
                      AT_EVERSION);
-    assert_int_equal(o.version, 2);
+    assert_int_equal(o.version, AT_WIRE_VERSION + 1);
     assert_int_equal(o.type, AT_WIRE_T_HELLO);
-    assert_non_null(strstr(err, "version 2"));
+    snprintf(other, sizeof other, "version %d", AT_WIRE_VERSION + 1);
+    assert_non_null(strstr(err, other));
     memset(buf, 0, sizeof buf);
     memcpy(buf, f3, sizeof f3);
     assert_int_equal(at_wire_decode(NULL, buf, sizeof f3 + AT_WIRE_TAG_BYTES, &o, err, sizeof err),
                      AT_EPROTO);
     assert_non_null(strstr(err, "empty"));
+}
+
+/* A job whose kernel reads a weight in a new layout: round trip, then every way the
+** layout description can be wrong is refused, naming the field. */
+static void test_layout_rewrite(void **unused)
+{
+    static const struct {
+        int arg, n_dims;
+        int64_t d0;
+        const char *what;
+    } bad[] = {
+        {2, 2, 4, "input argument"},  /* the output */
+        {3, 2, 4, "input argument"},  /* no such argument */
+        {-1, 2, 4, "input argument"}, /* negative */
+        {0, 0, 4, "1 to 16 sizes"},   /* no dimensions */
+        {0, 2, 0, "dimension"},       /* a zero dimension */
+        {0, 2, 1ll << 40, "dimension"},
+    };
+    at_wire_msg m, o;
+    at_wire_job j;
+    at_buf b;
+    char err[256];
+    (void)unused;
+
+    fill_job(&j, "lay-0");
+    j.art.pre_entry = "at_kernel_pre";
+    j.art.n_pre = 2;
+    j.art.pre[0] = (at_wire_layout){1, 4, {2, 2, 4, 2}};
+    j.art.pre[1] = (at_wire_layout){0, 3, {2, 8, 2}};
+    at_wire_msg_init(&m, AT_WIRE_T_SUBMIT);
+    m.u.submit.jobs = &j;
+    m.u.submit.n_jobs = 1;
+    m.u.submit.device_key = "x86";
+    roundtrip(&m, &o);
+    assert_int_equal(o.u.submit.n_jobs, 1);
+    assert_string_equal(o.u.submit.jobs[0].art.pre_entry, "at_kernel_pre");
+    assert_int_equal(o.u.submit.jobs[0].art.n_pre, 2);
+    assert_int_equal(o.u.submit.jobs[0].art.pre[0].arg, 1);
+    assert_int_equal(o.u.submit.jobs[0].art.pre[0].n_dims, 4);
+    assert_int_equal(o.u.submit.jobs[0].art.pre[0].shape[3], 2);
+    assert_int_equal(o.u.submit.jobs[0].art.pre[1].arg, 0);
+    assert_int_equal(o.u.submit.jobs[0].art.pre[1].shape[1], 8);
+    at_wire_msg_fini(&o);
+
+    /* two layouts of one argument */
+    j.art.pre[1].arg = 1;
+    at_buf_init(&b);
+    assert_int_equal(at_wire_encode(NULL, &m, &b), AT_OK);
+    assert_int_equal(at_wire_decode(NULL, b.data, b.len, &o, err, sizeof err), AT_EPROTO);
+    assert_non_null(strstr(err, "'pre'"));
+    assert_non_null(strstr(err, "two new layouts"));
+    at_buf_fini(&b);
+    j.art.n_pre = 1;
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        j.art.pre[0] = (at_wire_layout){bad[k].arg, bad[k].n_dims, {bad[k].d0, 2}};
+        at_buf_init(&b);
+        if (bad[k].n_dims == 0) {
+            /* the encoder refuses it itself */
+            assert_int_not_equal(at_wire_encode(NULL, &m, &b), AT_OK);
+            at_buf_fini(&b);
+            continue;
+        }
+        assert_int_equal(at_wire_encode(NULL, &m, &b), AT_OK);
+        assert_int_equal(at_wire_decode(NULL, b.data, b.len, &o, err, sizeof err), AT_EPROTO);
+        assert_non_null(strstr(err, "'pre'"));
+        assert_non_null(strstr(err, bad[k].what));
+        at_buf_fini(&b);
+    }
+    /* too many layouts: the encoder refuses */
+    j.art.n_pre = AT_WIRE_MAX_PRE + 1;
+    at_buf_init(&b);
+    assert_int_not_equal(at_wire_encode(NULL, &m, &b), AT_OK);
+    at_buf_fini(&b);
 }
 
 static void test_hmac_vectors(void **unused)
@@ -543,6 +618,7 @@ int main(void)
         cmocka_unit_test(test_encode_refuses_out_of_bounds),
         cmocka_unit_test(test_malformed_frames),
         cmocka_unit_test(test_bad_fields_named),
+        cmocka_unit_test(test_layout_rewrite),
         cmocka_unit_test(test_hmac_vectors),
         cmocka_unit_test(test_session_mac_and_replay),
         cmocka_unit_test(test_key_files),

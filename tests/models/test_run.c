@@ -31,7 +31,7 @@ static int setup(void **unused)
     kn_target t;
     (void)unused;
     mt_mkdtemp(dir);
-    mt_make_models(dir, "small_cnn transformer");
+    mt_make_models(dir, "small_cnn transformer weights_as_inputs");
     if (kn_target_host(&t) != AT_OK)
         abort();
     snprintf(host_target, sizeof host_target, "%s", t.text);
@@ -495,6 +495,50 @@ static void test_tune_end_to_end(void **unused)
     tn_model_free(m);
 }
 
+/* Weights given as graph inputs: filled like inputs, and the same values reach numpy. */
+static void test_run_weights_as_inputs(void **unused)
+{
+    tn_model *m = load("weights_as_inputs.onnx");
+    char dump[PATH_MAX], err[1024];
+    tn_run_report rep;
+    (void)unused;
+    mt_path(dump, dir, "dump_wi");
+    mkdir(dump, 0755);
+    if (tn_model_run(m, &(tn_run_opts){.n_threads = 1, .seed = 9, .dump_dir = dump}, &rep, err,
+                     sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    assert_int_equal(rep.n_naive, 3);
+    assert_true(rep.max_rel_err == 0); /* the same naive kernels twice */
+    numpy_check("weights_as_inputs.onnx", dump);
+    tn_model_free(m);
+}
+
+/* torch.nn.TransformerEncoderLayer as torch exports it (packed QKV projection cut with
+** Slice at run time, Shape/Gather/Concat arithmetic, decomposed layer norms, Erf GELU):
+** run here against numpy (when python3-torch is installed). */
+static void test_run_torch_encoder(void **unused)
+{
+    tn_model *m;
+    char dump[PATH_MAX], err[1024];
+    tn_run_report rep;
+    (void)unused;
+    if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "SKIP (python3-torch not installed)\n");
+        skip();
+    }
+    mt_make_models(dir, "tv_encoder");
+    m = load("tv_encoder.onnx");
+    assert_int_equal(tn_model_n_warnings(m), 0);
+    assert_int_equal(tn_model_tasks(m)->n_tasks, 10);
+    mt_path(dump, dir, "dump_enc");
+    mkdir(dump, 0755);
+    if (tn_model_run(m, &(tn_run_opts){.n_threads = 2, .seed = 4, .dump_dir = dump}, &rep, err,
+                     sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    numpy_check("tv_encoder.onnx", dump);
+    tn_model_free(m);
+}
+
 static void test_cannot_run_unsupported(void **unused)
 {
     char path[PATH_MAX], err[1024];
@@ -515,6 +559,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_small_cnn),
         cmocka_unit_test(test_run_transformer),
+        cmocka_unit_test(test_run_weights_as_inputs),
+        cmocka_unit_test(test_run_torch_encoder),
         cmocka_unit_test(test_export),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_tune_end_to_end),

@@ -20,8 +20,8 @@ static int setup(void **unused)
 {
     (void)unused;
     mt_mkdtemp(dir);
-    mt_make_models(dir, "small_cnn resnet18 mobilenet_v2 transformer tiny_mlp bad_opset "
-                        "unsupported_op");
+    mt_make_models(dir, "small_cnn resnet18 mobilenet_v2 transformer tiny_mlp weights_as_inputs "
+                        "bad_opset unsupported_op");
     return 0;
 }
 
@@ -244,9 +244,58 @@ static void test_weights_as_inputs(void **unused)
         {"dense:M=1,N=32,K=16,bias=1,relu=1", 1, "dense_bias_relu", 0},
         {"dense:M=1,N=8,K=32,bias=1,relu=0", 1, "dense_bias", 0},
     };
+    const want w2[] = {
+        {"conv2d:N=1,C=3,H=8,W=8,K=8,R=3,S=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,groups=1,bias=0,"
+         "relu=0 + relu", 1, "conv2d_relu", 2.0 * 8 * 8 * 8 * 27 + 8 * 8 * 8},
+        {"global_avg_pool:N=1,C=8,H=8,W=8", 1, "global_avg_pool", 0},
+        {"dense:M=1,N=4,K=8,bias=1,relu=0", 1, "dense_bias", 0},
+    };
     (void)unused;
+    /* initializers listed among the graph inputs too */
     check_tasks(tn_model_tasks(m), w, 2);
     tn_model_free(m);
+    /* weights given as graph inputs without initializers: 'const' in the DAGs all the same */
+    m = load("weights_as_inputs.onnx");
+    check_tasks(tn_model_tasks(m), w2, 3);
+    assert_non_null(strstr(tn_model_tasks(m)->tasks[0].dag_text, "const W[8, 3, 3, 3] float32"));
+    assert_non_null(strstr(tn_model_tasks(m)->tasks[2].dag_text, "const W[4, 8] float32"));
+    tn_model_free(m);
+}
+
+/* ---- models exported by torch (when python3-torch is installed) ---- */
+
+static int have_torch(void)
+{
+    return system("/usr/bin/python3 -c 'import torch, torchvision' >/dev/null 2>&1") == 0;
+}
+
+/* torchvision's ResNet-18 and MobileNetV2 exported by torch.onnx (BatchNormalization folded
+** by the exporter, Identity and Constant nodes, Flatten) give the same tasks, keys and
+** weights as the models built here with onnx.helper. */
+static void test_torch_exports(void **unused)
+{
+    static const char *const pairs[][2] = {{"tv_resnet18.onnx", "resnet18.onnx"},
+                                           {"tv_mobilenet_v2.onnx", "mobilenet_v2.onnx"}};
+    (void)unused;
+    if (!have_torch()) {
+        fprintf(stderr, "SKIP (python3-torch or torchvision not installed)\n");
+        skip();
+    }
+    mt_make_models(dir, "tv_resnet18 tv_mobilenet_v2");
+    for (size_t p = 0; p < AT_ARRAY_LEN(pairs); p++) {
+        tn_model *a = load(pairs[p][0]), *b = load(pairs[p][1]);
+        const tn_task_list *ta = tn_model_tasks(a), *tb = tn_model_tasks(b);
+        assert_int_equal(tn_model_n_warnings(a), 0);
+        assert_int_equal(ta->n_tasks, tb->n_tasks);
+        for (int i = 0; i < ta->n_tasks; i++) {
+            if (strcmp(ta->tasks[i].key, tb->tasks[i].key) != 0)
+                fail_msg("%s task %d (%s) differs from %s's (%s)", pairs[p][0], i,
+                         ta->tasks[i].desc, pairs[p][1], tb->tasks[i].desc);
+            assert_int_equal(ta->tasks[i].weight, tb->tasks[i].weight);
+        }
+        tn_model_free(a);
+        tn_model_free(b);
+    }
 }
 
 /* ---- the tasks JSONL ---- */
@@ -618,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_mobilenet_v2),
         cmocka_unit_test(test_transformer),
         cmocka_unit_test(test_weights_as_inputs),
+        cmocka_unit_test(test_torch_exports),
         cmocka_unit_test(test_jsonl_round_trip),
         cmocka_unit_test(test_jsonl_errors),
         cmocka_unit_test(test_cli_tasks),

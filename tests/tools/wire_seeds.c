@@ -76,8 +76,17 @@ int main(int argc, char **argv)
         obj[i] = (uint8_t)i;
     memset(&job, 0, sizeof job);
     job.id = "run-0";
-    job.art =
-        (at_wire_artifact){obj, sizeof obj, "at_kernel", "x86_64-pc-linux-gnu", 2, args, 64, 8};
+    job.art = (at_wire_artifact){.obj = obj,
+                                 .obj_size = sizeof obj,
+                                 .entry = "at_kernel",
+                                 .triple = "x86_64-pc-linux-gnu",
+                                 .n_args = 2,
+                                 .args = args,
+                                 .ws_fixed = 64,
+                                 .ws_per_thread = 8,
+                                 .pre_entry = "at_kernel_pre",
+                                 .n_pre = 1,
+                                 .pre = {{0, 3, {2, 4, 4}}}};
     at_wire_settings_default(&job.run);
     job.seed = 3;
     job.has_ref = 1;
@@ -85,6 +94,7 @@ int main(int argc, char **argv)
     memset(&ref, 0, sizeof ref);
     memset(ref.id, 7, sizeof ref.id);
     ref.art = job.art;
+    ref.art.n_pre = 0; /* references read the task's own layouts */
     memset(&res, 0, sizeof res);
     res.id = "run-0";
     res.costs = costs;
