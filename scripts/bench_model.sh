@@ -86,7 +86,8 @@ with torch.no_grad():
 print("%.3f" % (statistics.median(t) * 1e3))
 EOF
 )
-  echo "# pytorch $($py -c 'import torch; print(torch.__version__)'), env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE, $threads threads" >&2
+  build=$($py -c 'import re, torch; c = torch.__config__.show(); b = re.search(r"BLAS_INFO=(\w+)", c); a = re.search(r"CPU capability usage: (\w+)", c); print("%s, BLAS %s, CPU capability %s" % (torch.__version__, b.group(1) if b else "?", a.group(1) if a else "?"))')
+  echo "# pytorch $build; env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE, $threads threads" >&2
   echo "bench model_latency/pytorch $ref ms"
   $py -c "print('bench model_latency/pytorch_ratio %.3f x' % ($ours / $ref))"
 else

@@ -16,6 +16,7 @@ Models built here with onnx.helper (no torch needed), opset 13 unless noted:
                    (opset 17, which has LayerNormalization)
   tiny_mlp         1x16 gemm+relu+gemm (weights as graph inputs with initializers, IR 3 style)
   weights_as_inputs  conv and gemm weights as graph inputs without initializers
+  dynamic_batch    a conv net whose input has a symbolic batch dimension 'N'
   seed_cnn, seed_attention   a few kilobytes each: seeds of the ONNX fuzz target
 Models for error tests:
   bad_opset        small_cnn claiming opset 99 of the default domain
@@ -269,6 +270,15 @@ def tiny_mlp():
     return m
 
 
+def dynamic_batch():
+    """A symbolic batch dimension 'N' (tuner tasks --dim N gives it a value)."""
+    b = Builder(8)
+    x = b.relu(b.conv("input", 3, 8, 3, bias=True, base="conv"), "relu")
+    y = b.gemm(b.node("Flatten", [b.node("GlobalAveragePool", [x], "gap")], "flatten", axis=1),
+               8, 4, "fc")
+    return b.model("dynamic_batch", [tensor("input", ["N", 3, 8, 8])], [tensor(y, ["N", 4])])
+
+
 def seed_cnn():
     """A few kilobytes with the CNN operators: a seed for the ONNX fuzz target."""
     b = Builder(5)
@@ -465,6 +475,7 @@ MODELS = {
     "transformer": transformer,
     "tiny_mlp": tiny_mlp,
     "weights_as_inputs": weights_as_inputs,
+    "dynamic_batch": dynamic_batch,
     "seed_cnn": seed_cnn,
     "seed_attention": lambda: transformer(S=4, D=8, H=2, FF=16),
     "bad_opset": bad_opset,
@@ -474,7 +485,7 @@ MODELS = {
     "tv_encoder": torch_encoder,
 }
 DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp",
-           "weights_as_inputs", "bad_opset", "unsupported_op"]
+           "weights_as_inputs", "dynamic_batch", "bad_opset", "unsupported_op"]
 
 
 def have_torch():

@@ -21,7 +21,7 @@ static int setup(void **unused)
     (void)unused;
     mt_mkdtemp(dir);
     mt_make_models(dir, "small_cnn resnet18 mobilenet_v2 transformer tiny_mlp weights_as_inputs "
-                        "bad_opset unsupported_op");
+                        "dynamic_batch bad_opset unsupported_op");
     return 0;
 }
 
@@ -260,6 +260,28 @@ static void test_weights_as_inputs(void **unused)
     assert_non_null(strstr(tn_model_tasks(m)->tasks[0].dag_text, "const W[8, 3, 3, 3] float32"));
     assert_non_null(strstr(tn_model_tasks(m)->tasks[2].dag_text, "const W[4, 8] float32"));
     tn_model_free(m);
+}
+
+/* A symbolic batch dimension takes the value asked for (1 by default), with a warning. */
+static void test_symbolic_batch(void **unused)
+{
+    char path[PATH_MAX], err[1024];
+    tn_model *m;
+    (void)unused;
+    mt_path(path, dir, "dynamic_batch.onnx");
+    for (int n = 1; n <= 4; n += 3) {
+        char prefix[128];
+        assert_int_equal(tn_model_load(path, &(tn_model_opts){.dim_default = n}, &m, err,
+                                       sizeof err), AT_OK);
+        assert_int_equal(tn_model_n_warnings(m), 1);
+        assert_non_null(strstr(tn_model_warning(m, 0), "graph input 'input' has 1 symbolic "
+                                                      "dimension(s) ('N')"));
+        snprintf(prefix, sizeof prefix, "conv2d:N=%d,C=3,H=8,W=8,K=8,", n);
+        assert_true(strncmp(tn_model_tasks(m)->tasks[0].desc, prefix, strlen(prefix)) == 0);
+        snprintf(prefix, sizeof prefix, "dense:M=%d,N=4,K=8,bias=1", n);
+        assert_true(strncmp(tn_model_tasks(m)->tasks[2].desc, prefix, strlen(prefix)) == 0);
+        tn_model_free(m);
+    }
 }
 
 /* ---- models exported by torch (when python3-torch is installed) ---- */
@@ -667,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_mobilenet_v2),
         cmocka_unit_test(test_transformer),
         cmocka_unit_test(test_weights_as_inputs),
+        cmocka_unit_test(test_symbolic_batch),
         cmocka_unit_test(test_torch_exports),
         cmocka_unit_test(test_jsonl_round_trip),
         cmocka_unit_test(test_jsonl_errors),
