@@ -539,6 +539,33 @@ static void test_run_torch_encoder(void **unused)
     tn_model_free(m);
 }
 
+/* AT_TEST_LONG=1: ResNet-18 and MobileNetV2 run here (naive kernels, 2 threads) and
+** checked against numpy: the BatchNormalization folding, residuals, depthwise convolutions
+** and Clip of the large models end to end (a minute or two). */
+static void test_long_large_models(void **unused)
+{
+    static const char *const models[] = {"resnet18.onnx", "mobilenet_v2.onnx"};
+    (void)unused;
+    if (getenv("AT_TEST_LONG") == NULL || strcmp(getenv("AT_TEST_LONG"), "1") != 0) {
+        fprintf(stderr, "SKIP (AT_TEST_LONG=1 runs ResNet-18 and MobileNetV2)\n");
+        skip();
+    }
+    mt_make_models(dir, "resnet18 mobilenet_v2");
+    for (size_t i = 0; i < AT_ARRAY_LEN(models); i++) {
+        tn_model *m = load(models[i]);
+        char dump[PATH_MAX], err[1024];
+        tn_run_report rep;
+        mt_path(dump, dir, "dump_long");
+        mkdir(dump, 0755);
+        if (tn_model_run(m, &(tn_run_opts){.n_threads = 2, .seed = 6, .no_check = 1,
+                                           .dump_dir = dump},
+                         &rep, err, sizeof err) != AT_OK)
+            fail_msg("%s: %s", models[i], err);
+        numpy_check(models[i], dump);
+        tn_model_free(m);
+    }
+}
+
 static void test_cannot_run_unsupported(void **unused)
 {
     char path[PATH_MAX], err[1024];
@@ -565,6 +592,7 @@ int main(void)
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_tune_end_to_end),
         cmocka_unit_test(test_cannot_run_unsupported),
+        cmocka_unit_test(test_long_large_models),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
