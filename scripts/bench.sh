@@ -23,4 +23,8 @@ for b in $B/bench_*; do
     *) run "$b" ;;
   esac
 done
+# the tuning benchmark (the longest part; BENCH_TUNE=0 skips it, BENCH_TUNE_TRIALS=N)
+if [ "${BENCH_TUNE:-1}" != 0 ]; then
+  run scripts/bench_tune.sh "${BENCH_TUNE_TRIALS:-1000}"
+fi
 exit $status

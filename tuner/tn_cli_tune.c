@@ -1,5 +1,6 @@
 /* tuner/tn_cli_tune.c -- the main command: 'tuner [flags] SPEC...' tunes operators, DAG text
 ** files, ONNX models or task lists within a trial budget (docs/cli.md). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ static int ends_with(const char *s, const char *suffix)
 typedef struct taskset {
     tn_tune_task t[MAX_TASKS];
     char *names[MAX_TASKS];
+    char *tags[MAX_TASKS];
     int n;
     tn_model *models[64];
     int n_models;
@@ -27,7 +29,8 @@ typedef struct taskset {
     int n_lists;
 } taskset;
 
-static int add_task(const tn_cmd *cmd, taskset *ts, const char *name, ss_dag *dag, int weight)
+static int add_task(const tn_cmd *cmd, taskset *ts, const char *name, ss_dag *dag, int weight,
+                    const char *tag)
 {
     for (int i = 0; i < ts->n; i++)
         if (strcmp(ts->t[i].dag->key, dag->key) == 0) {
@@ -44,6 +47,8 @@ static int add_task(const tn_cmd *cmd, taskset *ts, const char *name, ss_dag *da
     ts->t[ts->n].name = ts->names[ts->n];
     ts->t[ts->n].dag = dag;
     ts->t[ts->n].weight = weight;
+    ts->tags[ts->n] = tag && tag[0] ? at_strdup(tag) : NULL;
+    ts->t[ts->n].tag = ts->tags[ts->n];
     ts->n++;
     return 0;
 }
@@ -55,7 +60,7 @@ static int add_list(const tn_cmd *cmd, taskset *ts, const tn_task_list *tl, cons
         const tn_task *t = &tl->tasks[i];
         if (!t->tunable)
             continue;
-        if (add_task(cmd, ts, t->name, ss_dag_ref(t->dag), t->weight) != 0)
+        if (add_task(cmd, ts, t->name, ss_dag_ref(t->dag), t->weight, t->tag) != 0)
             return -1;
     }
     if (ts->n == n0) {
@@ -114,10 +119,11 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
             return -1;
         }
         at_free(text);
-        return add_task(cmd, ts, spec, dag, 1);
+        return add_task(cmd, ts, spec, dag, 1, NULL); /* similar to nothing */
     }
     {
         ss_dag *dag;
+        char tag[96];
         if (kn_op_build(spec, &dag, err, sizeof err) != AT_OK) {
             if (strchr(spec, ':') == NULL && strchr(spec, '/') == NULL && !ends_with(spec, ".dag"))
                 tn_err(cmd, "'%s' is neither a library operator (see docs/operators.md), a DAG "
@@ -126,7 +132,10 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
                 tn_err(cmd, "%s", err);
             return -1;
         }
-        return add_task(cmd, ts, spec, dag, 1);
+        /* the similarity tag of model tasks: the operator and its FLOPs' order of magnitude */
+        snprintf(tag, sizeof tag, "%.*s:%d", (int)strcspn(spec, ":"), spec,
+                 (int)floor(log(dag->flops + 1) / log(1.618)));
+        return add_task(cmd, ts, spec, dag, 1, tag);
     }
 }
 
@@ -135,7 +144,7 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     const char *target = "llvm -mcpu=native", *db = "tuning.db", *tracker = NULL,
                *key_path = NULL, *next_key = NULL, *device_key = NULL, *min_ms = "0",
                *seed_s = "1", *log_level = NULL;
-    int trials = 1000, timeout_s = 10, resume = 0, per_round = 64, number = 1, repeat = 3,
+    int trials = 1000, timeout_s = 10, resume = 0, per_round = 0, number = 1, repeat = 3,
         flush = 0, early_stop = 0, build_workers = -1, build_timeout_s = 60, wait_s = 600,
         priority = 1, threads = 0, population = 2048, no_model = 0, quiet = 0, no_layout = 0,
         n_pos, help, rc;
@@ -152,7 +161,8 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         {"timeout", 0, TN_OPT_INT, &timeout_s, "S", "run timeout of one kernel (default 10)"},
         {"resume", 0, TN_OPT_BOOL, &resume, NULL, "continue from the store: count and reuse its "
                                                   "trials"},
-        {"per-round", 0, TN_OPT_INT, &per_round, "N", "measurements per round (default 64)"},
+        {"per-round", 0, TN_OPT_INT, &per_round, "N", "measurements per round (default: 64, "
+         "or trials / tasks when less)"},
         {"number", 0, TN_OPT_INT, &number, "N", "calls per timed repeat (default 1)"},
         {"repeat", 0, TN_OPT_INT, &repeat, "N", "timed repeats (default 3)"},
         {"min-repeat-ms", 0, TN_OPT_STR, &min_ms, "MS", "a repeat lasts at least this (default 0)"},
@@ -210,9 +220,10 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         tn_err(cmd, "--trials must be at least 1");
         return TN_EXIT_USAGE;
     }
-    if (per_round < 1 || per_round > 4096 || repeat < 1 || repeat > 1024 || number < 1 ||
+    if (per_round < 0 || per_round > 4096 || repeat < 1 || repeat > 1024 || number < 1 ||
         timeout_s < 1 || population < 8 || build_timeout_s < 1) {
-        tn_err(cmd, "bad setting: --per-round 1..4096, --repeat 1..1024, --number >= 1, "
+        tn_err(cmd, "bad setting: --per-round 0..4096 (0: automatic), --repeat 1..1024, "
+               "--number >= 1, "
                "--timeout >= 1, --population >= 8, --build-timeout >= 1");
         return TN_EXIT_USAGE;
     }
@@ -275,7 +286,9 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     o.cmdline = cmdline;
     o.seed = (uint64_t)seed;
     o.resume = resume;
-    o.per_round = per_round;
+    /* Ansor's: every task gets a warm-up round even when the budget is small */
+    o.per_round =
+        per_round > 0 ? per_round : (int)AT_MAX(1, AT_MIN(64, trials / AT_MAX(1, ts.n)));
     o.number = number;
     o.repeat = repeat;
     o.min_repeat_ms = min_repeat_ms;
@@ -307,6 +320,7 @@ out:
     for (int i = 0; i < ts.n; i++) {
         ss_dag_unref(ts.t[i].dag);
         at_free(ts.names[i]);
+        at_free(ts.tags[i]);
     }
     for (int i = 0; i < ts.n_models; i++)
         tn_model_free(ts.models[i]);

@@ -41,6 +41,7 @@ typedef struct ttask {
     ss_dag *dag;
     char *dag_text;
     int weight;
+    const char *tag;  /* similarity group, or NULL */
     int64_t task_id;
     tn_search *search;
     uint8_t ref_id[AT_WIRE_REFID_BYTES];
@@ -406,14 +407,16 @@ static int pick_task(run *r)
         if (t->rounds >= 4)
             back = (t->hist[3] - t->hist[0]) / 3;
         fwd = g - g / (t->rounds + 1.0);
-        /* similar tasks (same anchor shape class): can we get within 2x of their speed? */
+        /* similar tasks (the same tag: anchor kind and FLOPs' order of magnitude): can we
+        ** get within 2x of their speed? */
         for (int k = 0; k < r->n_tasks; k++) {
             const ttask *u = &r->tasks[k];
-            if (k != i && isfinite(u->best_cost) && u->best_cost > 0)
+            if (k != i && t->tag && u->tag && strcmp(t->tag, u->tag) == 0 &&
+                isfinite(u->best_cost) && u->best_cost > 0)
                 best_flops_rate = AT_MAX(best_flops_rate, u->dag->flops / u->best_cost);
         }
         if (best_flops_rate > 0)
-            fwd = AT_MIN(fwd, g - 2 * t->dag->flops / best_flops_rate);
+            fwd = AT_MIN(fwd, 2 * t->dag->flops / best_flops_rate); /* beta x their speed */
         fwd = fwd - g;
         grad = t->weight * (0.2 * back + 0.8 * fwd);
         if (pick < 0 || grad < best) {
@@ -626,6 +629,7 @@ at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_
         r.tasks[i].name = tasks[i].name;
         r.tasks[i].dag = ss_dag_ref(tasks[i].dag);
         r.tasks[i].weight = tasks[i].weight > 0 ? tasks[i].weight : 1;
+        r.tasks[i].tag = tasks[i].tag;
     }
     if ((err = rec_store_open(o->db, REC_OPEN_CREATE, &r.st, r.errmsg, sizeof r.errmsg)) != AT_OK)
         goto out;
@@ -714,7 +718,8 @@ at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_
                          o->device_key, o->wait_timeout_s);
             } else if (e != AT_OK) {
                 err = e;
-                snprintf(r.errmsg, sizeof r.errmsg, "measuring failed: %s", tn_fleet_status(r.fleet));
+                snprintf(r.errmsg, sizeof r.errmsg, "measuring failed: %s",
+                         tn_fleet_status(r.fleet));
             }
         }
         for (int k = 0; k < r.n_rounds;) {
@@ -749,7 +754,8 @@ out:
     tn_builder_free(r.builder);
     if (r.st) {
         if (r.run_id)
-            rec_run_end(r.st, r.run_id, err != AT_OK ? "failed" : interrupted ? "interrupted" : "done");
+            rec_run_end(r.st, r.run_id,
+                        err != AT_OK ? "failed" : interrupted ? "interrupted" : "done");
         rec_store_close(r.st);
     }
     for (int i = 0; i < r.n_jobs; i++) {

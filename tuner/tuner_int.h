@@ -151,6 +151,7 @@ typedef struct tn_tune_task {
     const char *name;
     ss_dag *dag;
     int weight;
+    const char *tag; /* similarity group (tn_task.tag), or NULL: similar to no other task */
 } tn_tune_task;
 
 #define TN_TUNE_MAX_REPORT 256

@@ -113,6 +113,7 @@ typedef struct rec {
     int status;
     int64_t trial;
     char *run;
+    char key[33];
 } rec;
 
 static int load(const char *db, rec **out)
@@ -134,6 +135,7 @@ static int load(const char *db, rec **out)
         v[n].status = r->status;
         v[n].trial = r->trial;
         v[n].run = strdup(r->run_uuid ? r->run_uuid : "");
+        snprintf(v[n].key, sizeof v[n].key, "%s", r->workload_key ? r->workload_key : "");
         n++;
     }
     rec_iter_close(it);
@@ -225,6 +227,36 @@ static void test_short_run_improves_and_records_everything(void **unused)
         assert_int_equal(RUN("plot", 120, "plot", "--db", "improve.db", "-o", "curve.png"), 0);
         assert_int_equal(RUN("plot2", 120, "plot", "--db", "improve.db", "-o", "curve.svg"), 0);
     }
+}
+
+/* Several tasks and a small budget, no --per-round: every task gets its warm-up round
+** (Ansor's rule: per round min(64, trials / tasks)). */
+static void test_small_budget_reaches_every_task(void **unused)
+{
+    rec *v;
+    int n, n_keys = 0, count[3] = {0};
+    char keys[3][33];
+    (void)unused;
+    assert_int_equal(RUN("split", 600, "--trials", "12", "--population", "32", "--db",
+                         "split.db", "matmul:M=16,N=16,K=16", "matmul:M=32,N=16,K=8",
+                         "dense:M=4,N=32,K=32"),
+                     0);
+    n = load("split.db", &v);
+    assert_int_equal(n, 12);
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        while (k < n_keys && strcmp(keys[k], v[i].key) != 0)
+            k++;
+        if (k == n_keys) {
+            assert_true(n_keys < 3);
+            memcpy(keys[n_keys++], v[i].key, 33);
+        }
+        count[k]++;
+    }
+    assert_int_equal(n_keys, 3);
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(count[k], 4);
+    free_recs(v, n);
 }
 
 static void test_kill_and_resume(void **unused)
@@ -337,6 +369,7 @@ int main(void)
         cmocka_unit_test(test_same_seed_same_first_round),
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_short_run_improves_and_records_everything),
+        cmocka_unit_test(test_small_budget_reaches_every_task),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
