@@ -559,7 +559,7 @@ static double footprint(const ex *x, const access *a, int l)
 static double contiguous(const scratch *s, const access *a)
 {
     double run = 1;
-    for (int guard_ = 0; guard_ < s->n_loops; guard_++) {
+    for (int step = 0; step < s->n_loops; step++) {
         double ext = 0;
         for (int i = 0; i < s->n_loops; i++) {
             int64_t c = a->coef[i] < 0 ? -a->coef[i] : a->coef[i];
@@ -624,7 +624,7 @@ static void do_store(ex *x, const kn_stmt *st)
     int vec_level = -1;
 
     if (n > 255) {
-        /* deeper than any real nest: keep the innermost 255 loops' view cheap and safe */
+        /* deeper than any real nest: the per-level arrays go to the heap */
         isr = at_malloc((size_t)n * sizeof *isr);
         level_bytes = at_malloc((size_t)(n + 1) * sizeof *level_bytes);
         if (isr == NULL || level_bytes == NULL) {

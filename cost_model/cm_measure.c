@@ -13,6 +13,7 @@
 #include "cost_model/cost_model_int.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #define CHECK_TOL 1e-4 /* the project's float32 error bound */
+#define SLOW_S 0.25    /* seconds per call above which one run is the measurement */
 
 struct cm_measurer {
     ss_dag *dag;
@@ -41,10 +43,16 @@ void cm_measure_opts_default(cm_measure_opts *o)
     o->n_build_threads = 0;
 }
 
-static void fail_text(char *errmsg, size_t n, const char *fmt, const char *a, const char *b)
+static void fail_text(char *errmsg, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail_text(char *errmsg, size_t n, const char *fmt, ...)
 {
-    if (errmsg && n)
-        snprintf(errmsg, n, fmt, a, b);
+    va_list ap;
+    if (errmsg == NULL || n == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(errmsg, n, fmt, ap);
+    va_end(ap);
 }
 
 /* One loaded artifact, ready to call: module, rewritten weights, workspace. */
@@ -82,8 +90,8 @@ static at_err load(const kn_artifact *a, kn_bufset *bufs, const kn_rt_par *par, 
     if (a->pre_entry[0])
         pre = (kn_rt_kernel_fn)kn_rt_module_sym(l->m, a->pre_entry);
     if (l->fn == NULL || (a->pre_entry[0] && pre == NULL)) {
-        fail_text(errmsg, errmsg_size, "the object has no symbol %s%s",
-                  l->fn ? a->pre_entry : a->entry, "");
+        fail_text(errmsg, errmsg_size, "the object has no symbol %s",
+                  l->fn ? a->pre_entry : a->entry);
         unload(l);
         return AT_ELOAD;
     }
@@ -108,12 +116,23 @@ static at_err load(const kn_artifact *a, kn_bufset *bufs, const kn_rt_par *par, 
         int k = 0;
         for (int j = 0; j < a->n_pre; j++)
             pargs[k++] = bufs->ptr[a->pre_src[j]];
-        for (int i = 0; i < a->n_args; i++)
-            if (a->kernel_src[i] >= 0)
-                pargs[k++] = l->layout[i];
+        for (int j = 0; j < a->n_pre; j++) {
+            /* the new layout of weight pre_src[j]: the kernel argument made from it */
+            void *p = NULL;
+            for (int i = 0; i < a->n_args; i++)
+                if (a->kernel_src[i] == a->pre_src[j])
+                    p = l->layout[i];
+            if (p == NULL) {
+                fail_text(errmsg, errmsg_size,
+                          "the artifact's pre-transform writes a layout no argument takes");
+                *status = AT_MEASURE_COMPILE_DEVICE;
+                unload(l);
+                return AT_ELOAD;
+            }
+            pargs[k++] = p;
+        }
         if (pre(pargs, NULL, par) != 0) {
-            fail_text(errmsg, errmsg_size, "the pre-transform of the weights failed%s%s", "",
-                      "");
+            fail_text(errmsg, errmsg_size, "the pre-transform of the weights failed");
             unload(l);
             return AT_EIO;
         }
@@ -139,7 +158,7 @@ at_err cm_measurer_new(ss_dag *dag, const kn_target *t, const cm_measure_opts *o
     *out = NULL;
     if (!t->is_host) {
         fail_text(errmsg, errmsg_size, "target '%s' is not this host: measuring here needs "
-                  "a host target%s", t->text, "");
+                  "a host target", t->text);
         return AT_EINVAL;
     }
     if ((m = at_calloc(1, sizeof *m)) == NULL)
@@ -164,12 +183,13 @@ at_err cm_measurer_new(ss_dag *dag, const kn_target *t, const cm_measure_opts *o
         (err = kn_build(ir, t, NULL, &a, errmsg, errmsg_size)) != AT_OK ||
         (err = kn_bufset_alloc(a, 1, &m->bufs)) != AT_OK)
         goto fail;
+    if (!m->o.check)
+        goto done; /* the buffers are all that is needed */
     if ((err = load(a, &m->bufs, m->par, &l, &status, errmsg, errmsg_size)) != AT_OK)
         goto fail;
     if (l.fn(l.args, l.ws, m->par) != 0) {
         unload(&l);
-        fail_text(errmsg, errmsg_size, "the naive schedule of the task failed to run%s%s", "",
-                  "");
+        fail_text(errmsg, errmsg_size, "the naive schedule of the task failed to run");
         err = AT_EIO;
         goto fail;
     }
@@ -183,6 +203,7 @@ at_err cm_measurer_new(ss_dag *dag, const kn_target *t, const cm_measure_opts *o
         }
         memcpy(m->ref[i], m->bufs.ptr[i], m->bufs.n_bytes[i]);
     }
+done:
     kn_artifact_free(a);
     kn_ir_free(ir);
     ss_state_free(naive);
@@ -260,6 +281,7 @@ static at_err build_one(const cm_measurer *m, const ss_state *st, kn_artifact **
 static at_err time_one(cm_measurer *m, const kn_artifact *a, cm_measure_result *r)
 {
     loaded l;
+    double first_s;
     char err[512];
     int status;
     at_err e;
@@ -275,10 +297,12 @@ static at_err time_one(cm_measurer *m, const kn_artifact *a, cm_measure_result *
     for (int i = 0; i < a->n_args; i++)
         if (m->ref[i])
             memset(m->bufs.ptr[i], 0, m->bufs.n_bytes[i]);
+    first_s = at_time_mono_s();
     if (l.fn(l.args, l.ws, m->par) != 0) {
         set_fail(r, AT_MEASURE_RUNTIME_DEVICE, "the kernel returned non-zero");
         goto out;
     }
+    first_s = at_time_mono_s() - first_s;
     if (m->o.check) {
         for (int i = 0; i < a->n_args; i++) {
             double re;
@@ -293,11 +317,19 @@ static at_err time_one(cm_measurer *m, const kn_artifact *a, cm_measure_result *
             }
         }
     }
-    /* time it: the fastest repeat is the cost (a busy host only ever adds time); when the
-    ** two fastest repeats disagree by more than 10%, time again (at most twice) and keep
-    ** the attempt with the fastest repeat */
+    /* a state that needs longer than SLOW_S per call is far from the best: its first run
+    ** is its cost (data sets of big kernels would otherwise take hours) */
+    if (first_s > SLOW_S) {
+        r->status = AT_MEASURE_NO_ERROR;
+        r->n_costs = 1;
+        r->costs[0] = r->mean_s = r->min_s = first_s;
+        goto out;
+    }
+    /* time it (the check run warmed it up): the fastest repeat is the cost (a busy host
+    ** only ever adds time); when the two fastest repeats disagree by more than 10%, time
+    ** again (at most twice) and keep the attempt with the fastest repeat */
     {
-        kn_rt_time_opts to = {1, m->o.repeat, m->o.min_repeat_ms, 0, 1};
+        kn_rt_time_opts to = {1, m->o.repeat, m->o.min_repeat_ms, 0, 0};
         double best[16], best_min = INFINITY;
         for (int attempt = 0; attempt < 3; attempt++) {
             double costs[16], lo, lo2;
@@ -315,7 +347,6 @@ static at_err time_one(cm_measurer *m, const kn_artifact *a, cm_measure_result *
             }
             if (m->o.repeat < 2 || lo2 <= 1.1 * lo)
                 break;
-            to.n_warmup = 0;
         }
         r->status = AT_MEASURE_NO_ERROR;
         r->n_costs = m->o.repeat;

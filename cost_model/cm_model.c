@@ -93,6 +93,7 @@ void cm_params_default(cm_params *p)
     memset(p, 0, sizeof *p);
     p->objective = CM_OBJ_RANK;
     p->max_depth = 6;
+    p->max_bin = 64;
     p->eta = 0.2;
     p->gamma = 0;
     p->min_child_weight = 0.1;
@@ -105,7 +106,7 @@ void cm_params_default(cm_params *p)
     p->n_partners = 32;
     p->warmup = 64;
     p->n_threads = 1;
-    p->retrain_growth_pct = 0;
+    p->retrain_growth_pct = 20;
     p->seed = 43;
 }
 
@@ -270,6 +271,7 @@ static at_err set_params(const cm_model *m, BoosterHandle h, uint64_t seed, char
     }
     P("booster", "%s", "gbtree")
     P("tree_method", "%s", "hist")
+    P("max_bin", "%d", m->p.max_bin > 1 ? m->p.max_bin : 64)
     P("objective", "%s", "reg:squarederror") /* unused: gradients are ours */
     P("base_score", "%s", "0")
     P("max_depth", "%d", m->p.max_depth)

@@ -227,7 +227,8 @@ typedef struct cm_sample {
     const ss_state *state;  /* the program: one of state, ir or feats (first non-NULL) */
     const kn_ir *ir;
     const cm_feats *feats;
-    double cost_s;          /* mean measured seconds (status 0) */
+    double cost_s;          /* measured seconds per call (status 0): the mean of the
+                            ** repeats, or their fastest on a shared device (see docs) */
     int status;             /* at_measure code; non-zero = failed, label 0 */
 } cm_sample;
 
@@ -266,8 +267,9 @@ typedef struct cm_load_stats {
 } cm_load_stats;
 
 /* Add every record of 'st' matching 'f' (NULL: all): each task's DAG is parsed once, each
-** state replayed (ss_state_from_json), lowered and its features extracted.  Tasks are
-** (workload key, target, device fingerprint).  'stats' may be NULL.  AT_ECORRUPT for a
+** state replayed (ss_state_from_json), lowered and its features extracted; a record's cost
+** is its fastest repeat (failures: label 0).  Tasks are (workload key, target, device
+** fingerprint).  'stats' may be NULL.  AT_ECORRUPT for a
 ** record that does not decode; other store errors as rec_iter_next. */
 at_err cm_data_load_store(cm_data *d, rec_store *st, const rec_filter *f, cm_load_stats *stats,
                           char *errmsg, size_t errmsg_size);
@@ -311,6 +313,7 @@ at_err cm_objective_parse(const char *s, cm_objective *out);
 typedef struct cm_params {
     cm_objective objective;
     int max_depth;           /* tree depth */
+    int max_bin;             /* histogram bins per feature (tree_method hist) */
     double eta;              /* learning rate */
     double gamma;            /* minimum loss reduction of a split */
     double min_child_weight; /* minimum hessian in a leaf */
@@ -325,8 +328,8 @@ typedef struct cm_params {
     int warmup;              /* programs needed before a model trained here is used;
                              ** fewer: random scores (a loaded model is used at once) */
     int n_threads;           /* XGBoost threads (default 1; 0: online CPUs) */
-    int retrain_growth_pct;  /* retrain when the data grew by this much since the last
-                             ** training (0: on every update) */
+    int retrain_growth_pct;  /* retrain when the data grew by this many percent since the
+                             ** last training (default 20; 0: on every update) */
     uint64_t seed;
 } cm_params;
 
@@ -352,9 +355,9 @@ int64_t cm_model_n_records(const cm_model *m);
 /* This model's own data (every sample given to cm_model_update / cm_model_fit). */
 const cm_data *cm_model_data(const cm_model *m);
 
-/* Add measured programs and retrain (cm_params.retrain_growth_pct says when): a new
-** booster from scratch on all data seen (on top of a loaded model's scores, which it
-** refines).  AT_ENOMEM, AT_EINVAL (a malformed sample), AT_EIO when XGBoost fails (errmsg
+/* Add measured programs and retrain (after the warm-up, when the data grew by
+** cm_params.retrain_growth_pct since the last training): a new booster from scratch on
+** all data seen (on top of a loaded model's scores, which it refines).  AT_ENOMEM, AT_EINVAL (a malformed sample), AT_EIO when XGBoost fails (errmsg
 ** has its message). */
 at_err cm_model_update(cm_model *m, const cm_sample *s, int n, char *errmsg, size_t errmsg_size);
 /* Replace the model's data by a copy of 'd' and train now (whatever the warm-up). */
@@ -425,7 +428,8 @@ void cm_measure_opts_default(cm_measure_opts *o);
 typedef struct cm_measurer cm_measurer;
 
 /* A measurer for states of 'dag' compiled for the host target 't' (t->is_host): builds
-** and runs the naive schedule once as the reference.  On AT_OK the caller owns *out. */
+** and (when checking) runs the naive schedule once as the reference.  On AT_OK the caller
+** owns *out. */
 at_err cm_measurer_new(ss_dag *dag, const kn_target *t, const cm_measure_opts *o,
                        cm_measurer **out, char *errmsg, size_t errmsg_size);
 void cm_measurer_free(cm_measurer *m);
