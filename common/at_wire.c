@@ -196,7 +196,41 @@ static void p_pre(enc *e, const at_wire_artifact *a)
     }
 }
 
-/* 6 keys, 7 with a layout rewrite (at_wire_artifact_keys) */
+/* "gpu": {"kind": 1 (PTX) or 2 (cubin), "arch": "sm_90", "launches": [[entry, gx, gy, gz,
+** bx, by, bz, shared, regs], ...]} (present only for GPU artifacts) */
+static void p_gpu(enc *e, const at_wire_artifact *a)
+{
+    int n = a->n_launches;
+    p_key(e, "gpu");
+    msgpack_pack_map(&e->pk, 3);
+    kv_int(e, "kind", a->gpu_kind);
+    kv_str(e, "arch", a->gpu_arch, 15);
+    p_key(e, "launches");
+    if (n < 1 || n > AT_WIRE_MAX_LAUNCHES || a->launches == NULL || a->n_pre > 0 ||
+        (a->gpu_kind != AT_WIRE_GPU_PTX && a->gpu_kind != AT_WIRE_GPU_CUBIN)) {
+        bad(e, "gpu");
+        n = 0;
+    }
+    msgpack_pack_array(&e->pk, (size_t)n);
+    for (int k = 0; k < n; k++) {
+        const at_wire_launch *l = &a->launches[k];
+        msgpack_pack_array(&e->pk, 9);
+        p_str(e, l->entry, 63, "gpu");
+        for (int d = 0; d < 3; d++)
+            msgpack_pack_int(&e->pk, l->grid[d]);
+        for (int d = 0; d < 3; d++)
+            msgpack_pack_int(&e->pk, l->block[d]);
+        msgpack_pack_int(&e->pk, l->shared_bytes);
+        msgpack_pack_int(&e->pk, l->n_regs);
+    }
+}
+
+/* The keys p_artifact writes: 6, one more with a layout rewrite, one more for a GPU. */
+static int artifact_keys(const at_wire_artifact *a)
+{
+    return 6 + (a->n_pre > 0 ? 1 : 0) + (a->gpu_kind != AT_WIRE_GPU_NONE ? 1 : 0);
+}
+
 static void p_artifact(enc *e, const at_wire_artifact *a)
 {
     kv_bin(e, "obj", a->obj, a->obj_size);
@@ -227,6 +261,7 @@ static void p_artifact(enc *e, const at_wire_artifact *a)
             msgpack_pack_int64(&e->pk, g->shape[d]);
     }
     if (a->n_pre > 0) p_pre(e, a);
+    if (a->gpu_kind != AT_WIRE_GPU_NONE) p_gpu(e, a);
 }
 
 static void p_settings(enc *e, const at_wire_settings *s)
@@ -244,7 +279,7 @@ static void p_settings(enc *e, const at_wire_settings *s)
 
 static void p_job(enc *e, const at_wire_job *j)
 {
-    msgpack_pack_map(&e->pk, 10 + (j->has_ref ? 1 : 0) + (j->art.n_pre > 0 ? 1 : 0));
+    msgpack_pack_map(&e->pk, 4 + artifact_keys(&j->art) + (j->has_ref ? 1 : 0));
     kv_str(e, "id", j->id, AT_WIRE_MAX_NAME);
     p_artifact(e, &j->art);
     p_key(e, "run");
@@ -256,7 +291,7 @@ static void p_job(enc *e, const at_wire_job *j)
 
 static void p_ref(enc *e, const at_wire_ref *r)
 {
-    msgpack_pack_map(&e->pk, 7 + (r->art.n_pre > 0 ? 1 : 0));
+    msgpack_pack_map(&e->pk, 1 + artifact_keys(&r->art));
     kv_bin(e, "id", r->id, AT_WIRE_REFID_BYTES);
     p_artifact(e, &r->art);
 }
@@ -1019,6 +1054,62 @@ static void d_pre(dec *d, const msgpack_object *map, at_wire_artifact *a)
     }
 }
 
+/* The optional GPU part of an artifact. */
+static void d_gpu(dec *d, const msgpack_object *map, at_wire_artifact *a)
+{
+    const msgpack_object *gpu = g_map(d, map, "gpu", 0), *ls;
+    at_wire_launch *launches;
+    if (gpu == NULL || d->failed) return;
+    a->gpu_kind = (int)g_int(d, gpu, "kind", AT_WIRE_GPU_PTX, AT_WIRE_GPU_CUBIN, 0, 1);
+    a->gpu_arch = g_str(d, gpu, "arch", 15, 1);
+    if (!d->failed && strncmp(a->gpu_arch, "sm_", 3) != 0)
+        fail(d, "gpu", "the architecture is sm_XX");
+    if (!d->failed && a->n_pre > 0) fail(d, "gpu", "a GPU artifact has no layout rewrite");
+    if ((ls = g_arr(d, gpu, "launches", AT_WIRE_MAX_LAUNCHES, 1)) == NULL || d->failed) return;
+    if (ls->via.array.size == 0) {
+        fail(d, "gpu", "a GPU artifact has at least one launch");
+        return;
+    }
+    a->n_launches = (int)ls->via.array.size;
+    if ((launches = arena_array(d, (size_t)a->n_launches, sizeof *launches)) == NULL) return;
+    a->launches = launches;
+    for (int k = 0; k < a->n_launches; k++) {
+        const msgpack_object *g = &ls->via.array.ptr[k];
+        at_wire_launch *l = &launches[k];
+        int64_t v[8], threads = 1;
+        if (g->type != MSGPACK_OBJECT_ARRAY || g->via.array.size != 9 ||
+            g->via.array.ptr[0].type != MSGPACK_OBJECT_STR ||
+            g->via.array.ptr[0].via.str.size == 0 || g->via.array.ptr[0].via.str.size > 63) {
+            fail(d, "gpu", "a launch is [entry, gx, gy, gz, bx, by, bz, shared, regs]");
+            return;
+        }
+        for (int i = 0; i < 8; i++)
+            if (o_int(&g->via.array.ptr[1 + i], &v[i]) != 0 || v[i] < (i < 6 ? 1 : 0) ||
+                v[i] > INT32_MAX) {
+                fail(d, "gpu", "a launch's sizes are integers (grid and block at least 1)");
+                return;
+            }
+        for (int i = 3; i < 6; i++)
+            threads *= v[i];
+        if (threads > 1024 || v[7] > 255 || v[6] > (1 << 20)) {
+            fail(d, "gpu", "a launch has at most 1024 threads, 255 registers, 1 MiB shared");
+            return;
+        }
+        memcpy(l->entry, g->via.array.ptr[0].via.str.ptr, g->via.array.ptr[0].via.str.size);
+        l->entry[g->via.array.ptr[0].via.str.size] = 0;
+        if (strlen(l->entry) != g->via.array.ptr[0].via.str.size) {
+            fail(d, "gpu", "a launch's entry has a NUL byte");
+            return;
+        }
+        for (int i = 0; i < 3; i++) {
+            l->grid[i] = (int)v[i];
+            l->block[i] = (int)v[3 + i];
+        }
+        l->shared_bytes = (int)v[6];
+        l->n_regs = (int)v[7];
+    }
+}
+
 static void d_artifact(dec *d, const msgpack_object *map, at_wire_artifact *a)
 {
     const msgpack_object *args;
@@ -1086,6 +1177,7 @@ static void d_artifact(dec *d, const msgpack_object *map, at_wire_artifact *a)
         }
     }
     d_pre(d, map, a);
+    d_gpu(d, map, a);
 }
 
 static void d_settings(dec *d, const msgpack_object *map, at_wire_settings *s)
@@ -1700,6 +1792,16 @@ at_err at_wire_artifact_copy(at_arena *a, at_wire_artifact *dst, const at_wire_a
     dst->entry = cp_str(a, src->entry, &bad);
     dst->triple = cp_str(a, src->triple, &bad);
     if (src->n_pre > 0) dst->pre_entry = cp_str(a, src->pre_entry, &bad);
+    if (src->gpu_kind != AT_WIRE_GPU_NONE) {
+        at_wire_launch *l = NULL;
+        dst->gpu_arch = cp_str(a, src->gpu_arch, &bad);
+        if (src->n_launches > 0 &&
+            (l = at_arena_alloc(a, (size_t)src->n_launches * sizeof *l)) == NULL)
+            return AT_ENOMEM;
+        for (int k = 0; k < src->n_launches; k++)
+            l[k] = src->launches[k];
+        dst->launches = l;
+    }
     return bad ? AT_ENOMEM : AT_OK;
 }
 

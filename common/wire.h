@@ -28,7 +28,8 @@
 
 /* ---- versions and bounds ------------------------------------------------------------ */
 
-#define AT_WIRE_VERSION 2        /* the protocol version this build speaks (2: layout rewrite) */
+#define AT_WIRE_VERSION 3 /* the protocol version this build speaks (2: layout rewrite; 3: GPU \
+                          ** artifacts) */
 #define AT_WIRE_SOFTWARE "0.1.0" /* software version sent in HELLO (logs only) */
 #define AT_WIRE_TAG_BYTES 32     /* HMAC-SHA256 tag after every payload */
 #define AT_WIRE_NONCE_BYTES 32
@@ -43,6 +44,7 @@
 #define AT_WIRE_MAX_ARGS 64               /* kernel arguments */
 #define AT_WIRE_MAX_DIMS 16               /* dimensions of one argument */
 #define AT_WIRE_MAX_PRE 8                 /* weights one artifact takes in a new layout */
+#define AT_WIRE_MAX_LAUNCHES 32           /* kernel launches of one GPU artifact */
 #define AT_WIRE_MAX_BUF_BYTES (1ll << 30) /* one argument buffer or the workspace */
 #define AT_WIRE_MAX_NAME 128              /* ids, keys, names, triples (bytes) */
 #define AT_WIRE_MAX_FEATURES 4096         /* CPU feature string */
@@ -111,6 +113,18 @@ typedef struct at_wire_layout {
     int64_t shape[AT_WIRE_MAX_DIMS];
 } at_wire_layout;
 
+/* One kernel launch of a GPU artifact (see at_wire_artifact); also the kernels module's
+** kn_launch, so an artifact's launches go on the wire as they are. */
+typedef struct at_wire_launch {
+    char entry[64];       /* the kernel in the module */
+    int32_t grid[3];      /* blocks, each >= 1 */
+    int32_t block[3];     /* threads per block, each >= 1, at most 1024 in all */
+    int32_t shared_bytes; /* dynamic shared memory per block */
+    int32_t n_regs;       /* registers per thread (0: unknown) */
+} at_wire_launch;
+
+typedef enum { AT_WIRE_GPU_NONE, AT_WIRE_GPU_PTX, AT_WIRE_GPU_CUBIN } at_wire_gpu_kind;
+
 /* A compiled kernel: relocatable ELF object, entry symbol, argument signature. */
 typedef struct at_wire_artifact {
     const uint8_t *obj;
@@ -128,6 +142,14 @@ typedef struct at_wire_artifact {
     const char *pre_entry;
     int n_pre;
     at_wire_layout pre[AT_WIRE_MAX_PRE];
+    /* GPU artifacts (gpu_kind != AT_WIRE_GPU_NONE): 'obj' is PTX text (NUL-terminated) or a
+    ** cubin for 'gpu_arch' ("sm_90"), 'entry' names the artifact only; the launches run in
+    ** order, each on the device pointers of the task's arguments and then a workspace of
+    ** ws_fixed bytes (ws_per_thread is 0, no layout rewrite). */
+    int gpu_kind;
+    const char *gpu_arch;
+    int n_launches;
+    const at_wire_launch *launches; /* [n_launches] */
 } at_wire_artifact;
 
 /* How to time one job (TVM's runner settings, plus ours). */

@@ -10,6 +10,7 @@
 #define KN_KERNELS_H
 
 #include "common/common.h"
+#include "common/wire.h"
 #include "kernels/kernels_rt.h"
 #include "schedule_space/schedule_space.h"
 
@@ -41,14 +42,37 @@ at_err kn_op_text(const char *spec, char **out, char *errmsg, size_t errmsg_size
 ** (id = buffer index) with one flat int32 index.  Code generators and the cost model's
 ** feature extraction read this and nothing else. */
 
-typedef enum { KN_S_FOR, KN_S_SEQ, KN_S_STORE, KN_S_IF } kn_stmt_kind;
+/* KN_S_SYNC and KN_S_ALLREDUCE appear in GPU programs only (ir->is_gpu). */
+typedef enum {
+    KN_S_FOR,
+    KN_S_SEQ,
+    KN_S_STORE,
+    KN_S_IF,
+    KN_S_SYNC,     /* GPU: all threads of the block wait here (shared-memory stages) */
+    KN_S_ALLREDUCE /* GPU: buf[index] of every thread of loop 'var' (a thread loop of
+                   ** 'extent' threads) is combined by 'red'; every thread gets the result */
+} kn_stmt_kind;
 
+/* The GPU kinds run each iteration on its own block or thread: the loop variable is the
+** block/thread index (guarded when the launch has more threads than the loop). */
 typedef enum {
     KN_FOR_SERIAL,
     KN_FOR_PARALLEL,
     KN_FOR_VECTORIZE,
-    KN_FOR_UNROLL
+    KN_FOR_UNROLL,
+    KN_FOR_BLOCK_X,
+    KN_FOR_BLOCK_Y,
+    KN_FOR_BLOCK_Z,
+    KN_FOR_THREAD_X,
+    KN_FOR_THREAD_Y,
+    KN_FOR_THREAD_Z,
+    KN_FOR_VTHREAD /* only before kn_lower's virtual-thread pass: never in its output */
 } kn_for_kind;
+
+/* Where a temporary lives: CPU temporaries and GPU tensors between launches are global;
+** on a GPU, a cache-read stage named "*.shared" inside a block is shared by its threads,
+** and other stages computed inside a launch are per thread (registers). */
+typedef enum { KN_SCOPE_GLOBAL, KN_SCOPE_SHARED, KN_SCOPE_LOCAL } kn_scope;
 
 typedef struct kn_stmt kn_stmt;
 struct kn_stmt {
@@ -67,6 +91,7 @@ struct kn_stmt {
     uint8_t is_update; /* STORE: a reduction's update buf[i] = combine(buf[i], x) */
     int n;             /* SEQ */
     kn_stmt **items;   /* SEQ */
+    uint8_t red;       /* ALLREDUCE: ss_reduce (also uses var, extent, buf, index) */
 };
 
 typedef struct kn_buf {
@@ -79,6 +104,7 @@ typedef struct kn_buf {
     int par_var;      /* temporary allocated inside parallel loop 'par_var' (-1: outside) */
     int scope_var;    /* temporary: loop whose body it lives in (-1: the whole kernel) */
     int stage;        /* stage that writes it (-1 for inputs) */
+    uint8_t scope;    /* kn_scope */
 } kn_buf;
 
 typedef struct kn_var {
@@ -113,10 +139,20 @@ typedef struct kn_ir {
     double flops;
     struct kn_ir *pre; /* the pre-transform of rewritten weights, or NULL: its arguments
                        ** are the original weights then their new layouts */
+    /* GPU programs: the state binds loops to blocks and threads.  Each root stage is one
+    ** launch (kernels[i], also the items of 'body' in order); no launch is nested in
+    ** another, and virtual threads are already lowered to unrolled loops. */
+    int is_gpu;
+    int n_kernels;
+    kn_stmt **kernels;
 } kn_ir;
 
 /* Lower a concrete state to loop IR.  On AT_OK the caller owns *out (kn_ir_free).  On
-** AT_ESCHED 'errmsg' says why the state cannot be lowered (e.g. nested parallel loops). */
+** AT_ESCHED 'errmsg' says why the state cannot be lowered (e.g. nested parallel loops).
+** A state that binds loops to GPU blocks or threads lowers to a GPU program (is_gpu):
+** every root stage must be bound, shared stages get barriers around them, a reduction
+** loop bound to threads becomes a cross-thread reduction, virtual threads are
+** interleaved into the thread's work (their temporaries get one copy each). */
 at_err kn_lower(const ss_state *st, kn_ir **out, char *errmsg, size_t errmsg_size);
 void kn_ir_free(kn_ir *ir);
 /* Readable text of the IR (for debugging and tests). */
@@ -124,9 +160,14 @@ void kn_ir_print(const kn_ir *ir, at_buf *b);
 
 /* ---- targets and code generation (kn_target.c, kn_llvm.c) ----------------------------- */
 
-/* A CPU compilation target parsed from "llvm -mtriple=T -mcpu=C -mattr=+a,-b
-** [-num-cores=N]".  "-mcpu=native" (or no -mtriple and no -mcpu) means this host,
-** including its CPU features. */
+/* A compilation target.  CPU: "llvm -mtriple=T -mcpu=C -mattr=+a,-b [-num-cores=N]";
+** "-mcpu=native" (or no -mtriple and no -mcpu) means this host, including its CPU
+** features.  NVIDIA GPU: "cuda -arch=sm_XX [-max-threads-per-block=N]
+** [-max-shared-memory-per-block=N] [-max-registers-per-block=N] [-num-sms=N] [-ptx]"
+** (sm_75 and newer; limits default to the architecture's, docs/gpu.md); its fields are
+** the 'cuda_*' ones, and 'triple' is "nvptx64-nvidia-cuda". */
+typedef enum { KN_TARGET_LLVM, KN_TARGET_CUDA } kn_target_kind;
+
 typedef struct kn_target {
     char text[256];     /* the canonical target string */
     char triple[96];    /* "x86_64-pc-linux-gnu", "aarch64-linux-gnu" */
@@ -137,6 +178,14 @@ typedef struct kn_target {
     int n_cores;        /* -num-cores=N, else this host's when native, else 4 */
     int64_t l1_bytes, l2_bytes; /* data caches per core (defaults when unknown) */
     int is_host;        /* objects for it can be loaded and run here */
+    /* CUDA targets (kind == KN_TARGET_CUDA) */
+    int kind;                   /* kn_target_kind */
+    int cuda_arch;              /* 75, 80, 86, 89, 90 ... (sm_XX) */
+    int cuda_max_threads;       /* threads per block */
+    int64_t cuda_max_shared;    /* shared memory per block, bytes */
+    int64_t cuda_max_regs;      /* registers per block */
+    int cuda_n_sms;             /* multiprocessors (for the search's hardware description) */
+    int cuda_ptx;               /* ship PTX (the driver compiles it) instead of a cubin */
 } kn_target;
 
 /* Parse a target string.  AT_EINVAL with 'errmsg' naming the bad part. */
@@ -144,7 +193,20 @@ at_err kn_target_parse(const char *text, kn_target *out, char *errmsg, size_t er
 /* The host target ("llvm -mcpu=native"). */
 at_err kn_target_host(kn_target *out);
 
+/* The hardware description the schedule space uses for a target (CPU or GPU). */
+void kn_target_hw(const kn_target *t, ss_hw *hw);
+
 /* A compiled candidate: a relocatable object and what is needed to call it. */
+
+/* One kernel launch of a GPU artifact: kernel 'entry' of the module on grid x block
+** threads with 'shared_bytes' of dynamic shared memory.  Its parameters are the task's
+** arguments (device pointers, in order) and then the workspace pointer. */
+typedef at_wire_launch kn_launch; /* entry[64], grid[3], block[3], shared_bytes, n_regs
+                                  ** (registers per thread from the cubin, 0 unknown) */
+
+#define KN_MAX_LAUNCHES AT_WIRE_MAX_LAUNCHES
+
+typedef enum { KN_ART_ELF, KN_ART_PTX, KN_ART_CUBIN } kn_art_kind;
 
 typedef struct kn_artifact {
     uint8_t *obj;       /* ELF relocatable object (at_malloc'd) */
@@ -165,12 +227,22 @@ typedef struct kn_artifact {
     int pre_src[KN_MAX_ARGS];
     kn_arg_desc kernel_args[KN_MAX_ARGS];
     int kernel_src[KN_MAX_ARGS];
+    /* GPU artifacts (kind != KN_ART_ELF): 'obj' is PTX text (NUL-terminated) or a cubin
+    ** for 'gpu_arch'; the launches run in order on the same arguments; ws_fixed is the
+    ** device workspace (tensors passed from one launch to the next); triple is
+    ** "nvptx64-nvidia-cuda". */
+    int kind;           /* kn_art_kind */
+    char gpu_arch[16];  /* "sm_90" */
+    int n_launches;
+    kn_launch launches[KN_MAX_LAUNCHES];
 } kn_artifact;
 
 /* Compile 'ir' for 'target' into an artifact whose entry symbol is 'entry' (NULL:
 ** "at_kernel").  On AT_OK the caller owns *out (kn_artifact_free).  AT_ECODEGEN with
-** LLVM's message if LLVM rejects the module.  Thread-safe: each call uses its own LLVM
-** context. */
+** LLVM's (or NVRTC's) message if the compiler rejects the module; AT_EUNSUPPORTED when
+** this build has no backend for the target (kn_backend_find); for a GPU target,
+** AT_ESCHED when the program breaks the target's launch limits (threads per block,
+** shared memory, registers).  Thread-safe: each call uses its own compiler context. */
 at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry,
                 kn_artifact **out, char *errmsg, size_t errmsg_size);
 void kn_artifact_free(kn_artifact *a);
@@ -182,12 +254,61 @@ at_err kn_artifact_unpack(const void *bytes, size_t n, kn_artifact **out, char *
                           size_t errmsg_size);
 
 /* Generate the LLVM module of 'ir' and run LLVM's verifier on it, without optimising or
-** emitting code (fast): AT_ECODEGEN with the verifier's message when it is rejected. */
+** emitting code (fast): AT_ECODEGEN with the verifier's message when it is rejected.  For a
+** CUDA target: generate the CUDA C and check the launch limits (kn_cuda_source), in every
+** build, with or without the toolkit. */
 at_err kn_verify(const kn_ir *ir, const kn_target *target, char *errmsg, size_t errmsg_size);
 
 /* The LLVM IR text of 'ir' (after optimisation when 'optimized'), for debugging. */
 at_err kn_build_llvm_text(const kn_ir *ir, const kn_target *target, int optimized, char **out,
                           char *errmsg, size_t errmsg_size);
+
+/* ---- backends (kn_backend.c) --------------------------------------------------------- */
+
+/* A code generator.  The table holds "llvm" when the build has LLVM and "cuda" when it
+** found the CUDA toolkit (NVRTC); callers ask instead of using #ifdef. */
+typedef struct kn_backend_ops {
+    const char *name;   /* "llvm", "cuda" */
+    kn_target_kind kind;
+    at_err (*build)(const kn_ir *ir, const kn_target *t, const char *entry, kn_artifact **out,
+                    char *errmsg, size_t errmsg_size);
+    /* fast checks without emitting code (may be NULL) */
+    at_err (*verify)(const kn_ir *ir, const kn_target *t, char *errmsg, size_t errmsg_size);
+    /* the compiler's version ("LLVM 16", "NVRTC 13.0"); NULL when it cannot be loaded */
+    const char *(*version)(void);
+    /* "cuda" only (else NULL): compile CUDA C text (kn_cuda_source's, or several of them
+    ** one after the other) for sm_'arch' into PTX (ptx != 0, NUL-terminated) or a cubin;
+    ** *out is at_malloc'd */
+    at_err (*compile_source)(const char *src, int arch, int ptx, uint8_t **out, size_t *n,
+                             char *errmsg, size_t errmsg_size);
+} kn_backend_ops;
+
+/* The backend called 'name', or NULL when this build has none. */
+const kn_backend_ops *kn_backend_find(const char *name);
+/* The backend for a target's kind, or NULL. */
+const kn_backend_ops *kn_backend_for(const kn_target *t);
+
+/* ---- CUDA C (kn_cuda.c, kn_nvrtc.c) -------------------------------------------------- */
+
+/* The CUDA C text of a GPU program (ir->is_gpu): one __global__ function per launch,
+** named '<entry>_k<i>', every one taking the task's arguments and the workspace; and the
+** launches (grid, block, shared memory) in launches[KN_MAX_LAUNCHES].  Checks the
+** target's limits: AT_ESCHED with a sentence when a launch needs more threads, shared
+** memory or local memory than the target allows, or when the IR is not a valid GPU
+** program (a barrier where not every thread reaches it, a root stage on one thread).
+** Needs no CUDA toolkit.  The text compiles as C too (tests/support/gpu_emu.c runs it on
+** the CPU). */
+at_err kn_cuda_source(const kn_ir *ir, const kn_target *t, const char *entry, char **src,
+                      kn_launch *launches, int *n_launches, int64_t *ws_bytes, char *errmsg,
+                      size_t errmsg_size);
+
+/* A GPU schedule that is always valid: every root stage's spatial loops fused and split
+** into blocks of 'threads' threads (reductions run within a thread), every other stage
+** inlined where it can be.  The reference that GPU agents check results against. */
+at_err kn_gpu_naive(ss_dag *dag, int threads, ss_state **out, char *errmsg, size_t errmsg_size);
+
+/* Registers per thread of kernel 'entry' in a cubin (its .nv.info), 0 if not found. */
+int kn_cubin_regs(const uint8_t *cubin, size_t n, const char *entry);
 
 /* ---- hand-written schedules (kn_hand.c) ---------------------------------------------- */
 

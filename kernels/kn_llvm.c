@@ -26,6 +26,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <llvm/Config/llvm-config.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -1103,8 +1104,8 @@ static void cg_fini(cg *c)
     at_free(c->buf_off);
 }
 
-at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry, kn_artifact **out,
-                char *errmsg, size_t errmsg_size)
+at_err kn__llvm_build(const kn_ir *ir, const kn_target *target, const char *entry,
+                      kn_artifact **out, char *errmsg, size_t errmsg_size)
 {
     cg c;
     LLVMTargetMachineRef tm;
@@ -1144,19 +1145,7 @@ at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry, kn_
         } else {
             memcpy(a->obj, LLVMGetBufferStart(mb), n);
             a->obj_size = n;
-            snprintf(a->entry, sizeof a->entry, "%s", entry);
-            snprintf(a->triple, sizeof a->triple, "%s", target->triple);
-            a->n_args = ir->dag->n_args;
-            for (int i = 0; i < a->n_args; i++) {
-                const ss_op *op = &ir->dag->ops[ir->dag->args[i]];
-                a->args[i].dtype = op->dtype;
-                a->args[i].n_dims = op->n_dims;
-                memcpy(a->args[i].shape, op->shape, sizeof op->shape);
-                a->args[i].is_output = op->is_output;
-                a->args[i].is_const = op->is_const;
-                a->kernel_args[i] = ir->args[i];
-                a->kernel_src[i] = ir->arg_src[i];
-            }
+            kn__artifact_sig(a, ir, target, entry);
             if (ir->pre) {
                 snprintf(a->pre_entry, sizeof a->pre_entry, "%s_pre", entry);
                 a->n_pre = ir->pre->n_args / 2;
@@ -1177,15 +1166,8 @@ at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry, kn_
     return err;
 }
 
-void kn_artifact_free(kn_artifact *a)
-{
-    if (a == NULL)
-        return;
-    at_free(a->obj);
-    at_free(a);
-}
-
-at_err kn_verify(const kn_ir *ir, const kn_target *target, char *errmsg, size_t errmsg_size)
+at_err kn__llvm_verify(const kn_ir *ir, const kn_target *target, char *errmsg,
+                       size_t errmsg_size)
 {
     cg c;
     LLVMTargetMachineRef tm;
@@ -1227,3 +1209,11 @@ at_err kn_build_llvm_text(const kn_ir *ir, const kn_target *target, int optimize
     LLVMDisposeTargetMachine(tm);
     return err;
 }
+
+static const char *llvm_version(void)
+{
+    return "LLVM " LLVM_VERSION_STRING;
+}
+
+const kn_backend_ops kn__llvm_backend = {"llvm", KN_TARGET_LLVM, kn__llvm_build, kn__llvm_verify,
+                                         llvm_version, NULL};

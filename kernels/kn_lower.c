@@ -14,7 +14,11 @@
 **   - a reduction gets an init nest before its first reduction loop (over copies of the
 **     spatial loops inside that point) and an update store in the full nest;
 **   - stages attached at a loop are emitted at the start of that loop's body; their
-**     buffers live there (per task when inside a parallel loop). */
+**     buffers live there (per task when inside a parallel loop).
+** GPU states (loops bound to blocks, threads or virtual threads) take a few more steps,
+** in separate functions at the end of this file: buffer scopes, barriers around shared
+** stages, cross-thread reductions, one launch per root stage and the virtual-thread pass.
+** A CPU state never reaches them: its lowering is the same as before GPUs existed. */
 #include "kernels_int.h"
 
 #include <stdarg.h>
@@ -34,6 +38,7 @@ typedef struct lower {
     int cur_par;          /* enclosing parallel loop variable, -1 */
     int cur_scope;        /* innermost enclosing emitted loop variable, -1 */
     int in_vector;        /* inside a vectorized loop */
+    int gpu;              /* the state binds loops to GPU blocks/threads */
     char *errmsg;
     size_t errmsg_size;
     at_err err;
@@ -317,6 +322,18 @@ static ss_expr *flatten(lower *L, int n, ss_expr **idx, const int64_t *shape)
 }
 
 /* Rewrite a value expression: axes are already global values; loads become flat loads. */
+/* A copy of 'e' whose operands are kids[0..e->n) (in the lowering's arena). */
+static ss_expr *with_kids(lower *L, const ss_expr *e, ss_expr *const *kids)
+{
+    ss_expr *r = lalloc(L, sizeof *r + (size_t)e->n * sizeof(ss_expr *));
+    if (r == NULL)
+        return NULL;
+    memcpy(r, e, sizeof *r);
+    for (int i = 0; i < e->n; i++)
+        r->a[i] = kids[i];
+    return r;
+}
+
 static ss_expr *rewrite_loads(lower *L, const ss_expr *e)
 {
     ss_expr *kids[SS_MAX_DIMS + 4], *r;
@@ -364,18 +381,17 @@ static ss_expr *rewrite_loads(lower *L, const ss_expr *e)
             return NULL;
         changed |= kids[i] != e->a[i];
     }
-    if (!changed)
-        return (ss_expr *)e;
-    r = lalloc(L, sizeof *r + (size_t)e->n * sizeof(ss_expr *));
-    if (r == NULL)
-        return NULL;
-    memcpy(r, e, sizeof *r);
-    for (int i = 0; i < e->n; i++)
-        r->a[i] = kids[i];
-    return r;
+    return changed ? with_kids(L, e, kids) : (ss_expr *)e;
 }
 
 static kn_stmt *emit_stage(lower *L, int s);
+static int gpu_is_shared_stage(const ss_state *st, int s);
+static kn_stmt *gpu_sync(lower *L);
+static uint8_t gpu_for_kind(int ann);
+static int gpu_cross_thread_leaf(const ss_state *st, int s);
+static kn_stmt *gpu_emit_cross_thread(lower *L, int s, int q_t);
+static int gpu_state(const ss_state *st);
+static kn_stmt *gpu_finish_kernel(lower *L, kn_stmt *k);
 
 /* Stages attached at leaf 'q' of stage 's', in stage order. */
 static kn_stmt *emit_attached(lower *L, int s, int q)
@@ -383,7 +399,7 @@ static kn_stmt *emit_attached(lower *L, int s, int q)
     const ss_state *st = L->st;
     int iv = st->stages[s].leaves[q];
     kn_stmt *items[64];
-    int n = 0;
+    int n = 0, first_shared = -1, last_shared = -1;
     for (int t = 0; t < st->n_stages && !L->err; t++) {
         const ss_stage *tg = &st->stages[t];
         if (tg->loc != SS_LOC_AT || tg->attach_stage != s || tg->attach_ivar != iv)
@@ -393,12 +409,28 @@ static kn_stmt *emit_attached(lower *L, int s, int q)
                   st->dag->ops[t].name, st->dag->ops[s].name);
             return NULL;
         }
-        if (n == (int)AT_ARRAY_LEN(items)) {
+        if (n + 2 >= (int)AT_ARRAY_LEN(items)) {
             lfail(L, AT_ESCHED, "too many stages attached at one loop");
             return NULL;
         }
+        if (L->gpu && gpu_is_shared_stage(st, t)) {
+            /* a barrier before the first shared stage (the threads are done reading the
+            ** previous tile) and after the last (the new tile is complete) */
+            if (first_shared < 0) {
+                first_shared = n;
+                items[n++] = gpu_sync(L);
+            }
+            items[n++] = emit_stage(L, t);
+            last_shared = n;
+            items[n++] = gpu_sync(L);
+            continue;
+        }
         items[n++] = emit_stage(L, t);
     }
+    /* one barrier between consecutive shared stages is enough: keep the last */
+    for (int i = first_shared + 1; first_shared >= 0 && i < last_shared; i++)
+        if (items[i] && items[i]->kind == KN_S_SYNC)
+            items[i] = NULL;
     return n ? seq(L, items, n) : NULL;
 }
 
@@ -456,9 +488,15 @@ static kn_stmt *build_loops(lower *L, nest *N, int q)
                   : v->ann == SS_ANN_VECTORIZE ? KN_FOR_VECTORIZE
                   : v->ann == SS_ANN_UNROLL    ? KN_FOR_UNROLL
                                                : KN_FOR_SERIAL;
-    if (v->ann > SS_ANN_PARALLEL) {
+    if (v->ann > SS_ANN_PARALLEL && L->gpu) {
+        f->for_kind = gpu_for_kind(v->ann);
+    } else if (v->ann > SS_ANN_PARALLEL) {
         lfail(L, AT_ESCHED, "%s: annotation %s is for GPU targets", N->op->name,
               ss_ann_name((ss_ann)v->ann));
+        return NULL;
+    } else if (L->gpu && v->ann == SS_ANN_PARALLEL) {
+        lfail(L, AT_ESCHED, "%s: a GPU program has no parallel loops (bind the loop to "
+              "blocks or threads)", N->op->name);
         return NULL;
     }
     f->body = body;
@@ -496,6 +534,11 @@ static kn_stmt *emit_stage(lower *L, int s)
     N.sg = sg;
     N.op = op;
     N.s = s;
+    if (L->gpu) {
+        int q_t = gpu_cross_thread_leaf(st, s);
+        if (q_t >= 0)
+            return gpu_emit_cross_thread(L, s, q_t);
+    }
     /* the stage's buffer: outputs are arguments, other tensors temporaries here */
     b = L->stage_buf[s];
     if (b < 0) {
@@ -503,6 +546,9 @@ static kn_stmt *emit_stage(lower *L, int s)
         if (b < 0)
             return NULL;
         L->stage_buf[s] = b;
+        if (L->gpu && sg->loc == SS_LOC_AT)
+            L->ir->bufs[b].scope =
+                (uint8_t)(gpu_is_shared_stage(st, s) ? KN_SCOPE_SHARED : KN_SCOPE_LOCAL);
     }
     /* loop variables */
     for (int q = 0; q < sg->n_leaves; q++) {
@@ -718,6 +764,8 @@ static at_err lower_fn(const ss_state *st, int pre, kn_ir **out, char *errmsg, s
     L.st = st;
     L.ir = ir;
     L.ar = &ir->arena;
+    L.gpu = !pre && gpu_state(st);
+    ir->is_gpu = L.gpu;
     L.regs = at_calloc((size_t)st->n_stages, sizeof *L.regs);
     L.stage_buf = at_malloc((size_t)st->n_stages * sizeof *L.stage_buf);
     L.n_leafsub = st->n_stages * SS_MAX_LEAVES;
@@ -796,8 +844,18 @@ static at_err lower_fn(const ss_state *st, int pre, kn_ir **out, char *errmsg, s
         if (st->stages[s].loc != SS_LOC_ROOT && !pre)
             continue;
         roots[n_roots] = emit_stage(&L, s);
+        if (L.gpu && roots[n_roots])
+            roots[n_roots] = gpu_finish_kernel(&L, roots[n_roots]);
         if (roots[n_roots])
             n_roots++;
+    }
+    if (!L.err && L.gpu) {
+        ir->kernels = at_arena_alloc(L.ar, (size_t)(n_roots ? n_roots : 1) * sizeof *ir->kernels);
+        if (ir->kernels == NULL)
+            lfail(&L, AT_ENOMEM, "out of memory");
+        else
+            memcpy(ir->kernels, roots, (size_t)n_roots * sizeof *roots);
+        ir->n_kernels = n_roots;
     }
     if (!L.err)
         ir->body = seq(&L, roots, n_roots);
@@ -871,6 +929,424 @@ void kn_ir_free(kn_ir *ir)
     at_free(ir);
 }
 
+
+/* ==== GPU lowering ======================================================================= */
+
+static int gpu_is_shared_stage(const ss_state *st, int s)
+{
+    const ss_op *op = &st->dag->ops[s];
+    size_t n = strlen(op->name);
+    return st->stages[s].loc == SS_LOC_AT && op->tag && strcmp(op->tag, "cache_read") == 0 &&
+           n > 7 && strcmp(op->name + n - 7, ".shared") == 0;
+}
+
+/* A GPU state binds some loop to blocks, threads or virtual threads. */
+static int gpu_state(const ss_state *st)
+{
+    for (int s = 0; s < st->n_stages; s++) {
+        const ss_stage *sg = &st->stages[s];
+        if (st->dag->ops[s].kind != SS_OP_COMPUTE || sg->loc == SS_LOC_INLINE)
+            continue;
+        for (int q = 0; q < sg->n_leaves; q++)
+            if (sg->ivars[sg->leaves[q]].ann >= SS_ANN_VTHREAD)
+                return 1;
+    }
+    return 0;
+}
+
+static kn_stmt *gpu_sync(lower *L)
+{
+    return new_stmt(L, KN_S_SYNC);
+}
+
+static uint8_t gpu_for_kind(int ann)
+{
+    switch ((ss_ann)ann) {
+    case SS_ANN_BLOCK_X: return KN_FOR_BLOCK_X;
+    case SS_ANN_BLOCK_Y: return KN_FOR_BLOCK_Y;
+    case SS_ANN_BLOCK_Z: return KN_FOR_BLOCK_Z;
+    case SS_ANN_THREAD_X: return KN_FOR_THREAD_X;
+    case SS_ANN_THREAD_Y: return KN_FOR_THREAD_Y;
+    case SS_ANN_THREAD_Z: return KN_FOR_THREAD_Z;
+    case SS_ANN_VTHREAD: return KN_FOR_VTHREAD;
+    case SS_ANN_UNROLL: return KN_FOR_UNROLL;
+    case SS_ANN_VECTORIZE: return KN_FOR_VECTORIZE;
+    default: return KN_FOR_SERIAL;
+    }
+}
+
+/* The position of a reduction loop (of extent > 1) bound to threads, or -1. */
+static int gpu_cross_thread_leaf(const ss_state *st, int s)
+{
+    const ss_stage *sg = &st->stages[s];
+    for (int q = 0; q < sg->n_leaves; q++) {
+        const ss_ivar *v = &sg->ivars[sg->leaves[q]];
+        if (v->kind != SS_ITER_SPATIAL && v->extent > 1 &&
+            (v->ann == SS_ANN_THREAD_X || v->ann == SS_ANN_THREAD_Y || v->ann == SS_ANN_THREAD_Z))
+            return q;
+    }
+    return -1;
+}
+
+static kn_stmt *gpu_for(lower *L, uint8_t kind, int var, int64_t extent, int stage, int unroll,
+                        kn_stmt *body)
+{
+    kn_stmt *f;
+    if (body == NULL)
+        return NULL;
+    f = new_stmt(L, KN_S_FOR);
+    if (f == NULL)
+        return NULL;
+    f->for_kind = kind;
+    f->var = var;
+    f->extent = extent;
+    f->stage = stage;
+    f->unroll_max_step = unroll;
+    f->body = body;
+    return f;
+}
+
+/* A reduction with a loop bound to threads (Ansor's cross-thread reduction), at root with
+** its spatial loops outside its reduction loops:
+**   for <spatial loops> {                     (blocks)
+**     thread loop t {                         the bound reduction loop, hoisted
+**       P = identity
+**       for <the other reduction loops> { P = P op value }
+**       allreduce P over t                    every thread gets the total
+**       if (t == 0) out[...] = P
+**   } }                                                                                   */
+static kn_stmt *gpu_emit_cross_thread(lower *L, int s, int q_t)
+{
+    const ss_state *st = L->st;
+    const ss_stage *sg = &st->stages[s];
+    const ss_op *op = &st->dag->ops[s];
+    ss_expr *leafval[SS_MAX_LEAVES], *local[SS_MAX_IVARS], *idx[SS_MAX_DIMS];
+    ss_expr *zero, *index, *body, *value, *cur, *cond;
+    int vars[SS_MAX_LEAVES], first_red = sg->n_leaves, b, p;
+    int64_t one = 1;
+    char name[128], ivn[64];
+    kn_stmt *upd, *init, *ar, *out, *items[4], *k;
+    if (op->reduce == SS_RED_NONE || sg->loc != SS_LOC_ROOT) {
+        lfail(L, AT_ESCHED, "%s: a reduction loop bound to threads needs a reduction at root "
+              "(cross-thread reduction)", op->name);
+        return NULL;
+    }
+    for (int t = 0; t < st->n_stages; t++)
+        if (st->stages[t].loc == SS_LOC_AT && st->stages[t].attach_stage == s) {
+            lfail(L, AT_ESCHED, "%s: a cross-thread reduction cannot host stage %s", op->name,
+                  st->dag->ops[t].name);
+            return NULL;
+        }
+    for (int q = 0; q < sg->n_leaves; q++) {
+        const ss_ivar *v = &sg->ivars[sg->leaves[q]];
+        if (v->kind != SS_ITER_SPATIAL && first_red == sg->n_leaves)
+            first_red = q;
+        if ((v->kind == SS_ITER_SPATIAL && q > first_red) || v->kind == SS_ITER_MIXED ||
+            (q != q_t && v->kind != SS_ITER_SPATIAL && v->ann >= SS_ANN_VTHREAD) ||
+            (v->kind == SS_ITER_SPATIAL && v->ann == sg->ivars[sg->leaves[q_t]].ann)) {
+            lfail(L, AT_ESCHED, "%s: a cross-thread reduction needs its spatial loops outside "
+                  "its reduction loops and one reduction loop bound to threads", op->name);
+            return NULL;
+        }
+    }
+    /* the output's buffer */
+    b = L->stage_buf[s];
+    if (b < 0) {
+        b = new_buf(L, op->name, op->dtype, op->n_dims, L->regs[s].width, -1, s);
+        if (b < 0)
+            return NULL;
+        L->stage_buf[s] = b;
+    }
+    snprintf(name, sizeof name, "%s.red", op->name);
+    p = new_buf(L, at_arena_strdup(L->ar, name), op->dtype, 1, &one, -1, s);
+    if (p < 0)
+        return NULL;
+    L->ir->bufs[p].scope = KN_SCOPE_LOCAL;
+    for (int q = 0; q < sg->n_leaves; q++) {
+        const ss_ivar *v = &sg->ivars[sg->leaves[q]];
+        if (v->extent <= 0) {
+            lfail(L, AT_ESCHED, "%s: a split length is not chosen yet", op->name);
+            return NULL;
+        }
+        if (v->extent == 1) {
+            vars[q] = -1;
+            leafval[q] = imm(L, 0);
+        } else {
+            ss_state_ivar_name(st, s, sg->leaves[q], ivn, sizeof ivn);
+            snprintf(name, sizeof name, "%s.%s", op->name, ivn);
+            if ((vars[q] = new_var(L, name, v->extent)) < 0)
+                return NULL;
+            leafval[q] = chk(L, ss_expr_var(L->ar, vars[q]));
+        }
+        L->leafsub[SS_LEAF_VAR(s, q)] = leafval[q];
+    }
+    axis_values(L, sg, leafval, local);
+    if (L->err)
+        return NULL;
+    for (int a = 0; a < op->n_axes; a++)
+        idx[a] = local[a];
+    index = flatten(L, op->n_axes, idx, L->ir->bufs[b].shape);
+    body = ss_state_body(st, s, L->ar);
+    if (body == NULL) {
+        lfail(L, AT_ENOMEM, "out of memory");
+        return NULL;
+    }
+    body = chk(L, ss_expr_subst(L->ar, body, local, op->n_axes + op->n_raxes, NULL, 0, NULL));
+    value = body ? simp(L, rewrite_loads(L, body)) : NULL;
+    zero = imm(L, 0);
+    cur = chk(L, ss_expr_load(L->ar, op->dtype, p, 1, &zero));
+    if (value == NULL || index == NULL || cur == NULL)
+        return NULL;
+    upd = new_stmt(L, KN_S_STORE);
+    init = new_stmt(L, KN_S_STORE);
+    ar = new_stmt(L, KN_S_ALLREDUCE);
+    out = new_stmt(L, KN_S_STORE);
+    if (upd == NULL || init == NULL || ar == NULL || out == NULL)
+        return NULL;
+    upd->buf = init->buf = p;
+    upd->index = init->index = zero;
+    upd->stage = init->stage = out->stage = ar->stage = s;
+    upd->value = chk(L, ss_expr_op(L->ar, combiner(op->reduce), cur, value));
+    upd->is_update = 1;
+    init->value = reduce_identity(L, op->reduce, op->dtype);
+    init->is_init = 1;
+    ar->buf = p;
+    ar->index = zero;
+    ar->var = vars[q_t];
+    ar->extent = sg->ivars[sg->leaves[q_t]].extent;
+    ar->red = (uint8_t)op->reduce;
+    out->buf = b;
+    out->index = index;
+    out->value = cur;
+    /* every split that may overshoot guards the update; the spatial ones the output */
+    k = guarded(L, store_guards(L, sg, op, local, NULL, 0), upd);
+    for (int q = sg->n_leaves - 1; q >= first_red && k; q--) {
+        const ss_ivar *v = &sg->ivars[sg->leaves[q]];
+        if (q == q_t || vars[q] < 0)
+            continue;
+        k = gpu_for(L, v->ann == SS_ANN_UNROLL ? KN_FOR_UNROLL : KN_FOR_SERIAL, vars[q],
+                    v->extent, s, sg->auto_unroll_max_step, k);
+    }
+    cond = iop(L, SS_E_EQ, chk(L, ss_expr_var(L->ar, vars[q_t])), imm(L, 0));
+    cond = and_cond(L, cond, store_guards(L, sg, op, local, NULL, 1));
+    items[0] = init;
+    items[1] = k;
+    items[2] = ar;
+    items[3] = guarded(L, cond, out);
+    if (L->err || k == NULL)
+        return NULL;
+    k = gpu_for(L, gpu_for_kind(sg->ivars[sg->leaves[q_t]].ann), vars[q_t],
+                sg->ivars[sg->leaves[q_t]].extent, s, sg->auto_unroll_max_step,
+                seq(L, items, 4));
+    for (int q = first_red - 1; q >= 0 && k; q--) {
+        const ss_ivar *v = &sg->ivars[sg->leaves[q]];
+        if (vars[q] < 0)
+            continue;
+        k = gpu_for(L, gpu_for_kind(v->ann), vars[q], v->extent, s, sg->auto_unroll_max_step, k);
+    }
+    return L->err ? NULL : k;
+}
+
+/* ---- virtual threads ----
+** A loop bound to virtual threads is not a loop of the kernel: like TVM's virtual-thread
+** injection, it is pushed down through every loop and sequence to the statements that use
+** its variable, which then run once per virtual thread (an unrolled loop).  Statements
+** that do not use it (the shared-memory loads: their regions cover every virtual thread)
+** run once.  Per-thread temporaries that live inside it get one copy per virtual thread,
+** so interleaving the virtual threads cannot mix their values. */
+
+static int expr_refs_var(const ss_expr *e, int v)
+{
+    if (e == NULL)
+        return 0;
+    if (e->kind == SS_E_VAR)
+        return e->id == v;
+    for (int i = 0; i < e->n; i++)
+        if (expr_refs_var(e->a[i], v))
+            return 1;
+    return 0;
+}
+
+static int stmt_refs_var(const kn_stmt *s, int v)
+{
+    if (s == NULL)
+        return 0;
+    switch (s->kind) {
+    case KN_S_FOR: return stmt_refs_var(s->body, v);
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n; i++)
+            if (stmt_refs_var(s->items[i], v))
+                return 1;
+        return 0;
+    case KN_S_IF: return expr_refs_var(s->cond, v) || stmt_refs_var(s->body, v);
+    case KN_S_STORE: return expr_refs_var(s->index, v) || expr_refs_var(s->value, v);
+    case KN_S_ALLREDUCE: return expr_refs_var(s->index, v);
+    default: return 0;
+    }
+}
+
+static void mark_vars(const kn_stmt *s, uint8_t *mark)
+{
+    if (s == NULL)
+        return;
+    if (s->kind == KN_S_FOR)
+        mark[s->var] = 1;
+    if (s->kind == KN_S_SEQ)
+        for (int i = 0; i < s->n; i++)
+            mark_vars(s->items[i], mark);
+    if (s->kind == KN_S_FOR || s->kind == KN_S_IF)
+        mark_vars(s->body, mark);
+}
+
+typedef struct vt_ctx {
+    int vt;               /* the virtual thread variable */
+    const uint8_t *grow;  /* buffers that get a copy per virtual thread */
+} vt_ctx;
+
+static ss_expr *vt_index(lower *L, const vt_ctx *c, int buf, ss_expr *index)
+{
+    int64_t n = L->ir->bufs[buf].n_elems; /* already multiplied */
+    int64_t per = n / L->ir->vars[c->vt].extent;
+    return simp(L, iop(L, SS_E_ADD, iop(L, SS_E_MUL, chk(L, ss_expr_var(L->ar, c->vt)),
+                                        imm(L, per)),
+                       index));
+}
+
+static ss_expr *vt_expr(lower *L, const vt_ctx *c, const ss_expr *e)
+{
+    ss_expr *kids[SS_MAX_DIMS + 4];
+    int changed = 0;
+    if (e == NULL || L->err)
+        return NULL;
+    if (e->n == 0)
+        return (ss_expr *)e;
+    if (e->n > (int)AT_ARRAY_LEN(kids)) {
+        lfail(L, AT_ESCHED, "internal: an expression with %d operands", e->n);
+        return NULL;
+    }
+    for (int i = 0; i < e->n; i++) {
+        kids[i] = vt_expr(L, c, e->a[i]);
+        if (kids[i] == NULL)
+            return NULL;
+        changed |= kids[i] != e->a[i];
+    }
+    if (e->kind == SS_E_LOAD && c->grow[e->id]) {
+        kids[0] = vt_index(L, c, e->id, kids[0]);
+        changed = 1;
+    }
+    return changed ? with_kids(L, e, kids) : (ss_expr *)e;
+}
+
+static void vt_rewrite(lower *L, const vt_ctx *c, kn_stmt *s)
+{
+    if (s == NULL || L->err)
+        return;
+    switch (s->kind) {
+    case KN_S_FOR: vt_rewrite(L, c, s->body); break;
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n; i++)
+            vt_rewrite(L, c, s->items[i]);
+        break;
+    case KN_S_IF:
+        s->cond = vt_expr(L, c, s->cond);
+        vt_rewrite(L, c, s->body);
+        break;
+    case KN_S_STORE:
+        s->value = vt_expr(L, c, s->value);
+        s->index = vt_expr(L, c, s->index);
+        if (c->grow[s->buf])
+            s->index = vt_index(L, c, s->buf, s->index);
+        break;
+    case KN_S_ALLREDUCE:
+        s->index = vt_expr(L, c, s->index);
+        if (c->grow[s->buf])
+            s->index = vt_index(L, c, s->buf, s->index);
+        break;
+    default: break;
+    }
+}
+
+/* "for vt in 0..V: s", with the loop pushed down to the statements that use vt. */
+static kn_stmt *vt_sink(lower *L, const kn_stmt *vfor, kn_stmt *s)
+{
+    if (s == NULL || L->err || !stmt_refs_var(s, vfor->var))
+        return s;
+    switch (s->kind) {
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n; i++)
+            s->items[i] = vt_sink(L, vfor, s->items[i]);
+        return s;
+    case KN_S_FOR:
+        s->body = vt_sink(L, vfor, s->body);
+        return s;
+    case KN_S_IF:
+        if (!expr_refs_var(s->cond, vfor->var)) {
+            s->body = vt_sink(L, vfor, s->body);
+            return s;
+        }
+        /* fall through */
+    default:
+        return gpu_for(L, KN_FOR_UNROLL, vfor->var, vfor->extent, vfor->stage,
+                       vfor->unroll_max_step, s);
+    }
+}
+
+static kn_stmt *vt_inject(lower *L, kn_stmt *s)
+{
+    uint8_t *mark, *grow;
+    vt_ctx c;
+    if (s == NULL || L->err)
+        return s;
+    switch (s->kind) {
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n; i++)
+            s->items[i] = vt_inject(L, s->items[i]);
+        return s;
+    case KN_S_IF:
+        s->body = vt_inject(L, s->body);
+        return s;
+    case KN_S_FOR:
+        s->body = vt_inject(L, s->body);
+        if (s->for_kind != KN_FOR_VTHREAD || L->err)
+            return s;
+        break;
+    default:
+        return s;
+    }
+    mark = at_calloc((size_t)L->ir->n_vars + 1, 1);
+    grow = at_calloc((size_t)L->ir->n_bufs + 1, 1);
+    if (mark == NULL || grow == NULL) {
+        at_free(mark);
+        at_free(grow);
+        lfail(L, AT_ENOMEM, "out of memory");
+        return NULL;
+    }
+    mark_vars(s, mark);
+    for (int b = 0; b < L->ir->n_bufs; b++) {
+        kn_buf *bf = &L->ir->bufs[b];
+        if (bf->scope != KN_SCOPE_LOCAL || bf->scope_var < 0 || !mark[bf->scope_var])
+            continue;
+        grow[b] = 1;
+        bf->n_elems *= s->extent;
+        if (bf->n_dims < SS_MAX_DIMS) {
+            memmove(&bf->shape[1], &bf->shape[0], (size_t)bf->n_dims * sizeof bf->shape[0]);
+            bf->shape[0] = s->extent;
+            bf->n_dims++;
+        }
+    }
+    c.vt = s->var;
+    c.grow = grow;
+    vt_rewrite(L, &c, s->body);
+    at_free(mark);
+    at_free(grow);
+    return vt_sink(L, s, s->body);
+}
+
+static kn_stmt *gpu_finish_kernel(lower *L, kn_stmt *k)
+{
+    return vt_inject(L, k);
+}
+
 /* ---- printing ---- */
 
 static const char *pr_var(void *ctx, int id)
@@ -885,9 +1361,22 @@ static const char *pr_buf(void *ctx, int id)
     return id >= 0 && id < ir->n_bufs ? ir->bufs[id].name : NULL;
 }
 
+static const char *reduce_name(int red)
+{
+    static const char *const names[] = {
+#define X(id, name) name,
+        SS_REDUCE_MAP(X)
+#undef X
+    };
+    return red >= 0 && red < SS_N_REDUCES ? names[red] : "?";
+}
+
 static void print_stmt(const kn_ir *ir, const kn_stmt *s, int depth, at_buf *b)
 {
-    static const char *const kinds[] = {"for", "parallel", "vectorize", "unroll"};
+    static const char *const kinds[] = {"for",         "parallel",    "vectorize",
+                                        "unroll",      "blockIdx.x",  "blockIdx.y",
+                                        "blockIdx.z",  "threadIdx.x", "threadIdx.y",
+                                        "threadIdx.z", "vthread"};
     if (s == NULL)
         return;
     switch (s->kind) {
@@ -914,6 +1403,16 @@ static void print_stmt(const kn_ir *ir, const kn_stmt *s, int depth, at_buf *b)
         ss_expr_print(b, s->value, NULL, pr_var, pr_buf, (void *)ir);
         at_buf_putc(b, '\n');
         break;
+    case KN_S_SYNC:
+        at_buf_printf(b, "%*ssync_threads\n", 2 * depth, "");
+        break;
+    case KN_S_ALLREDUCE:
+        at_buf_printf(b, "%*sallreduce %s %s[", 2 * depth, "", reduce_name(s->red),
+                      ir->bufs[s->buf].name);
+        ss_expr_print(b, s->index, NULL, pr_var, pr_buf, (void *)ir);
+        at_buf_printf(b, "] over %s (%lld threads)\n", ir->vars[s->var].name,
+                      (long long)s->extent);
+        break;
     }
 }
 
@@ -924,7 +1423,10 @@ void kn_ir_print(const kn_ir *ir, at_buf *b)
         at_buf_printf(b, "buffer %s %s[", bf->name, at_dtype_name(bf->dtype));
         for (int d = 0; d < bf->n_dims; d++)
             at_buf_printf(b, "%s%lld", d ? ", " : "", (long long)bf->shape[d]);
-        at_buf_printf(b, "]%s\n", bf->arg >= 0 ? " (argument)" : "");
+        at_buf_printf(b, "]%s%s\n", bf->arg >= 0 ? " (argument)" : "",
+                      bf->scope == KN_SCOPE_SHARED  ? " shared"
+                      : bf->scope == KN_SCOPE_LOCAL ? " local"
+                                                    : "");
     }
     print_stmt(ir, ir->body, 0, b);
 }

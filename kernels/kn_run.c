@@ -44,6 +44,9 @@ at_err kn_run_once(const kn_artifact *a, kn_bufset *bufs, const kn_rt_par *par, 
     int32_t rc = 0;
     at_err err;
     int64_t ws_bytes = a->ws_fixed + a->ws_per_thread * par->n_threads;
+    if (a->kind != KN_ART_ELF)
+        return kn__fail(errmsg, errmsg_size, AT_EUNSUPPORTED,
+                        "a GPU artifact (%s) runs on a GPU agent, not here", a->gpu_arch);
     err = kn_rt_module_load(a->obj, a->obj_size, NULL, &m, errmsg, errmsg_size);
     if (err)
         return err;
@@ -112,10 +115,12 @@ out:
 /* ---- artifact serialisation ----
 ** Little-endian binary: magic "ATKA", version, then the fields in declaration order; every
 ** length is checked against the input on unpacking (the bytes may come from a pipe or a
-** file). */
+** file).  Version 2 adds, before the object bytes, the GPU fields: kind, architecture and
+** the launches (entry, grid[3], block[3], shared bytes, registers).  Version 1 bytes (CPU
+** artifacts written before GPUs) still unpack. */
 
 #define KA_MAGIC 0x414b5441u /* "ATKA" */
-#define KA_VERSION 1
+#define KA_VERSION 2
 
 static void put_u32(at_buf *b, uint32_t v)
 {
@@ -164,6 +169,19 @@ void kn_artifact_pack(const kn_artifact *a, at_buf *b)
     put_u32(b, (uint32_t)a->n_pre);
     for (int i = 0; i < a->n_pre; i++)
         put_u32(b, (uint32_t)a->pre_src[i]);
+    put_u32(b, (uint32_t)a->kind);
+    put_str(b, a->gpu_arch);
+    put_u32(b, (uint32_t)a->n_launches);
+    for (int k = 0; k < a->n_launches; k++) {
+        const kn_launch *l = &a->launches[k];
+        put_str(b, l->entry);
+        for (int d = 0; d < 3; d++)
+            put_u32(b, (uint32_t)l->grid[d]);
+        for (int d = 0; d < 3; d++)
+            put_u32(b, (uint32_t)l->block[d]);
+        put_u32(b, (uint32_t)l->shared_bytes);
+        put_u32(b, (uint32_t)l->n_regs);
+    }
     put_i64(b, (int64_t)a->obj_size);
     at_buf_put(b, a->obj, a->obj_size);
 }
@@ -228,8 +246,9 @@ at_err kn_artifact_unpack(const void *bytes, size_t n, kn_artifact **out, char *
     rd r = {bytes, (const uint8_t *)bytes + n, 0};
     kn_artifact *a;
     int64_t obj_size;
+    uint32_t version;
     *out = NULL;
-    if (get_u32(&r) != KA_MAGIC || get_u32(&r) != KA_VERSION)
+    if (get_u32(&r) != KA_MAGIC || ((version = get_u32(&r)) != KA_VERSION && version != 1))
         return kn__fail(errmsg, errmsg_size, AT_EPROTO, "not a packed artifact of this version");
     a = at_calloc(1, sizeof *a);
     if (a == NULL)
@@ -257,6 +276,32 @@ at_err kn_artifact_unpack(const void *bytes, size_t n, kn_artifact **out, char *
         a->pre_src[i] = (int)get_u32(&r);
         if (a->pre_src[i] < 0 || a->pre_src[i] >= a->n_args)
             r.bad = 1;
+    }
+    if (version >= 2 && !r.bad) {
+        a->kind = (int)get_u32(&r);
+        get_str(&r, a->gpu_arch, sizeof a->gpu_arch);
+        a->n_launches = (int)get_u32(&r);
+        if (a->kind < KN_ART_ELF || a->kind > KN_ART_CUBIN || a->n_launches < 0 ||
+            a->n_launches > KN_MAX_LAUNCHES || (a->kind == KN_ART_ELF) != (a->n_launches == 0))
+            r.bad = 1;
+        for (int k = 0; k < a->n_launches && !r.bad; k++) {
+            kn_launch *l = &a->launches[k];
+            int64_t threads = 1;
+            get_str(&r, l->entry, sizeof l->entry);
+            for (int d = 0; d < 3; d++)
+                l->grid[d] = (int32_t)get_u32(&r);
+            for (int d = 0; d < 3; d++) {
+                l->block[d] = (int32_t)get_u32(&r);
+                threads *= l->block[d];
+            }
+            l->shared_bytes = (int32_t)get_u32(&r);
+            l->n_regs = (int32_t)get_u32(&r);
+            for (int d = 0; d < 3; d++)
+                if (l->grid[d] < 1 || l->block[d] < 1)
+                    r.bad = 1;
+            if (l->entry[0] == 0 || threads > 1024 || l->shared_bytes < 0 || l->n_regs < 0)
+                r.bad = 1;
+        }
     }
     obj_size = get_i64(&r);
     if (r.bad || obj_size < 0 || obj_size != (int64_t)(r.end - r.p)) {

@@ -129,6 +129,9 @@ at_err kn_target_parse(const char *text, kn_target *out, char *errmsg, size_t er
     int first = 1;
     LLVMTargetRef tgt;
     char *err = NULL, *host;
+    const char *lead = text + strspn(text, " \t");
+    if (strncmp(lead, "cuda", 4) == 0 && (lead[4] == 0 || lead[4] == ' ' || lead[4] == '\t'))
+        return kn__target_parse_cuda(lead, out, errmsg, errmsg_size);
     memset(out, 0, sizeof *out);
     kn__llvm_init();
     if (strlen(text) >= sizeof buf)
@@ -140,8 +143,8 @@ at_err kn_target_parse(const char *text, kn_target *out, char *errmsg, size_t er
             first = 0;
             if (strcmp(tok, "llvm") != 0)
                 return kn__fail(errmsg, errmsg_size, AT_EINVAL,
-                                   "target '%s': it must start with 'llvm' (CPU targets; "
-                                   "'cuda' targets are not in this build)",
+                                   "target '%s': it must start with 'llvm' (CPU targets) "
+                                   "or 'cuda' (NVIDIA GPUs)",
                                    text);
             continue;
         }

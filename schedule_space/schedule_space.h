@@ -286,7 +286,8 @@ typedef enum { SS_LOC_ROOT, SS_LOC_INLINE, SS_LOC_AT } ss_loc;
     X(CACHE_WRITE, "CHW")                                                                  \
     X(CACHE_READ, "CHR")                                                                   \
     X(RFACTOR, "RF")                                                                       \
-    X(LAYOUT_REWRITE, "LR")
+    X(LAYOUT_REWRITE, "LR")                                                                \
+    X(FOLLOW_FUSED_SPLIT, "FFSP")
 
 typedef enum {
 #define X(id, tag) SS_STEP_##id,
@@ -312,7 +313,12 @@ typedef enum {
 **   CACHE_READ     stage, scope, ints = reader stages (new stage at stage+1)
 **   RFACTOR        stage, iter, a = factor position (new stage inserted at 'stage')
 **   LAYOUT_REWRITE stage (the reader), a = the constant input whose layout follows the
-**                  reader's loops (new stage "<input>.layout" inserted at a + 1) */
+**                  reader's loops (new stage "<input>.layout" inserted at a + 1)
+**   FOLLOW_FUSED_SPLIT stage, iter, ints = source split steps, a = level, b = 1: a two-way
+**                  split whose inner length is the product of lengths[a] of the source
+**                  splits (clamped to the loop's extent); b = 0: that product is the
+**                  outer loop's count instead (GPU cooperative fetching: a loader's thread
+**                  count follows its consumer's) */
 typedef struct ss_step {
     ss_step_kind kind;
     int stage, iter;
@@ -390,6 +396,9 @@ at_err ss_state_split(ss_state *st, int stage, int iter, int n, const int64_t *l
                       char *errmsg, size_t errmsg_size);
 at_err ss_state_follow_split(ss_state *st, int stage, int iter, int src_step, int n_split,
                              char *errmsg, size_t errmsg_size);
+at_err ss_state_follow_fused_split(ss_state *st, int stage, int iter, int n_src,
+                                   const int64_t *src_steps, int level, int factor,
+                                   char *errmsg, size_t errmsg_size);
 at_err ss_state_reorder(ss_state *st, int stage, int n, const int64_t *order, char *errmsg,
                         size_t errmsg_size);
 at_err ss_state_fuse(ss_state *st, int stage, int n, const int64_t *iters, char *errmsg,
@@ -477,10 +486,20 @@ typedef struct ss_hw {
     int n_unroll;          /* auto-unroll candidates in 'unroll' (default {0,16,64,512}) */
     int unroll[8];
     int layout_rewrite;    /* store weights in the order tiled stages read them (default 1) */
+    /* GPU targets (ss_hw_gpu); all 0 for CPUs */
+    int is_gpu;            /* use the GPU rules, annotation and mutations */
+    int warp_size;         /* threads of a warp (32) */
+    int max_threads_per_block;
+    int64_t max_shared_bytes; /* shared memory of one block */
+    int max_vthread;       /* largest virtual-thread extent (warp_size / 4) */
+    int64_t max_local_bytes; /* per-thread local buffers (registers / local memory) */
 } ss_hw;
 
 /* Fill the defaults of a CPU with 'n_cores' cores and 'vector_bytes' SIMD registers. */
 void ss_hw_cpu(ss_hw *hw, int n_cores, int vector_bytes, int64_t l1_bytes, int64_t l2_bytes);
+/* Fill the defaults of an NVIDIA GPU: 'n_sms' multiprocessors, at most 'max_threads'
+** threads and 'max_shared_bytes' of shared memory per block (ss_sketch_gpu.c). */
+void ss_hw_gpu(ss_hw *hw, int n_sms, int max_threads, int64_t max_shared_bytes);
 
 /* One derivation rule of the sketch generator: a condition on a stage of a state and an
 ** action producing new states.  The table (ss_rules()) is tried in order for each stage,
@@ -499,6 +518,9 @@ typedef struct ss_rule {
 
 /* The CPU rule table, terminated by a rule with name NULL. */
 const ss_rule *ss_rules_cpu(void);
+/* The GPU rule table (Ansor's CUDA rules: shared-memory cache reads, cross-thread
+** reduction, cache write, SSSRRSRS tiling fused into the consumer; ss_sketch_gpu.c). */
+const ss_rule *ss_rules_gpu(void);
 /* For rules: hand a derived state (ownership moves to the generator on AT_OK) and the
 ** stage to continue from (-1: finished). */
 at_err ss_rule_emit(ss_rule_ctx *ctx, ss_state *st, int next_stage);
@@ -506,8 +528,9 @@ at_err ss_rule_emit(ss_rule_ctx *ctx, ss_state *st, int next_stage);
 typedef struct ss_space ss_space;
 
 /* Derive the sketches of 'dag' for the hardware 'hw' with the rule table 'rules' (NULL:
-** ss_rules_cpu()).  On AT_OK the caller owns *out (ss_space_free).  AT_EUNSUPPORTED with a
-** message if no sketch can be derived (e.g. a DAG with no compute tensor). */
+** ss_rules_gpu() when hw->is_gpu, else ss_rules_cpu()).  On AT_OK the caller owns *out
+** (ss_space_free).  AT_EUNSUPPORTED with a message if no sketch can be derived (e.g. a
+** DAG with no compute tensor). */
 at_err ss_space_new(ss_dag *dag, const ss_hw *hw, const ss_rule *rules, ss_space **out,
                     char *errmsg, size_t errmsg_size);
 void ss_space_free(ss_space *sp);
@@ -519,10 +542,15 @@ ss_dag *ss_space_dag(const ss_space *sp);
 
 /* A random complete state: a sketch chosen uniformly, tile sizes from the extents'
 ** factorizations, compute locations, parallel, unroll and vectorize annotations, and
-** (hw->layout_rewrite) the layout rewrite of the weights read by tiled stages.  The
+** (hw->layout_rewrite) the layout rewrite of the weights read by tiled stages.  For a GPU
+** (hw->is_gpu): tile sizes, thread binding (blocks, virtual threads, threads, cooperative
+** fetching of shared stages) and auto-unroll, and AT_ESCHED when the state breaks the
+** GPU's limits (threads, virtual threads, shared memory, local memory).  The
 ** same rng state gives the same result.  Thread-safe for distinct rngs.  AT_ESCHED when
 ** the drawn annotation does not replay (rare; draw again). */
 at_err ss_space_sample(const ss_space *sp, at_rng *rng, ss_state **out);
+/* The same from sketch 'k' (0 <= k < ss_space_n_sketches; else AT_EINVAL). */
+at_err ss_space_sample_sketch(const ss_space *sp, int k, at_rng *rng, ss_state **out);
 
 /* Mutation kinds, with their default weights. */
 #define SS_MUTATION_MAP(X)                                                                 \
@@ -539,7 +567,8 @@ typedef enum {
 } ss_mutation;
 
 /* A mutant of 'st' (a state this space produced): one mutation chosen by weight (or the
-** given kind when kind >= 0).  AT_ESCHED when the mutation does not apply or gives an
+** given kind when kind >= 0).  On a GPU only TILE_SIZE (0.90, also the loaders' vector
+** length) and AUTO_UNROLL (0.10) apply, and mutants must keep within the GPU's limits.  AT_ESCHED when the mutation does not apply or gives an
 ** invalid state (cheap: draw again); on AT_OK the caller owns *out. */
 at_err ss_space_mutate(const ss_space *sp, const ss_state *st, at_rng *rng, int kind,
                        ss_state **out);

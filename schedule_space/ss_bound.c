@@ -12,7 +12,13 @@
 **
 ** An interval's 'align' is a number that divides its min for every value of the symbols
 ** (0 when the min is exactly 0): it lets floor division and modulo of fused loops stay
-** exact instead of widening to the whole range. */
+** exact instead of widening to the whole range.
+**
+** GPU: a shared-memory stage (a cache_read named "*.shared") is computed by all the threads
+** of a block together, so loops bound to threads or virtual threads do not fix its region:
+** those loop variables run over their whole range (in the consumer and in every stage of
+** the attach chain), and the region covers the block's tile.  CPU states never bind loops
+** to threads, so nothing changes for them. */
 #include "ss_int.h"
 
 #include <string.h>
@@ -27,7 +33,22 @@ typedef struct bctx {
     const ss_state *st;
     at_arena *ar;
     int oom;
+    int relax; /* loop variables bound to GPU threads run over their range (shared stages) */
 } bctx;
+
+static int is_thread_bound(int ann)
+{
+    return ann == SS_ANN_VTHREAD || ann == SS_ANN_THREAD_X || ann == SS_ANN_THREAD_Y ||
+           ann == SS_ANN_THREAD_Z;
+}
+
+static int is_shared_stage(const ss_state *st, int s)
+{
+    const ss_op *op = &st->dag->ops[s];
+    size_t n = strlen(op->name);
+    return op->tag && strcmp(op->tag, "cache_read") == 0 && n > 7 &&
+           strcmp(op->name + n - 7, ".shared") == 0;
+}
 
 static int64_t gcd64(int64_t a, int64_t b)
 {
@@ -172,6 +193,23 @@ static int eval(bctx *c, const ss_expr *e, const ival *ax, int n_ax, ival *out)
             return 0;
         *out = ax[e->id];
         return 1;
+    case SS_E_VAR: {
+        /* a loop variable in a region min (relaxed regions only) */
+        int vs = e->id / SS_MAX_LEAVES, vq = e->id % SS_MAX_LEAVES;
+        const ss_stage *vg;
+        const ss_ivar *v;
+        if (!c->relax || e->id < 0 || vs >= c->st->n_stages)
+            return 0;
+        vg = &c->st->stages[vs];
+        if (vq >= vg->n_leaves)
+            return 0;
+        v = &vg->ivars[vg->leaves[vq]];
+        if (is_thread_bound(v->ann) && v->extent > 0)
+            *out = full(c, v->extent);
+        else
+            *out = point((ss_expr *)e, 1);
+        return 1;
+    }
     case SS_E_ADD:
     case SS_E_SUB:
         if (!eval(c, e->a[0], ax, n_ax, &a) || !eval(c, e->a[1], ax, n_ax, &b))
@@ -242,7 +280,7 @@ static int consumer_ivars(bctx *c, int cs, int pos, ival *iv)
         int64_t e = sg->ivars[v].extent;
         if (e <= 0)
             return 0;
-        if (q <= pos)
+        if (q <= pos && !(c->relax && is_thread_bound(sg->ivars[v].ann)))
             iv[v] = e == 1 ? point(imm(c, 0), 0) : point(ss_expr_var(c->ar, SS_LEAF_VAR(cs, q)), 1);
         else
             iv[v] = full(c, e);
@@ -406,11 +444,22 @@ static at_err region_of(bctx *c, int s, ss_region *regs, ss_region *out, char *e
         return ss__fail(errmsg, errmsg_size, AT_ESCHED,
                         "stage %s is attached to a loop of %s that no longer exists", op->name,
                         cop->name);
+    c->relax = is_shared_stage(st, s);
     if (!consumer_ivars(c, cs, pos, iv))
         return AT_OK; /* extents unknown (a sketch): the whole tensor */
     for (int a = 0; a < cop->n_axes + cop->n_raxes; a++) {
         ax[a] = iv[a];
-        if (a < cop->n_axes && st->stages[cs].loc == SS_LOC_AT) {
+        if (a < cop->n_axes && st->stages[cs].loc == SS_LOC_AT && c->relax) {
+            /* the consumer's own region, its threads' variables running over their range */
+            ival m;
+            if (!eval(c, regs[cs].min[a], NULL, 0, &m)) {
+                ax[a] = full(c, cop->axes[a].extent);
+                continue;
+            }
+            ax[a].min = op2(c, SS_E_ADD, m.min, iv[a].min);
+            ax[a].w = m.w + iv[a].w - 1;
+            ax[a].align = align_add(m.align, iv[a].align);
+        } else if (a < cop->n_axes && st->stages[cs].loc == SS_LOC_AT) {
             ax[a].min = op2(c, SS_E_ADD, regs[cs].min[a], iv[a].min);
             ax[a].align = (regs[cs].align[a] == 0) ? iv[a].align
                           : iv[a].align == 0       ? regs[cs].align[a]
@@ -484,7 +533,7 @@ static at_err region_of(bctx *c, int s, ss_region *regs, ss_region *out, char *e
 static at_err compute_regions(ss_state *st, at_arena *arena, ss_region *out, int update,
                               char *errmsg, size_t errmsg_size)
 {
-    bctx c = {st, arena, 0};
+    bctx c = {st, arena, 0, 0};
     for (int s = st->n_stages - 1; s >= 0; s--) {
         ss_stage *sg = &st->stages[s];
         const ss_op *op = &st->dag->ops[s];

@@ -30,6 +30,30 @@ void ss__recompute_concrete(ss_state *st);
 const ss_hw *ss__space_hw(const ss_space *sp);
 int ss__needs_mlt(const ss_state *st, int s);
 int ss__consumer(const ss_state *st, int s);
+/* Multi-level tiling of a fresh stage by a structure string ("SSRSRS", "SSSRRSRS");
+** split_step[axis] gets the step index of each spatial axis' split (may be NULL). */
+at_err ss__tile(ss_state *st, int s, const char *structure, int *split_step, char *errmsg,
+                size_t errmsg_size);
+/* Shared by the CPU and GPU rule tables (ss_sketch.c): a stage made by cache_write; the
+** product of an op's spatial / reduction extents; the rule that leaves a stage as it is. */
+int ss__is_cache_write_stage(const ss_state *st, int s);
+int64_t ss__space_len(const ss_op *op);
+int64_t ss__reduce_len(const ss_op *op);
+ss_rule_answer ss__check_skip(const ss_state *st, int s, const ss_hw *hw);
+at_err ss__apply_skip(ss_rule_ctx *ctx, const ss_state *st, int s, const ss_hw *hw);
+/* The description the next ss_rule_emit gives its sketch (a string literal). */
+void ss__rule_desc(ss_rule_ctx *ctx, const char *desc);
+/* 's' has one consumer reading it elementwise with the same shape (its id in *out). */
+int ss__single_elementwise_consumer(const ss_state *st, int s, int *out);
+
+/* GPU annotation and mutation (ss_sample.c), used by ss_space_sample/ss_space_mutate when
+** the space's hardware is a GPU. */
+at_err ss__gpu_sample(const ss_space *sp, const ss_state *sketch, at_rng *rng, ss_state **out);
+at_err ss__gpu_mutate(const ss_space *sp, const ss_state *st, at_rng *rng, int kind,
+                      ss_state **out);
+/* The id, just before step 'step' was applied, of the stage that is 'cur' now; -1 when a
+** later step created it. */
+int ss__stage_at_step(const ss_state *st, int cur, int step);
 
 /* Derive a new DAG for a stage-inserting step (ss_state.c): the new op is built by 'fill'
 ** at position 'at'; loads of 'redirect_from' by the ops in 'readers' (old ids) point at

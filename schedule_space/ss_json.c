@@ -71,6 +71,11 @@ void ss_step_to_json(const ss_step *s, at_buf *b)
     case SS_STEP_LAYOUT_REWRITE:
         at_buf_printf(b, ",%d", s->a);
         break;
+    case SS_STEP_FOLLOW_FUSED_SPLIT:
+        at_buf_printf(b, ",%d,", s->iter);
+        ints_json(b, s->ints, s->n_ints, 0);
+        at_buf_printf(b, ",%d,%d", s->a, s->b);
+        break;
     default:
         break;
     }
@@ -229,6 +234,14 @@ static at_err parse_step(reader *r, const at_json *j, ss_step *s)
     case SS_STEP_LAYOUT_REWRITE:
         NEED(3);
         INT_AT(2, 0, 1 << 20, s->a);
+        break;
+    case SS_STEP_FOLLOW_FUSED_SPLIT:
+        NEED(6);
+        INT_AT(2, 0, SS_MAX_LEAVES, s->iter);
+        if ((err = get_ints(r, j->items[3], s, 0)))
+            return err;
+        INT_AT(4, 0, SS_MAX_SPLIT, s->a);
+        INT_AT(5, 0, 1, s->b);
         break;
     default:
         return bad(r, j, "unknown step");

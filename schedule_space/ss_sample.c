@@ -288,12 +288,22 @@ static at_err fill_and_replay(const ss_space *sp, const ss_state *sketch, at_rng
 
 at_err ss_space_sample(const ss_space *sp, at_rng *rng, ss_state **out)
 {
+    return ss_space_sample_sketch(
+        sp, (int)at_rng_below(rng, (uint64_t)ss_space_n_sketches(sp)), rng, out);
+}
+
+at_err ss_space_sample_sketch(const ss_space *sp, int k, at_rng *rng, ss_state **out)
+{
     const ss_hw *hw = ss__space_hw(sp);
     const ss_state *sketch;
     ss_state *st;
     at_err err;
     *out = NULL;
-    sketch = ss_space_sketch(sp, (int)at_rng_below(rng, (uint64_t)ss_space_n_sketches(sp)));
+    if (k < 0 || k >= ss_space_n_sketches(sp))
+        return AT_EINVAL;
+    sketch = ss_space_sketch(sp, k);
+    if (hw->is_gpu)
+        return ss__gpu_sample(sp, sketch, rng, out);
     if ((err = fill_and_replay(sp, sketch, rng, &st)) != AT_OK)
         return err;
     if ((err = change_compute_location(st, hw, rng)) || (err = annotate_parallel(st, hw)) ||
@@ -508,6 +518,8 @@ at_err ss_space_mutate(const ss_space *sp, const ss_state *st, at_rng *rng, int 
     };
     at_err err;
     *out = NULL;
+    if (ss__space_hw(sp)->is_gpu)
+        return ss__gpu_mutate(sp, st, rng, kind, out);
     if (kind < 0) {
         double r = at_rng_double(rng), acc = 0;
         kind = SS_N_MUTATIONS - 1;
@@ -525,6 +537,361 @@ at_err ss_space_mutate(const ss_space *sp, const ss_state *st, at_rng *rng, int 
     case SS_MUT_COMPUTE_LOCATION: err = mutate_location(sp, st, rng, out); break;
     case SS_MUT_PARALLEL: err = mutate_parallel(sp, st, rng, out); break;
     default: return AT_EINVAL;
+    }
+    if (err != AT_OK && err != AT_ENOMEM)
+        err = AT_ESCHED;
+    return err;
+}
+
+/* ==== GPU annotation and mutation (hw->is_gpu) ========================================== */
+/* Ansor's GPU init rules: tile sizes for the unknown splits only (the sketch's
+** cross-thread-reduction split keeps the warp size), thread binding, auto-unroll.  Then
+** the state is checked against the GPU's limits, so that candidates a launch would refuse
+** never reach a build or a device. */
+
+int ss__stage_at_step(const ss_state *st, int cur, int step)
+{
+    for (int j = st->n_steps - 1; j >= step && j >= 0; j--) {
+        const ss_step *t = &st->steps[j];
+        int p;
+        switch (t->kind) {
+        case SS_STEP_CACHE_WRITE:
+        case SS_STEP_RFACTOR: p = t->stage; break;
+        case SS_STEP_CACHE_READ: p = t->stage + 1; break;
+        case SS_STEP_LAYOUT_REWRITE: p = t->a + 1; break;
+        default: continue;
+        }
+        if (cur == p)
+            return -1;
+        if (cur > p)
+            cur--;
+    }
+    return cur;
+}
+
+static at_err gpu_fill_and_replay(const ss_space *sp, const ss_state *sketch, at_rng *rng,
+                                  ss_state **out)
+{
+    const ss_hw *hw = ss__space_hw(sp);
+    ss_step *steps;
+    int n = sketch->n_steps;
+    steps = copy_steps(sketch);
+    if (steps == NULL)
+        return AT_ENOMEM;
+    for (int i = 0; i < n; i++) {
+        int unknown = 0;
+        if (steps[i].kind != SS_STEP_SPLIT)
+            continue;
+        for (int k = 0; k < steps[i].n_ints; k++)
+            unknown |= steps[i].ints[k] <= 0;
+        if (unknown && !sample_lengths(steps[i].extent, steps[i].n_ints, hw->max_innermost, rng,
+                                       steps[i].ints)) {
+            at_free(steps);
+            return AT_ESCHED;
+        }
+    }
+    return replay_steps(sp, steps, n, out);
+}
+
+static int name_ends_with_level(const ss_state *st, int s, int iv, int level)
+{
+    char nm[64], suf[8];
+    size_t n, k;
+    ss_state_ivar_name(st, s, iv, nm, sizeof nm);
+    snprintf(suf, sizeof suf, ".%d", level);
+    n = strlen(nm);
+    k = strlen(suf);
+    return n > k && strcmp(nm + n - k, suf) == 0;
+}
+
+static int is_shared_stage(const ss_state *st, int s)
+{
+    const ss_op *op = &st->dag->ops[s];
+    size_t n = strlen(op->name);
+    return op->tag && strcmp(op->tag, "cache_read") == 0 && n > 7 &&
+           strcmp(op->name + n - 7, ".shared") == 0;
+}
+
+static int bound_leaves(const ss_stage *sg)
+{
+    int n = 0;
+    for (int q = 0; q < sg->n_leaves; q++)
+        n += sg->ivars[sg->leaves[q]].ann >= SS_ANN_VTHREAD;
+    return n;
+}
+
+/* Fuse leaves [pos, pos + n) (n >= 1) and annotate the result. */
+static at_err fuse_bind(ss_state *st, int s, int pos, int n, ss_ann ann)
+{
+    int64_t fuse[SS_MAX_FUSE];
+    at_err err;
+    if (n > SS_MAX_FUSE)
+        return AT_ESCHED;
+    for (int i = 0; i < n; i++)
+        fuse[i] = pos + i;
+    if (n > 1 && (err = ss_state_fuse(st, s, n, fuse, NULL, 0)) != AT_OK)
+        return err;
+    return ann == SS_ANN_NONE ? AT_OK : ss_state_annotate(st, s, pos, ann, NULL, 0);
+}
+
+/* The spatial multi-level splits of stage 'target' (5 parts each), as step indices. */
+static int spatial_split_steps(const ss_state *st, int target, int64_t *out, int max)
+{
+    int n = 0;
+    for (int k = 0; k < st->n_steps && n < max; k++)
+        if (st->steps[k].kind == SS_STEP_SPLIT && st->steps[k].n_ints == 4 &&
+            ss__stage_at_step(st, target, k) == st->steps[k].stage)
+            out[n++] = k;
+    return n;
+}
+
+/* Cooperative fetching: all the block's threads load the shared tile together, each a
+** vector of (at first) one element; the thread count follows the consumer's. */
+static at_err bind_shared_stage(ss_state *st, int s)
+{
+    int64_t src[SS_MAX_AXES];
+    int n_src, nl = st->stages[s].n_leaves;
+    ss_step sp;
+    at_err err;
+    n_src = spatial_split_steps(st, st->stages[s].attach_stage, src, SS_MAX_AXES);
+    if (n_src == 0 || nl == 0)
+        return AT_OK; /* every thread loads the whole tile (correct, slow) */
+    if ((err = fuse_bind(st, s, 0, nl, SS_ANN_NONE)) != AT_OK)
+        return err;
+    memset(&sp, 0, sizeof sp);
+    sp.kind = SS_STEP_SPLIT;
+    sp.stage = s;
+    sp.iter = 0;
+    sp.extent = 0; /* the region follows the tile sizes: not pinned */
+    sp.n_ints = 1;
+    sp.ints[0] = 1;
+    if ((err = ss_state_apply(st, &sp, NULL, 0)) != AT_OK ||
+        (err = ss_state_annotate(st, s, 1, SS_ANN_VECTORIZE, NULL, 0)) != AT_OK ||
+        (err = ss_state_follow_fused_split(st, s, 0, n_src, src, 1, 1, NULL, 0)) != AT_OK)
+        return err;
+    return ss_state_annotate(st, s, 1, SS_ANN_THREAD_X, NULL, 0);
+}
+
+static int64_t spatial_extent(const ss_op *op)
+{
+    int64_t n = 1;
+    for (int a = 0; a < op->n_axes; a++)
+        n *= op->axes[a].extent;
+    return n;
+}
+
+static at_err bind_root_stage(ss_state *st, int s, const ss_hw *hw)
+{
+    const ss_stage *sg = &st->stages[s];
+    const ss_op *op = &st->dag->ops[s];
+    int n = 0;
+    at_err err;
+    for (int q = 0; q < sg->n_leaves; q++) {
+        const ss_ivar *v = &sg->ivars[sg->leaves[q]];
+        if (v->kind != SS_ITER_SPATIAL && v->ann == SS_ANN_THREAD_X) {
+            /* cross-thread reduction: the spatial loops become the blocks */
+            while (n < sg->n_leaves && sg->ivars[sg->leaves[n]].kind == SS_ITER_SPATIAL &&
+                   sg->ivars[sg->leaves[n]].ann == SS_ANN_NONE)
+                n++;
+            return n > 0 ? fuse_bind(st, s, 0, n, SS_ANN_BLOCK_X) : AT_OK;
+        }
+    }
+    if (bound_leaves(sg) > 0)
+        return AT_OK;
+    if (sg->n_leaves > 0 && name_ends_with_level(st, s, sg->leaves[0], 0)) {
+        /* multi-level tiled: S0 -> blocks, S1 -> virtual threads, S2 -> threads */
+        static const ss_ann anns[3] = {SS_ANN_BLOCK_X, SS_ANN_VTHREAD, SS_ANN_THREAD_X};
+        for (int level = 0; level < 3; level++) {
+            int pos = level, cnt = 0;
+            sg = &st->stages[s];
+            while (pos + cnt < sg->n_leaves &&
+                   sg->ivars[sg->leaves[pos + cnt]].kind == SS_ITER_SPATIAL &&
+                   name_ends_with_level(st, s, sg->leaves[pos + cnt], level))
+                cnt++;
+            if (cnt == 0)
+                return AT_ESCHED;
+            if ((err = fuse_bind(st, s, pos, cnt, anns[level])) != AT_OK)
+                return err;
+            sg = &st->stages[s];
+            {
+                int64_t e = sg->ivars[sg->leaves[pos]].extent;
+                if (level == 1 && e > hw->max_vthread)
+                    return AT_ESCHED;
+                if (level == 2 && e < hw->warp_size && spatial_extent(op) > 2 * hw->warp_size)
+                    return AT_ESCHED; /* too few threads for a big tensor */
+            }
+        }
+        return AT_OK;
+    }
+    /* untiled: fuse the outer spatial loops; one warp per block to begin with (the tile
+    ** size mutation tries others) */
+    while (n < sg->n_leaves && n < SS_MAX_FUSE &&
+           sg->ivars[sg->leaves[n]].kind == SS_ITER_SPATIAL &&
+           sg->ivars[sg->leaves[n]].ann == SS_ANN_NONE)
+        n++;
+    if (n == 0)
+        return AT_OK;
+    if ((err = fuse_bind(st, s, 0, n, SS_ANN_NONE)) != AT_OK)
+        return err;
+    sg = &st->stages[s];
+    if (sg->ivars[sg->leaves[0]].extent <= hw->warp_size)
+        return ss_state_annotate(st, s, 0, SS_ANN_THREAD_X, NULL, 0);
+    {
+        int64_t w = hw->warp_size;
+        if ((err = ss_state_split(st, s, 0, 1, &w, NULL, 0)) != AT_OK ||
+            (err = ss_state_annotate(st, s, 0, SS_ANN_BLOCK_X, NULL, 0)) != AT_OK)
+            return err;
+        return ss_state_annotate(st, s, 1, SS_ANN_THREAD_X, NULL, 0);
+    }
+}
+
+static at_err thread_bind(ss_state *st, const ss_hw *hw)
+{
+    for (int s = st->n_stages - 1; s >= 0; s--) {
+        const ss_op *op = &st->dag->ops[s];
+        at_err err = AT_OK;
+        if (op->kind != SS_OP_COMPUTE || st->stages[s].loc == SS_LOC_INLINE)
+            continue;
+        if (st->stages[s].loc == SS_LOC_ROOT)
+            err = bind_root_stage(st, s, hw);
+        else if (is_shared_stage(st, s) && bound_leaves(&st->stages[s]) == 0)
+            err = bind_shared_stage(st, s);
+        if (err != AT_OK)
+            return err;
+    }
+    return AT_OK;
+}
+
+/* The stage's root: follow the attach chain. */
+static int root_of(const ss_state *st, int s)
+{
+    int n = 0;
+    while (st->stages[s].loc == SS_LOC_AT && n++ < st->n_stages)
+        s = st->stages[s].attach_stage;
+    return s;
+}
+
+static int64_t region_bytes(const ss_state *st, int s)
+{
+    const ss_op *op = &st->dag->ops[s];
+    int64_t n = at_dtype_bytes(op->dtype);
+    for (int d = 0; d < op->n_dims; d++)
+        n *= st->stages[s].region[d] > 0 ? st->stages[s].region[d] : 1;
+    return n;
+}
+
+/* The limits of one launch (a root stage with the stages computed inside it). */
+static at_err gpu_check_state(ss_state *st, const ss_hw *hw)
+{
+    if (st->bounds_dirty && ss_state_infer_bounds(st, NULL, 0) != AT_OK)
+        return AT_ESCHED;
+    if (!st->concrete)
+        return AT_ESCHED;
+    for (int r = 0; r < st->n_stages; r++) {
+        int64_t threads[3] = {1, 1, 1}, shared = 0, local = 0, vthreads = 1;
+        int n_bound = 0;
+        if (st->dag->ops[r].kind != SS_OP_COMPUTE || st->stages[r].loc != SS_LOC_ROOT)
+            continue;
+        for (int s = 0; s < st->n_stages; s++) {
+            const ss_stage *sg = &st->stages[s];
+            if (st->dag->ops[s].kind != SS_OP_COMPUTE || sg->loc == SS_LOC_INLINE ||
+                root_of(st, s) != r)
+                continue;
+            for (int q = 0; q < sg->n_leaves; q++) {
+                const ss_ivar *v = &sg->ivars[sg->leaves[q]];
+                int d = v->ann == SS_ANN_THREAD_X   ? 0
+                        : v->ann == SS_ANN_THREAD_Y ? 1
+                        : v->ann == SS_ANN_THREAD_Z ? 2
+                                                    : -1;
+                n_bound += v->ann >= SS_ANN_VTHREAD;
+                if (d >= 0 && v->extent > threads[d])
+                    threads[d] = v->extent;
+                if (v->ann == SS_ANN_VTHREAD) {
+                    if (v->extent > hw->max_vthread)
+                        return AT_ESCHED;
+                    vthreads *= v->extent;
+                }
+            }
+            if (s != r && is_shared_stage(st, s))
+                shared += region_bytes(st, s);
+            else if (s != r)
+                local += region_bytes(st, s);
+        }
+        if (n_bound == 0 || threads[0] * threads[1] * threads[2] > hw->max_threads_per_block ||
+            shared > hw->max_shared_bytes || local * vthreads > hw->max_local_bytes)
+            return AT_ESCHED;
+    }
+    return AT_OK;
+}
+
+at_err ss__gpu_sample(const ss_space *sp, const ss_state *sketch, at_rng *rng, ss_state **out)
+{
+    const ss_hw *hw = ss__space_hw(sp);
+    ss_state *st;
+    at_err err;
+    *out = NULL;
+    if ((err = gpu_fill_and_replay(sp, sketch, rng, &st)) != AT_OK)
+        return err;
+    if ((err = thread_bind(st, hw)) != AT_OK || (err = annotate_unroll(st, hw, rng)) != AT_OK ||
+        (err = gpu_check_state(st, hw)) != AT_OK) {
+        if (getenv("SS_DEBUG")) { at_buf b; at_buf_init(&b); ss_state_to_json(st, &b); fprintf(stderr, "gpu sample failed %d: %s\n", err, b.data); at_buf_fini(&b); }
+        ss_state_free(st);
+        return err == AT_ENOMEM ? err : AT_ESCHED;
+    }
+    *out = st;
+    return AT_OK;
+}
+
+/* The loaders' vector length: a shared stage's split (recorded with extent 0) gets 1, 2
+** or 4 elements per thread and load. */
+static at_err mutate_fetch(const ss_space *sp, const ss_state *st, int i, at_rng *rng,
+                           ss_state **out)
+{
+    static const int64_t lens[] = {1, 2, 4};
+    ss_step *steps = copy_steps(st);
+    int64_t v;
+    if (steps == NULL)
+        return AT_ENOMEM;
+    do
+        v = lens[at_rng_below(rng, AT_ARRAY_LEN(lens))];
+    while (v == steps[i].ints[0]);
+    steps[i].ints[0] = v;
+    return replay_steps(sp, steps, st->n_steps, out);
+}
+
+at_err ss__gpu_mutate(const ss_space *sp, const ss_state *st, at_rng *rng, int kind,
+                      ss_state **out)
+{
+    const ss_hw *hw = ss__space_hw(sp);
+    at_err err;
+    *out = NULL;
+    if (kind < 0)
+        kind = at_rng_double(rng) < 0.90 ? SS_MUT_TILE_SIZE : SS_MUT_AUTO_UNROLL;
+    if (kind == SS_MUT_TILE_SIZE) {
+        int n_fetch = 0, n_tile = 0, fetch[64];
+        for (int i = 0; i < st->n_steps; i++) {
+            const ss_step *t = &st->steps[i];
+            if (t->kind != SS_STEP_SPLIT)
+                continue;
+            if (t->extent == 0 && t->n_ints == 1 && n_fetch < 64)
+                fetch[n_fetch++] = i;
+            else if (t->extent > 1)
+                n_tile++;
+        }
+        if (n_fetch + n_tile == 0)
+            return AT_ESCHED;
+        if (at_rng_below(rng, (uint64_t)(n_fetch + n_tile)) < (uint64_t)n_fetch)
+            err = mutate_fetch(sp, st, fetch[at_rng_below(rng, (uint64_t)n_fetch)], rng, out);
+        else
+            err = mutate_tile(sp, st, rng, out);
+    } else if (kind == SS_MUT_AUTO_UNROLL) {
+        err = mutate_unroll(sp, st, rng, out);
+    } else {
+        return kind < SS_N_MUTATIONS && kind >= 0 ? AT_ESCHED : AT_EINVAL;
+    }
+    if (err == AT_OK && (err = gpu_check_state(*out, hw)) != AT_OK) {
+        ss_state_free(*out);
+        *out = NULL;
     }
     if (err != AT_OK && err != AT_ENOMEM)
         err = AT_ESCHED;

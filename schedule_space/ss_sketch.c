@@ -160,6 +160,8 @@ static int single_elementwise_consumer(const ss_state *st, int s, int *out)
     cop = &st->dag->ops[c];
     if (cop->n_axes != op->n_axes || (cop->reduce != SS_RED_NONE && op->reduce != SS_RED_NONE))
         return 0;
+    if (cop->tag && strcmp(cop->tag, "cache_read") == 0)
+        return 0; /* a shared-memory copy (GPU) is no place to compute a tile */
     if (cop->reduce != SS_RED_NONE)
         return 0;
     for (int d = 0; d < op->n_axes; d++)
@@ -174,13 +176,13 @@ static int single_elementwise_consumer(const ss_state *st, int s, int *out)
     return ok;
 }
 
-static int is_cache_write_stage(const ss_state *st, int s)
+int ss__is_cache_write_stage(const ss_state *st, int s)
 {
     const char *tag = st->dag->ops[s].tag;
     return tag && strcmp(tag, "cache_write") == 0;
 }
 
-static int64_t space_len(const ss_op *op)
+int64_t ss__space_len(const ss_op *op)
 {
     int64_t n = 1;
     for (int a = 0; a < op->n_axes; a++)
@@ -188,7 +190,7 @@ static int64_t space_len(const ss_op *op)
     return n;
 }
 
-static int64_t reduce_len(const ss_op *op)
+int64_t ss__reduce_len(const ss_op *op)
 {
     int64_t n = 1;
     for (int a = 0; a < op->n_raxes; a++)
@@ -322,17 +324,17 @@ static int needs_rfactor(const ss_state *st, int s, const ss_hw *hw)
         return 0;
     /* both kinds need little spatial parallelism: otherwise the spatial loops feed the
     ** cores and the reduction stays sequential and vectorizable */
-    if (space_len(op) > 16 * hw->n_cores)
+    if (ss__space_len(op) > 16 * hw->n_cores)
         return 0;
     if (needs_mlt(st, s))
-        return space_len(op) <= reduce_len(op);
-    return reduce_len(op) > hw->n_cores;
+        return ss__space_len(op) <= ss__reduce_len(op);
+    return ss__reduce_len(op) > hw->n_cores;
 }
 
 static ss_rule_answer check_rfactor(const ss_state *st, int s, const ss_hw *hw)
 {
     const ss_op *op = &st->dag->ops[s];
-    if (st->stages[s].loc == SS_LOC_INLINE || is_cache_write_stage(st, s) ||
+    if (st->stages[s].loc == SS_LOC_INLINE || ss__is_cache_write_stage(st, s) ||
         (op->tag && strcmp(op->tag, "rfactor") == 0) || st->stages[s].n_steps > 0)
         return SS_RULE_SKIP;
     return needs_rfactor(st, s, hw) ? SS_RULE_APPLY : SS_RULE_SKIP;
@@ -356,8 +358,8 @@ static at_err apply_rfactor(ss_rule_ctx *ctx, const ss_state *st, int s, const s
             goto fail;
         /* a provisional length: the sampler chooses the real one */
         len = 1;
-        for (int64_t d = 2; d <= 16 && d <= reduce_len(op); d++)
-            if (reduce_len(op) % d == 0)
+        for (int64_t d = 2; d <= 16 && d <= ss__reduce_len(op); d++)
+            if (ss__reduce_len(op) % d == 0)
                 len = d;
         if ((err = ss_state_split(n, s, first, 1, &len, NULL, 0)))
             goto fail;
@@ -393,7 +395,7 @@ static ss_rule_answer check_cache_write(const ss_state *st, int s, const ss_hw *
 {
     (void)hw;
     if (st->stages[s].loc == SS_LOC_INLINE || st->stages[s].n_steps > 0 ||
-        is_cache_write_stage(st, s) || !needs_mlt(st, s) ||
+        ss__is_cache_write_stage(st, s) || !needs_mlt(st, s) ||
         st->dag->ops[s].reduce == SS_RED_NONE)
         return SS_RULE_SKIP;
     return single_elementwise_consumer(st, s, NULL) ? SS_RULE_SKIP : SS_RULE_APPLY;
@@ -419,7 +421,7 @@ static ss_rule_answer check_mlt_fusion(const ss_state *st, int s, const ss_hw *h
     if (st->stages[s].loc == SS_LOC_INLINE || st->stages[s].n_steps > 0 || !needs_mlt(st, s) ||
         !single_elementwise_consumer(st, s, NULL))
         return SS_RULE_SKIP;
-    return is_cache_write_stage(st, s) ? SS_RULE_APPLY_AND_SKIP_REST : SS_RULE_APPLY;
+    return ss__is_cache_write_stage(st, s) ? SS_RULE_APPLY_AND_SKIP_REST : SS_RULE_APPLY;
 }
 
 static at_err apply_mlt_fusion(ss_rule_ctx *ctx, const ss_state *st, int s, const ss_hw *hw)
@@ -491,7 +493,7 @@ static at_err apply_mlt(ss_rule_ctx *ctx, const ss_state *st, int s, const ss_hw
     return ss_rule_emit(ctx, n, s - 1);
 }
 
-static ss_rule_answer check_skip(const ss_state *st, int s, const ss_hw *hw)
+ss_rule_answer ss__check_skip(const ss_state *st, int s, const ss_hw *hw)
 {
     (void)st;
     (void)s;
@@ -499,7 +501,7 @@ static ss_rule_answer check_skip(const ss_state *st, int s, const ss_hw *hw)
     return SS_RULE_APPLY;
 }
 
-static at_err apply_skip(ss_rule_ctx *ctx, const ss_state *st, int s, const ss_hw *hw)
+at_err ss__apply_skip(ss_rule_ctx *ctx, const ss_state *st, int s, const ss_hw *hw)
 {
     ss_state *n;
     at_err err;
@@ -534,7 +536,7 @@ static const ss_rule cpu_rules[] = {
      "in 2 levels, ordered SSRSRS",
      check_mlt, apply_mlt},
     {"skip_stage", "always: leave the stage as it is (its loops are annotated later)",
-     check_skip, apply_skip},
+     ss__check_skip, ss__apply_skip},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -580,7 +582,7 @@ at_err ss_space_new(ss_dag *dag, const ss_hw *hw, const ss_rule *rules, ss_space
     int head = 0;
     *out = NULL;
     if (rules == NULL)
-        rules = cpu_rules;
+        rules = hw->is_gpu ? ss_rules_gpu() : cpu_rules;
     memset(&ctx, 0, sizeof ctx);
     sp = at_calloc(1, sizeof *sp);
     if (sp == NULL)
@@ -702,6 +704,22 @@ int ss__needs_mlt(const ss_state *st, int s)
 int ss__consumer(const ss_state *st, int s)
 {
     return consumer(st, s);
+}
+
+void ss__rule_desc(ss_rule_ctx *ctx, const char *desc)
+{
+    ctx->rule = desc;
+}
+
+at_err ss__tile(ss_state *st, int s, const char *structure, int *split_step, char *errmsg,
+                size_t errmsg_size)
+{
+    return tile(st, s, structure, split_step, errmsg, errmsg_size);
+}
+
+int ss__single_elementwise_consumer(const ss_state *st, int s, int *out)
+{
+    return single_elementwise_consumer(st, s, out);
 }
 
 at_err ss_state_replay(ss_dag *dag, const ss_step *steps, int n_steps, ss_state **out,

@@ -1160,6 +1160,63 @@ int ss_rel_strides(const ss_stage *sg, const ss_rel *rel, int64_t *stride)
 
 /* ---- apply ---- */
 
+/* The length of a follow_fused_split: the product of lengths[level] of its source splits
+** (0 while one is unknown), as the inner length (factor) or the outer count (nparts),
+** clamped to the loop's extent so that a small region still splits. */
+static at_err follow_fused_lengths(const ss_state *st, const ss_step *step, int64_t *len,
+                                   char *errmsg, size_t errmsg_size)
+{
+    int64_t p = 1, E = 0;
+    at_err err;
+    if ((err = check_stage(st, step->stage, 0, errmsg, errmsg_size)) ||
+        (err = check_leaf(st, step->stage, step->iter, errmsg, errmsg_size)))
+        return err;
+    if (step->n_ints < 1)
+        return FAIL("follow_fused_split of %s: no source split", stage_name(st, step->stage));
+    if (step->b != 0 && step->b != 1)
+        return FAIL("follow_fused_split of %s: factor_or_nparts is 0 or 1, not %d",
+                    stage_name(st, step->stage), step->b);
+    for (int i = 0; i < step->n_ints; i++) {
+        int64_t k = step->ints[i];
+        const ss_step *src;
+        if (k < 0 || k >= st->n_steps || st->steps[k].kind != SS_STEP_SPLIT)
+            return FAIL("follow_fused_split of %s: step %lld is not an earlier split",
+                        stage_name(st, step->stage), (long long)k);
+        src = &st->steps[k];
+        if (step->a < 0 || step->a >= src->n_ints)
+            return FAIL("follow_fused_split of %s: level %d, split step %lld has %d lengths",
+                        stage_name(st, step->stage), step->a, (long long)k, src->n_ints);
+        if (src->ints[step->a] <= 0 || p == 0)
+            p = 0;
+        else if ((p *= src->ints[step->a]) > (1ll << 31))
+            return FAIL("follow_fused_split of %s: the product is too large",
+                        stage_name(st, step->stage));
+    }
+    E = st->stages[step->stage].ivars[st->stages[step->stage].leaves[step->iter]].extent;
+    if (p > 0 && E > 0) {
+        if (step->b == 0)
+            p = (E + p - 1) / p; /* nparts: the inner loop takes the rest */
+        if (p > E)
+            p = E;
+    } else if (step->b == 0) {
+        p = 0;
+    }
+    len[0] = p;
+    return AT_OK;
+}
+
+static int has_shared_stage(const ss_state *st)
+{
+    for (int s = 0; s < st->n_stages; s++) {
+        const ss_op *op = &st->dag->ops[s];
+        size_t n = strlen(op->name);
+        if (st->stages[s].loc == SS_LOC_AT && op->tag && strcmp(op->tag, "cache_read") == 0 &&
+            n > 7 && strcmp(op->name + n - 7, ".shared") == 0)
+            return 1;
+    }
+    return 0;
+}
+
 at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t errmsg_size)
 {
     ss_state *backup = NULL;
@@ -1174,6 +1231,7 @@ at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t er
         return FAIL("step %s: %d integers (at most %d)", step_tags[step->kind], step->n_ints,
                     SS_STEP_MAX_INTS);
     if (st->bounds_dirty && (step->kind == SS_STEP_SPLIT || step->kind == SS_STEP_FOLLOW_SPLIT ||
+                             step->kind == SS_STEP_FOLLOW_FUSED_SPLIT ||
                              step->kind == SS_STEP_ANNOTATE || step->kind == SS_STEP_RFACTOR)) {
         if ((err = ss__infer_bounds(st, errmsg, errmsg_size)) != AT_OK)
             return err;
@@ -1185,6 +1243,7 @@ at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t er
         step->kind == SS_STEP_COMPUTE_AT ||
         step->kind == SS_STEP_COMPUTE_INLINE || step->kind == SS_STEP_COMPUTE_ROOT ||
         step->kind == SS_STEP_SPLIT || step->kind == SS_STEP_FOLLOW_SPLIT ||
+        step->kind == SS_STEP_FOLLOW_FUSED_SPLIT ||
         step->kind == SS_STEP_FUSE || step->kind == SS_STEP_REORDER) {
         if ((err = ss_state_copy(st, &backup)) != AT_OK)
             return err;
@@ -1212,6 +1271,11 @@ at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t er
         err = do_split(st, step, lengths, n, errmsg, errmsg_size);
         break;
     }
+    case SS_STEP_FOLLOW_FUSED_SPLIT:
+        err = follow_fused_lengths(st, step, lengths, errmsg, errmsg_size);
+        if (err == AT_OK)
+            err = do_split(st, step, lengths, 1, errmsg, errmsg_size);
+        break;
     case SS_STEP_REORDER:
         err = do_reorder(st, step, errmsg, errmsg_size);
         break;
@@ -1239,6 +1303,7 @@ at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t er
         break;
     case SS_STEP_CACHE_READ:
         err = do_cache_read(st, step, errmsg, errmsg_size);
+        touches = -1; /* the producer's loops are not changed: later steps may still tile it */
         break;
     case SS_STEP_RFACTOR:
         err = do_rfactor(st, step, errmsg, errmsg_size);
@@ -1252,11 +1317,16 @@ at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t er
         err = FAIL("unknown step kind %d", (int)step->kind);
     }
     if (err == AT_OK && (step->kind == SS_STEP_SPLIT || step->kind == SS_STEP_FOLLOW_SPLIT ||
+                         step->kind == SS_STEP_FOLLOW_FUSED_SPLIT ||
                          step->kind == SS_STEP_FUSE || step->kind == SS_STEP_REORDER)) {
         for (int t = 0; t < st->n_stages; t++)
             if (st->stages[t].loc == SS_LOC_AT && st->stages[t].attach_stage == step->stage)
                 st->bounds_dirty = 1;
     }
+    /* a binding to GPU threads widens the regions of shared stages inside (ss_bound.c) */
+    if (err == AT_OK && step->kind == SS_STEP_ANNOTATE && step->a >= SS_ANN_VTHREAD &&
+        has_shared_stage(st))
+        st->bounds_dirty = 1;
     /* keep the state consistent: extents of attached stages follow every step */
     if (err == AT_OK && st->bounds_dirty)
         err = ss__infer_bounds(st, errmsg, errmsg_size);
@@ -1275,7 +1345,8 @@ at_err ss_state_apply(ss_state *st, const ss_step *step, char *errmsg, size_t er
     ss_state_free(backup);
     if (touches >= 0 && touches < st->n_stages && st->stages[touches].n_steps < 255)
         st->stages[touches].n_steps++;
-    if (step->kind == SS_STEP_SPLIT || step->kind == SS_STEP_FOLLOW_SPLIT)
+    if (step->kind == SS_STEP_SPLIT || step->kind == SS_STEP_FOLLOW_SPLIT ||
+        step->kind == SS_STEP_FOLLOW_FUSED_SPLIT)
         recompute_concrete(st);
     return AT_OK;
 }
@@ -1330,6 +1401,20 @@ at_err ss_state_follow_split(ss_state *st, int stage, int iter, int src_step, in
     ss_step s = mk(SS_STEP_FOLLOW_SPLIT, stage, iter);
     s.a = src_step;
     s.b = n_split;
+    return ss_state_apply(st, &s, errmsg, errmsg_size);
+}
+
+at_err ss_state_follow_fused_split(ss_state *st, int stage, int iter, int n_src,
+                                   const int64_t *src_steps, int level, int factor,
+                                   char *errmsg, size_t errmsg_size)
+{
+    ss_step s = mk(SS_STEP_FOLLOW_FUSED_SPLIT, stage, iter);
+    if (n_src < 1 || n_src > SS_STEP_MAX_INTS)
+        return FAIL("follow_fused_split: %d source splits", n_src);
+    s.n_ints = n_src;
+    memcpy(s.ints, src_steps, (size_t)n_src * sizeof *src_steps);
+    s.a = level;
+    s.b = factor ? 1 : 0;
     return ss_state_apply(st, &s, errmsg, errmsg_size);
 }
 

@@ -332,6 +332,13 @@ void tn_fleet_artifact(const kn_artifact *a, at_wire_artifact *w, at_wire_arg ar
         for (int d = 0; d < a->args[i].n_dims && d < AT_WIRE_MAX_DIMS; d++)
             args[i].shape[d] = a->args[i].shape[d];
     }
+    if (a->kind != KN_ART_ELF) {
+        /* a GPU artifact: its launches go as they are (kn_launch is at_wire_launch) */
+        w->gpu_kind = a->kind == KN_ART_PTX ? AT_WIRE_GPU_PTX : AT_WIRE_GPU_CUBIN;
+        w->gpu_arch = a->gpu_arch;
+        w->n_launches = a->n_launches;
+        w->launches = a->launches;
+    }
     if (a->pre_entry[0] && a->n_pre > 0) {
         w->pre_entry = a->pre_entry;
         w->n_pre = a->n_pre <= AT_WIRE_MAX_PRE ? a->n_pre : AT_WIRE_MAX_PRE + 1; /* refused */

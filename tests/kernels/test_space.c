@@ -368,7 +368,8 @@ static void test_bad_targets(void **unused)
         const char *text, *msg;
     } cases[] = {
         {"", "empty target string"},
-        {"cuda -arch=sm_90", "target 'cuda -arch=sm_90': it must start with 'llvm'"},
+        {"rocm -mcpu=gfx90a", "target 'rocm -mcpu=gfx90a': it must start with 'llvm'"},
+        {"cuda -arch=sm_70", "target 'cuda -arch=sm_70': sm_70 is older than sm_75"},
         {"llvm -mtriple=riscv64-linux-gnu", "target 'llvm -mtriple=riscv64-linux-gnu': "},
         {"llvm -mcpu", "target 'llvm -mcpu': option '-mcpu' has no value"},
         {"llvm -mfoo=bar", "target 'llvm -mfoo=bar': unknown option '-mfoo'"},
