@@ -67,8 +67,13 @@ at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry, kn_
     *out = NULL;
     if ((err = check_kind(ir, target, errmsg, errmsg_size)) != AT_OK)
         return err;
-    if (be == NULL)
+    if (be == NULL) {
+        /* a program that breaks a GPU's launch limits says so in every build */
+        if (target->kind == KN_TARGET_CUDA &&
+            (err = kn_verify(ir, target, errmsg, errmsg_size)) != AT_OK)
+            return err;
         return no_backend(target, errmsg, errmsg_size);
+    }
     return be->build(ir, target, entry, out, errmsg, errmsg_size);
 }
 

@@ -90,6 +90,9 @@ struct agt_agent {
     agt_stats stats;
     at_wire_devstate state;
     double state_at;
+    int is_gpu; /* --device cuda:N */
+    agt_gpu gpu;
+    char driver[96];
 };
 
 static void devstate(agt_agent *a, at_wire_devstate *s)
@@ -275,7 +278,7 @@ static int read_report(agt_launcher *l, agt_report *rep, int timeout_ms)
     return 0;
 }
 
-static int write_all(int fd, const void *p, size_t n)
+int agt__write_all(int fd, const void *p, size_t n)
 {
     const char *c = p;
     while (n > 0) {
@@ -476,8 +479,13 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
         h.len = (uint32_t)frame.len;
         h.flags = (a->launcher->caps.seccomp && !a->cfg.no_seccomp) ? AGT_LAUNCH_SECCOMP : 0;
         h.mem_limit = a->cfg.mem_limit_bytes;
-        if (write_all(a->launcher->ctl_fd, &h, sizeof h) != 0 ||
-            write_all(a->launcher->ctl_fd, frame.data, frame.len) != 0 ||
+        if (a->is_gpu) {
+            h.flags = AGT_LAUNCH_CUDA;
+            h.reserved = (uint32_t)a->gpu.index;
+            h.mem_limit = 0;
+        }
+        if (agt__write_all(a->launcher->ctl_fd, &h, sizeof h) != 0 ||
+            agt__write_all(a->launcher->ctl_fd, frame.data, frame.len) != 0 ||
             read_report(a->launcher, &rep, 20000) != 0 || rep.kind != AGT_REP_STARTED) {
             at_log_error("agent: the launcher is gone or cannot fork: the batch fails");
             for (int k = 0; k < nb; k++) {
@@ -780,6 +788,42 @@ static void on_work(agt_agent *a, const at_wire_agent_work *w)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* --device cuda:N: the GPU (asked through the launcher) describes this device. */
+static at_err use_gpu(agt_agent *a, char *errmsg, size_t n)
+{
+    int index;
+    at_err e;
+    if (agt_device_parse(a->cfg.device, &index) != 0 || index < 0) {
+        snprintf(errmsg, n, "unknown device '%s' (expected cuda or cuda:N)", a->cfg.device);
+        return AT_EINVAL;
+    }
+    if (a->launcher == NULL) {
+        snprintf(errmsg, n, "a GPU agent needs the launcher (no --bench-ack)");
+        return AT_EINVAL;
+    }
+    if ((e = agt__cuda_probe(a->launcher, index, &a->gpu, errmsg, n)) != AT_OK)
+        return e;
+    a->is_gpu = 1;
+    snprintf(a->dev.arch, sizeof a->dev.arch, "sm_%d%d", a->gpu.cc_major, a->gpu.cc_minor);
+    snprintf(a->dev.model, sizeof a->dev.model, "%.80s (%d MHz, memory %d MHz)", a->gpu.name,
+             a->gpu.clock_khz / 1000, a->gpu.mem_clock_khz / 1000);
+    snprintf(a->dev.triple, sizeof a->dev.triple, "nvptx64-nvidia-cuda");
+    snprintf(a->dev.features, sizeof a->dev.features, "sm_%d%d,sms=%d,mem=%lldMiB,smem=%d",
+             a->gpu.cc_major, a->gpu.cc_minor, a->gpu.n_sms, a->gpu.mem_bytes >> 20,
+             a->gpu.max_shared);
+    a->dev.n_cores = a->gpu.n_sms;
+    snprintf(a->driver, sizeof a->driver, "CUDA driver %d.%d", a->gpu.driver / 1000,
+             a->gpu.driver % 1000 / 10);
+    {
+        at_wire_device d = {a->dev.arch, a->dev.model, a->dev.os, a->driver, a->dev.n_cores};
+        if (at_wire_fingerprint(&d, a->fingerprint) != AT_OK)
+            snprintf(a->fingerprint, sizeof a->fingerprint, "unknown");
+    }
+    at_log_info("agent: GPU cuda:%d: %s, sm_%d%d, %d SMs, %s", index, a->dev.model,
+                a->gpu.cc_major, a->gpu.cc_minor, a->gpu.n_sms, a->driver);
+    return AT_OK;
+}
+
 static at_err do_register(agt_agent *a, char *err, size_t n)
 {
     at_wire_msg req, rep;
@@ -788,11 +832,11 @@ static at_err do_register(agt_agent *a, char *err, size_t n)
     req.u.reg.device_key = a->key;
     req.u.reg.triple = a->dev.triple;
     req.u.reg.features = a->dev.features;
-    req.u.reg.gpu = "";
+    req.u.reg.gpu = a->is_gpu ? a->gpu.name : "";
     req.u.reg.dev.arch = a->dev.arch;
     req.u.reg.dev.model = a->dev.model;
     req.u.reg.dev.os = a->dev.os;
-    req.u.reg.dev.driver = "";
+    req.u.reg.dev.driver = a->driver;
     req.u.reg.dev.n_cores = a->dev.n_cores;
     req.u.reg.fingerprint = a->fingerprint;
     req.u.reg.sandbox.seccomp = a->launcher ? a->launcher->caps.seccomp && !a->cfg.no_seccomp : 0;
@@ -801,6 +845,10 @@ static at_err do_register(agt_agent *a, char *err, size_t n)
     req.u.reg.sandbox.note = a->launcher ? (a->cfg.no_seccomp ? "seccomp disabled by --no-seccomp"
                                                               : a->launcher->caps.note)
                                          : "benchmark mode: nothing runs";
+    if (a->is_gpu) {
+        req.u.reg.sandbox.seccomp = 0;
+        req.u.reg.sandbox.note = "GPU: process isolation, timeouts, guard zones (no seccomp)";
+    }
     req.u.reg.n_threads = a->cfg.n_threads;
     req.u.reg.max_batch = a->cfg.max_batch;
     req.u.reg.bench_ack = a->cfg.bench_ack;
@@ -1073,6 +1121,11 @@ at_err agt_open(const agt_config *cfg, agt_agent **out, char *errmsg, size_t n)
             return e;
         }
         a->own_launcher = 1;
+    }
+    if (cfg->device && cfg->device[0] && strcmp(cfg->device, "cpu") != 0 &&
+        (e = use_gpu(a, errmsg, n)) != AT_OK) {
+        agt_close(a);
+        return e;
     }
     if ((e = at_wire_client_open(&(at_wire_client_cfg){.url = a->url,
                                                        .role = AT_WIRE_ROLE_AGENT,

@@ -131,40 +131,56 @@ typedef struct child {
     int n_pools;
 } child;
 
-static void send_msg(child *c, at_wire_msg *m)
+void agt__send(int ev, at_buf *out, at_wire_msg *m)
 {
-    at_buf_reset(&c->out);
-    if (at_wire_encode(NULL, m, &c->out) != AT_OK || c->out.err != AT_OK) return;
-    while (write(c->ev, c->out.data, c->out.len) < 0 && errno == EINTR)
+    at_buf_reset(out);
+    if (at_wire_encode(NULL, m, out) != AT_OK || out->err != AT_OK) return;
+    while (write(ev, out->data, out->len) < 0 && errno == EINTR)
         ;
 }
 
-static void send_result(child *c, int index, int status, const double *costs, int n_costs,
-                        const char *text)
+void agt__send_result(int ev, at_buf *out, const char *id, int index, int status,
+                      const double *costs, int n_costs, const char *text)
 {
     at_wire_msg m;
     at_wire_msg_init(&m, AT_WIRE_T_SBX_EVENT);
     m.u.event.kind = AT_WIRE_SBX_RESULT;
     m.u.event.index = index;
-    m.u.event.result.id = c->b->jobs[index].id;
+    m.u.event.result.id = id;
     m.u.event.result.status = status;
     m.u.event.result.costs = (double *)costs;
     m.u.event.result.n_costs = n_costs;
     m.u.event.result.error = text;
-    send_msg(c, &m);
+    agt__send(ev, out, &m);
+}
+
+void agt__send_note(int ev, at_buf *out, int kind, int index, const char *note)
+{
+    at_wire_msg m;
+    at_wire_msg_init(&m, AT_WIRE_T_SBX_EVENT);
+    m.u.event.kind = kind;
+    m.u.event.index = index;
+    m.u.event.note = note;
+    agt__send(ev, out, &m);
+}
+
+static void send_msg(child *c, at_wire_msg *m)
+{
+    agt__send(c->ev, &c->out, m);
+}
+
+static void send_result(child *c, int index, int status, const double *costs, int n_costs,
+                        const char *text)
+{
+    agt__send_result(c->ev, &c->out, c->b->jobs[index].id, index, status, costs, n_costs, text);
 }
 
 static void send_start(child *c, int index, const char *note)
 {
-    at_wire_msg m;
-    at_wire_msg_init(&m, AT_WIRE_T_SBX_EVENT);
-    m.u.event.kind = AT_WIRE_SBX_START;
-    m.u.event.index = index;
-    m.u.event.note = note;
-    send_msg(c, &m);
+    agt__send_note(c->ev, &c->out, AT_WIRE_SBX_START, index, note);
 }
 
-static int same_sig(const at_wire_artifact *a, const at_wire_artifact *b)
+int agt__same_sig(const at_wire_artifact *a, const at_wire_artifact *b)
 {
     if (a->n_args != b->n_args) return 0;
     for (int i = 0; i < a->n_args; i++) {
@@ -209,7 +225,7 @@ static bufset *get_set(child *c, const at_wire_artifact *sig, uint64_t seed, cha
 {
     bufset *s;
     for (int i = 0; i < c->n_sets; i++)
-        if (c->sets[i].seed == seed && same_sig(c->sets[i].sig, sig)) return &c->sets[i];
+        if (c->sets[i].seed == seed && agt__same_sig(c->sets[i].sig, sig)) return &c->sets[i];
     s = &c->sets[c->n_sets];
     memset(s, 0, sizeof *s);
     s->sig = sig;
@@ -613,7 +629,7 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
             status = AT_MEASURE_UNKNOWN_ERROR;
             if (ref == NULL)
                 fail_text = "the task's reference artifact did not reach the device";
-            else if (!same_sig(&ref->art, &w->art))
+            else if (!agt__same_sig(&ref->art, &w->art))
                 fail_text = "the task's reference has another argument signature than the "
                             "kernel (a tuner bug)";
             else if (ref_fns[ref - c.b->refs] == NULL)

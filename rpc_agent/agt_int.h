@@ -28,7 +28,10 @@ typedef struct agt_launch_hdr {
     int64_t mem_limit; /* RLIMIT_AS of the child; 0: none */
 } agt_launch_hdr;
 
-enum { AGT_LAUNCH_SECCOMP = 1 };
+enum {
+    AGT_LAUNCH_SECCOMP = 1,
+    AGT_LAUNCH_CUDA = 2 /* a GPU child (agt_cuda.c); 'reserved' is the device index */
+};
 
 /* Launcher -> agent: fixed-size reports. */
 enum { AGT_REP_STARTED = 1, AGT_REP_EXITED = 2, AGT_REP_FORK_FAILED = 3, AGT_REP_CAPS = 4 };
@@ -53,6 +56,39 @@ int agt__seccomp_enter(char *err, size_t n);
 /* The body of a sandboxed child (never returns): decode the batch, set everything up,
 ** enter the sandbox, run, check and time each job, send events on 'ev_fd'. */
 void agt__child_main(const uint8_t *batch, size_t n, int ev_fd, uint32_t flags, int64_t mem_limit)
+    __attribute__((noreturn));
+
+/* Events of a child to the agent (agt_child.c): encode 'm' into 'out' (reserved) and send it
+** on 'ev'; a RESULT of job 'id' (index 'index' of the batch); a READY or START with a note. */
+void agt__send(int ev, at_buf *out, at_wire_msg *m);
+void agt__send_result(int ev, at_buf *out, const char *id, int index, int status,
+                      const double *costs, int n_costs, const char *text);
+void agt__send_note(int ev, at_buf *out, int kind, int index, const char *note);
+/* Two artifacts take the same arguments (dtypes, shapes, outputs). */
+int agt__same_sig(const at_wire_artifact *a, const at_wire_artifact *b);
+/* write() all of it, through EINTR; 0 or -1 (agt_agent.c). */
+int agt__write_all(int fd, const void *p, size_t n);
+
+/* ---- NVIDIA GPUs (agt_cuda.c) ---- */
+
+/* What the probe child reads about the GPU. */
+typedef struct agt_gpu {
+    int index;                  /* cuda:N */
+    char name[128];             /* "NVIDIA H200" */
+    int cc_major, cc_minor;     /* compute capability */
+    int n_sms;
+    int clock_khz, mem_clock_khz;
+    int driver;                 /* cuDriverGetVersion: 12040 for CUDA 12.4 */
+    long long mem_bytes;
+    int max_shared;             /* opt-in shared memory per block */
+} agt_gpu;
+
+/* Ask a child (through the launcher) what GPU 'index' is.  AT_EUNSUPPORTED with "no GPU:
+** ..." when the driver cannot be loaded or the device does not exist; AT_EIO when the
+** launcher fails. */
+at_err agt__cuda_probe(agt_launcher *l, int index, agt_gpu *gpu, char *errmsg, size_t n);
+/* The body of a GPU child (never returns): the probe for an empty batch, else the batch. */
+void agt__cuda_child_main(const uint8_t *batch, size_t n, int ev_fd, int device)
     __attribute__((noreturn));
 
 /* "SIGSEGV (invalid memory access)" */

@@ -204,6 +204,8 @@ static void launcher_main(int ctl, int ev)
             close(ctl);
             setpgid(0, 0);
             prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (h.flags & AGT_LAUNCH_CUDA)
+                agt__cuda_child_main(buf, h.len, ev, (int)h.reserved);
             agt__child_main(buf, h.len, ev, h.flags, h.mem_limit);
         }
         free(buf);

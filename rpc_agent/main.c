@@ -26,6 +26,8 @@ static void usage(FILE *f)
                "\n"
                "  --tracker ADDR       the tracker (HOST:PORT, or an nng URL); required\n"
                "  --key NAME           the device key this agent serves (e.g. pixel7); required\n"
+               "  --device DEV         cpu (default) or cuda:N: measure on NVIDIA GPU N (the\n"
+               "                       CUDA driver is loaded at run time; docs/gpu.md)\n"
                "  --fleet-key FILE     the fleet key (or $AT_FLEET_KEY)\n"
                "  --next-fleet-key F   a second key accepted during a key rotation\n"
                "  --name NAME          shown by the tracker (default host:pid)\n"
@@ -37,6 +39,7 @@ static void usage(FILE *f)
                "  --bench-ack          benchmark mode: acknowledge jobs without running them\n"
                "  --reconnect-max-ms N longest pause between reconnection attempts (5000)\n"
                "  --log-level LEVEL    debug, info, warn, error, off (default info)\n"
+               "  --version            print the version\n"
                "\n"
                "The agent dials the tracker (so it works behind NAT), measures each batch in a\n"
                "fresh sandboxed child and reconnects with back-off when the tracker goes away.\n"
@@ -79,6 +82,9 @@ int main(int argc, char **argv)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("rpc_agent %s (protocol %d)\n", AT_WIRE_SOFTWARE, AT_WIRE_VERSION);
+            return 0;
         } else if (strcmp(a, "--tracker") == 0 && v) {
             tracker = v;
             i++;
@@ -90,6 +96,12 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--next-fleet-key") == 0 && v) {
             next_path = v;
+            i++;
+        } else if (strcmp(a, "--device") == 0 && v) {
+            int index;
+            if (agt_device_parse(v, &index) != 0)
+                return bad_usage("unknown device '%s' (expected cpu, cuda or cuda:N, N < 64)", v);
+            cfg.device = v;
             i++;
         } else if (strcmp(a, "--name") == 0 && v) {
             cfg.name = v;

@@ -67,10 +67,17 @@ typedef struct agt_config {
     double loaded_per_core;  /* load average per core above which results are flagged (0.75) */
     int64_t mem_limit_bytes; /* RLIMIT_AS of a child; 0: none (never under ASan) */
     int reconnect_max_ms;    /* longest back-off between dials (default 5000) */
+    const char *device;      /* "cuda:N": measure on NVIDIA GPU N (agt_cuda.c); NULL: CPU */
 } agt_config;
 
+/* A --device string: "cpu" (*cuda_index = -1), "cuda" (0) or "cuda:N" (N < 64).  0, or -1
+** when it is none of these. */
+int agt_device_parse(const char *s, int *cuda_index);
+
 /* Make an agent (nothing is dialled until agt_run).  On AT_OK the caller owns *out
-** (agt_close).  AT_EINVAL for a bad configuration ('errmsg' says which field). */
+** (agt_close).  AT_EINVAL for a bad configuration ('errmsg' says which field).  With a
+** 'device' "cuda:N", a child probes the GPU first: AT_EUNSUPPORTED with "no GPU: ..." when
+** the CUDA driver (libcuda.so.1, loaded at run time) or the device is missing. */
 at_err agt_open(const agt_config *cfg, agt_agent **out, char *errmsg, size_t n);
 
 /* Serve until agt_stop.  On stop, the job running finishes (within its timeout), jobs not

@@ -45,6 +45,7 @@ static void usage(FILE *f)
                "  --max-attempts N    a job lost this often ends as DEVICE_LOST (default 3)\n"
                "  --name NAME         shown on the status page\n"
                "  --log-level LEVEL   debug, info, warn, error, off (default info)\n"
+               "  --version           print the version\n"
                "\n"
                "On SIGTERM or SIGINT the tracker stops; agents and tuners reconnect to its next\n"
                "start and resubmit what has no result.  It prints 'tracker ready port=N http=M'\n"
@@ -203,6 +204,9 @@ int main(int argc, char **argv)
         int bad = 0;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("tracker %s (protocol %d)\n", AT_WIRE_SOFTWARE, AT_WIRE_VERSION);
             return 0;
         } else if (strcmp(a, "--port") == 0) {
             bad = int_arg(a, v, 0, &port);

@@ -611,6 +611,133 @@ static void test_deep_copies(void **unused)
     at_arena_fini(&a);
 }
 
+/* A GPU artifact's 'gpu' part: round trip, deep copy, and what the decoder refuses. */
+static void test_gpu_artifact(void **unused)
+{
+    static const char ptx[] = "//\n.version 9.0\n.target sm_90\n.entry at_kernel_k0(";
+    static const struct {
+        int field, value; /* launch 0: 0 grid x, 1 block x, 2 shared, 3 regs */
+        const char *what;
+    } bad[] = {
+        {0, 0, "grid and block at least 1"},
+        {1, 0, "grid and block at least 1"},
+        {1, 2048, "at most 1024 threads"},
+        {2, 2 << 20, "1 MiB shared"},
+        {3, 256, "255 registers"},
+        {2, -1, "integers"},
+    };
+    at_wire_launch l[2];
+    at_wire_msg m, o;
+    at_wire_job j;
+    at_wire_ref r, rc;
+    at_arena ar;
+    at_buf b;
+    char err[256];
+    (void)unused;
+    memset(l, 0, sizeof l);
+    for (int k = 0; k < 2; k++) {
+        snprintf(l[k].entry, sizeof l[k].entry, "at_kernel_k%d", k);
+        l[k].grid[0] = 132 + k;
+        l[k].grid[1] = l[k].grid[2] = 1;
+        l[k].block[0] = 256;
+        l[k].block[1] = 2;
+        l[k].block[2] = 1;
+        l[k].shared_bytes = 4096 * k;
+        l[k].n_regs = 40 + k;
+    }
+    fill_job(&j, "gpu-0");
+    j.art.obj = (const uint8_t *)ptx;
+    j.art.obj_size = sizeof ptx;
+    j.art.triple = "nvptx64-nvidia-cuda";
+    j.art.ws_per_thread = 0;
+    j.art.gpu_kind = AT_WIRE_GPU_PTX;
+    j.art.gpu_arch = "sm_90";
+    j.art.n_launches = 2;
+    j.art.launches = l;
+    at_wire_msg_init(&m, AT_WIRE_T_SUBMIT);
+    m.u.submit.jobs = &j;
+    m.u.submit.n_jobs = 1;
+    m.u.submit.device_key = "h200";
+    roundtrip(&m, &o);
+    {
+        const at_wire_artifact *a = &o.u.submit.jobs[0].art;
+        assert_int_equal(a->gpu_kind, AT_WIRE_GPU_PTX);
+        assert_string_equal(a->gpu_arch, "sm_90");
+        assert_int_equal(a->n_launches, 2);
+        assert_string_equal(a->launches[1].entry, "at_kernel_k1");
+        assert_int_equal(a->launches[1].grid[0], 133);
+        assert_int_equal(a->launches[0].block[1], 2);
+        assert_int_equal(a->launches[1].shared_bytes, 4096);
+        assert_int_equal(a->launches[1].n_regs, 41);
+        assert_int_equal(a->obj_size, sizeof ptx);
+    }
+    at_wire_msg_fini(&o);
+    /* a CPU artifact has no 'gpu' part after decoding */
+    {
+        at_wire_job cj;
+        fill_job(&cj, "cpu-0");
+        m.u.submit.jobs = &cj;
+        roundtrip(&m, &o);
+        assert_int_equal(o.u.submit.jobs[0].art.gpu_kind, AT_WIRE_GPU_NONE);
+        assert_int_equal(o.u.submit.jobs[0].art.n_launches, 0);
+        at_wire_msg_fini(&o);
+        m.u.submit.jobs = &j;
+    }
+    /* deep copy of a GPU reference */
+    memset(&r, 0, sizeof r);
+    memset(r.id, 0x5a, sizeof r.id);
+    r.art = j.art;
+    at_arena_init(&ar, 0);
+    assert_int_equal(at_wire_ref_copy(&ar, &rc, &r), AT_OK);
+    assert_true(rc.art.launches != l);
+    assert_string_equal(rc.art.gpu_arch, "sm_90");
+    assert_string_equal(rc.art.launches[1].entry, "at_kernel_k1");
+    at_arena_fini(&ar);
+    /* the decoder refuses launches a GPU cannot run, and names the field */
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        at_wire_launch save = l[0];
+        switch (bad[k].field) {
+        case 0: l[0].grid[0] = bad[k].value; break;
+        case 1: l[0].block[0] = bad[k].value; break;
+        case 2: l[0].shared_bytes = bad[k].value; break;
+        default: l[0].n_regs = bad[k].value; break;
+        }
+        at_buf_init(&b);
+        assert_int_equal(at_wire_encode(NULL, &m, &b), AT_OK);
+        assert_int_equal(at_wire_decode(NULL, b.data, b.len, &o, err, sizeof err), AT_EPROTO);
+        if (strstr(err, "'gpu'") == NULL || strstr(err, bad[k].what) == NULL)
+            fail_msg("case %zu: '%s' (wanted 'gpu' and '%s')", k, err, bad[k].what);
+        at_buf_fini(&b);
+        l[0] = save;
+    }
+    /* an architecture that is not sm_XX */
+    j.art.gpu_arch = "compute_90";
+    at_buf_init(&b);
+    assert_int_equal(at_wire_encode(NULL, &m, &b), AT_OK);
+    assert_int_equal(at_wire_decode(NULL, b.data, b.len, &o, err, sizeof err), AT_EPROTO);
+    assert_non_null(strstr(err, "sm_XX"));
+    at_buf_fini(&b);
+    j.art.gpu_arch = "sm_90";
+    /* the encoder refuses no launches, an unknown kind, and a GPU artifact with a layout
+    ** rewrite */
+    j.art.n_launches = 0;
+    at_buf_init(&b);
+    assert_int_not_equal(at_wire_encode(NULL, &m, &b), AT_OK);
+    at_buf_fini(&b);
+    j.art.n_launches = 2;
+    j.art.gpu_kind = 7;
+    at_buf_init(&b);
+    assert_int_not_equal(at_wire_encode(NULL, &m, &b), AT_OK);
+    at_buf_fini(&b);
+    j.art.gpu_kind = AT_WIRE_GPU_CUBIN;
+    j.art.pre_entry = "at_kernel_pre";
+    j.art.n_pre = 1;
+    j.art.pre[0] = (at_wire_layout){1, 2, {8, 4}};
+    at_buf_init(&b);
+    assert_int_not_equal(at_wire_encode(NULL, &m, &b), AT_OK);
+    at_buf_fini(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -624,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_key_files),
         cmocka_unit_test(test_fingerprint_matches_records),
         cmocka_unit_test(test_deep_copies),
+        cmocka_unit_test(test_gpu_artifact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -191,6 +191,45 @@ int main(int argc, char **argv)
     m.u.batch.n_refouts = 1;
     m.u.batch.default_threads = 1;
     emit(dir, &m, "sbx_batch");
+    /* GPU artifacts: a job and its reference with the 'gpu' part (PTX, two launches) */
+    {
+        static const char ptx[] = ".version 9.0\n.target sm_90\n.entry at_kernel_k0(";
+        static at_wire_launch gl[2] = {{"at_kernel_k0", {8, 1, 1}, {256, 1, 1}, 0, 32},
+                                       {"at_kernel_k1", {4, 2, 1}, {32, 4, 1}, 8192, 64}};
+        at_wire_job gjob = job;
+        at_wire_ref gref = ref;
+        gjob.id = "gpu-0";
+        gjob.art.obj = (const uint8_t *)ptx;
+        gjob.art.obj_size = sizeof ptx;
+        gjob.art.triple = "nvptx64-nvidia-cuda";
+        gjob.art.n_pre = 0;
+        gjob.art.ws_per_thread = 0;
+        gjob.art.gpu_kind = AT_WIRE_GPU_PTX;
+        gjob.art.gpu_arch = "sm_90";
+        gjob.art.n_launches = 2;
+        gjob.art.launches = gl;
+        gref.art = gjob.art;
+        at_wire_msg_init(&m, AT_WIRE_T_SUBMIT);
+        m.u.submit.device_key = "h200";
+        m.u.submit.jobs = &gjob;
+        m.u.submit.n_jobs = 1;
+        m.u.submit.refs = &gref;
+        m.u.submit.n_refs = 1;
+        emit(dir, &m, "submit_gpu");
+        at_wire_msg_init(&m, AT_WIRE_T_AGENT_WORK);
+        m.u.work.jobs = &gjob;
+        m.u.work.n_jobs = 1;
+        m.u.work.refs = &gref;
+        m.u.work.n_refs = 1;
+        emit(dir, &m, "agent_work_gpu");
+        at_wire_msg_init(&m, AT_WIRE_T_SBX_BATCH);
+        m.u.batch.jobs = &gjob;
+        m.u.batch.n_jobs = 1;
+        m.u.batch.refs = &gref;
+        m.u.batch.n_refs = 1;
+        m.u.batch.default_threads = 1;
+        emit(dir, &m, "sbx_batch_gpu");
+    }
     at_wire_msg_init(&m, AT_WIRE_T_SBX_EVENT);
     m.u.event.kind = AT_WIRE_SBX_RESULT;
     m.u.event.result = res;
