@@ -3,6 +3,9 @@
 # deadline), print each result and a summary; exit non-zero if any failed.
 #   scripts/run_tests.sh build/san [FILTER]
 # AT_TEST_LONG=1 selects the long stress cases inside the tests that have them.
+# AT_TEST_JOBS=N runs N tests at a time (default: the number of CPUs); the slowest known
+# tests start first so that the others fill the remaining CPUs around them.  Every test
+# makes its own temporary files and listens on ports the kernel picks, so they do not meet.
 set -uo pipefail
 build=${1:-build/san}
 filter=${2:-}
@@ -10,24 +13,61 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:allocator_ma
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(pwd)/scripts/lsan.supp:print_suppressions=0}
 timeout_s=${AT_TEST_TIMEOUT:-600}
-pass=0; fail=0; failed=()
+jobs=${AT_TEST_JOBS:-$(nproc)}
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "run_tests.sh: AT_TEST_JOBS must be a number >= 1, not '$jobs'" >&2; exit 2; }
+# the slowest tests first (longest processing time first keeps the CPUs busy to the end)
+slow=(kernels/test_space cost_model/test_model kernels/test_schedules models/test_run
+      tuner/test_tune fleet/test_integration)
 start=$(date +%s)
-mapfile -t tests < <(find "$build/tests" -type f -executable -name 'test_*' | sort)
-for t in "${tests[@]}"; do
+results=$(mktemp -d) || exit 1
+trap 'rm -rf "$results"' EXIT
+
+mapfile -t found < <(find "$build/tests" -type f -executable -name 'test_*' | sort)
+tests=()
+for s in "${slow[@]}"; do
+  for t in "${found[@]}"; do [ "$t" = "$build/tests/$s" ] && tests+=("$t"); done
+done
+for t in "${found[@]}"; do
   name=${t#"$build/tests/"}
-  [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+  [[ " ${slow[*]} " == *" $name "* ]] || tests+=("$t")
+done
+
+# run_one TEST: run it, then print its result in one write (lines of parallel tests do not mix)
+run_one() {
+  local t=$1 name log t0 rc dms dt out
+  name=${t#"$build/tests/"}
   log="$build/logs/$name.log"; mkdir -p "$(dirname "$log")"
   t0=$(date +%s%N)
   timeout --kill-after=10 "$timeout_s" "$t" >"$log" 2>&1
   rc=$?
   dms=$(( ($(date +%s%N) - t0) / 1000000 )); dt=$(printf '%d.%d' $((dms/1000)) $(((dms%1000)/100)))
   if [ $rc -eq 0 ]; then
-    pass=$((pass+1)); printf 'PASS %-40s %6ss  %s\n' "$name" "$dt" "$(grep -E '^\[  PASSED  \]|SKIP' "$log" | tr '\n' ' ' | head -c 80)"
+    out=$(printf 'PASS %-40s %6ss  %s' "$name" "$dt" "$(grep -E '^\[  PASSED  \]|SKIP' "$log" | tr '\n' ' ' | head -c 80)")
   else
-    fail=$((fail+1)); failed+=("$name")
-    printf 'FAIL %-40s %6ss  (rc %d, log %s)\n' "$name" "$dt" "$rc" "$log"
-    tail -n 30 "$log" | sed 's/^/    /'
+    out=$(printf 'FAIL %-40s %6ss  (rc %d, log %s)\n%s' "$name" "$dt" "$rc" "$log" "$(tail -n 30 "$log" | sed 's/^/    /')")
   fi
+  printf '%s\n' "$out"
+  echo "$rc" > "$results/${name//\//_}"
+}
+
+running=0
+for t in "${tests[@]}"; do
+  name=${t#"$build/tests/"}
+  [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  run_one "$t" &
+  running=$((running + 1))
 done
-echo "summary: $pass passed, $fail failed, $(( $(date +%s) - start ))s"
+wait
+
+pass=0; fail=0; failed=()
+for f in "$results"/*; do
+  [ -e "$f" ] || continue
+  if [ "$(cat "$f")" = 0 ]; then pass=$((pass+1)); else fail=$((fail+1)); failed+=("$(basename "$f" | sed 's/_test_/\/test_/')"); fi
+done
+echo "summary: $pass passed, $fail failed, $(( $(date +%s) - start ))s ($jobs at a time)"
 [ $fail -eq 0 ] || { echo "failed: ${failed[*]}"; exit 1; }
+[ $pass -gt 0 ] || { echo "no tests ran (build: $build, filter: '$filter')"; exit 1; }

@@ -114,7 +114,7 @@ static const tn_cmd commands[] = {
     {"help", "[SUBCOMMAND]", "help on the command or a subcommand", NULL, cmd_help},
 };
 
-static const tn_cmd *find_cmd(const char *name)
+const tn_cmd *tn_find_cmd(const char *name)
 {
     for (size_t i = 0; i < AT_ARRAY_LEN(commands); i++)
         if (strcmp(commands[i].name, name) == 0)
@@ -142,7 +142,8 @@ static void usage(FILE *f)
 void tn_err(const tn_cmd *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "tuner%s%s: ", cmd ? " " : "", cmd ? cmd->name : "");
+    int named = cmd && cmd->name[0];
+    fprintf(stderr, "tuner%s%s: ", named ? " " : "", named ? cmd->name : "");
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
@@ -158,7 +159,7 @@ static int cmd_help(const tn_cmd *cmd, int argc, char **argv)
         usage(stdout);
         return TN_EXIT_OK;
     }
-    if ((c = find_cmd(argv[1])) == NULL || c->run == cmd_help) {
+    if ((c = tn_find_cmd(argv[1])) == NULL || c->run == cmd_help) {
         tn_err(cmd, "unknown subcommand '%s' (see 'tuner --help')", argv[1]);
         return TN_EXIT_USAGE;
     }
@@ -209,7 +210,7 @@ int tn_cli_main(int argc, char **argv)
     }
     if (strcmp(argv[i], "__build-worker") == 0)
         return tn_build_worker_main();
-    if ((c = find_cmd(argv[i])) == NULL)
+    if ((c = tn_find_cmd(argv[i])) == NULL)
         return tn_cmd_tune(&tune_cmd, argc, argv); /* tuner [flags] SPEC... */
     return c->run(c, argc - i, argv + i);
 }

@@ -125,7 +125,11 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
         ss_dag *dag;
         char tag[96];
         if (kn_op_build(spec, &dag, err, sizeof err) != AT_OK) {
-            if (strchr(spec, ':') == NULL && strchr(spec, '/') == NULL && !ends_with(spec, ".dag"))
+            if (tn_find_cmd(spec) != NULL)
+                tn_err(cmd, "'%s' is a subcommand: it comes first and its flags after it "
+                       "('tuner %s [flags]'; see 'tuner %s --help')", spec, spec, spec);
+            else if (strchr(spec, ':') == NULL && strchr(spec, '/') == NULL &&
+                     !ends_with(spec, ".dag"))
                 tn_err(cmd, "'%s' is neither a library operator (see docs/operators.md), a DAG "
                        "file, an ONNX model nor a task list (%s)", spec, err);
             else

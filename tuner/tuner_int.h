@@ -52,6 +52,8 @@ void tn_opts_help(FILE *f, const char *parent, const tn_cmd *cmd, const tn_opt *
 
 /* "tuner best: " etc. to stderr, then the message and a newline. */
 void tn_err(const tn_cmd *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The subcommand of that name (not the tuning run), or NULL. */
+const tn_cmd *tn_find_cmd(const char *name);
 
 /* The subcommands of records (tn_cli_records.c). */
 int tn_cmd_best(const tn_cmd *cmd, int argc, char **argv);

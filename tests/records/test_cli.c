@@ -96,10 +96,11 @@ static void test_usage_and_exit_statuses(void **unused)
         }
         at_free(err);
     }
-    EXPECT(0, "usage: tuner SUBCOMMAND", "", "--help");
+    EXPECT(0, "       tuner SUBCOMMAND [flags] [args]", "", "--help");
     EXPECT(0, "tuner " TN_VERSION, "", "--version");
-    EXPECT(2, "", "tuner: unknown subcommand 'frob'", "frob");
-    EXPECT(2, "", "tuner: unknown flag '--db'", "--db", "x.db", "best");
+    EXPECT(2, "", "tuner: 'frob' is neither a library operator", "frob");
+    EXPECT(2, "", "tuner: 'best' is a subcommand: it comes first and its flags after it", "--db",
+           "x.db", "best");
     EXPECT(2, "", "--log-level needs", "--log-level", "loud", "best");
     EXPECT(2, "", "tuner best: unknown flag '--bogus' (see 'tuner best --help')", "best",
            "--bogus");
