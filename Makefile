@@ -6,6 +6,7 @@
 #   make test       deps + sanitizer build (build/san) + the whole test suite
 #   make test-long  slow stress cases (not part of 'make test')
 #   make bench      deps + release build + benchmarks (lines "bench NAME VALUE UNIT")
+#   make gpu-bundle the GPU check's folder, without LLVM (build/gpu-bundle; docs/gpu.md)
 #   make clean
 #
 # Each module is a folder; every .c in it goes into the module's archive, except
@@ -311,3 +312,58 @@ bench-model: deps
 	$(Q)$(MAKE) --no-print-directory -j$$(nproc) all
 	$(Q)scripts/bench_model.sh $(BUDGET)
 # ---- end of models ----
+
+# ---- GPU bundle (docs/gpu.md) ----
+# 'make gpu-bundle' builds tuner, tracker, rpc_agent and the GPU check's gpu_verify
+# (tests/tools) without LLVM (-DAT_NO_LLVM: 'cuda' targets only, NVRTC loaded at run time)
+# into build/nollvm/, then scripts/gpu_bundle.sh
+# copies them with every shared library they need except glibc's (rpath $ORIGIN/../lib),
+# scripts/gpu_check.sh and its vendor benchmark source into build/gpu-bundle/ (under 64 MiB).
+# 'make test' runs scripts/gpu_bundle.sh --check on it: the binaries start with
+# LD_LIBRARY_PATH at the bundle alone and every library resolves inside it.  Needs the CUDA
+# toolkit's NVRTC header (CUDA_HOME); without it, the target says so and 'make test' skips.
+BUNDLE_CFLAGS := -O2 -DNDEBUG -DAT_NO_LLVM
+BUNDLE_LDLIBS  = $(filter-out $(LLVM_LIBS),$(LDLIBS))
+bundle_srcs    = $(filter-out kernels/kn_llvm.c,$(call mod_srcs,$(1)))
+LIBS_nollvm   := $(foreach m,$(MODULES),$(if $(call bundle_srcs,$(m)),build/nollvm/lib/lib$(call lib_of,$(m)).a))
+
+build/nollvm/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(Q)echo "  CC[nollvm] $<"; $(CC) $(BASE_CFLAGS) $(BUNDLE_CFLAGS) -c $< -o $@
+$(foreach m,$(MODULES),$(eval build/nollvm/lib/lib$(call lib_of,$(m)).a: $(patsubst %.c,build/nollvm/obj/%.o,$(call bundle_srcs,$(m)))))
+build/nollvm/lib/%.a:
+	@mkdir -p $(@D)
+	$(Q)rm -f $@; ar rcs $@ $^
+build/nollvm/bin/%: build/nollvm/obj/%/main.o $(LIBS_nollvm)
+	@mkdir -p $(@D)
+	$(Q)echo "  LD[nollvm] $@"; $(CC) -o $@ $< $(LIBS_nollvm) $(BUNDLE_LDLIBS) -Wl,-rpath,'$$ORIGIN/../lib'
+build/nollvm/bin/gpu_verify: build/nollvm/obj/tests/tools/gpu_verify.o \
+                            build/nollvm/obj/tests/support/ref_ops.o \
+                            build/nollvm/obj/tests/support/gpu_emu.o $(LIBS_nollvm)
+	@mkdir -p $(@D)
+	$(Q)echo "  LD[nollvm] $@"; $(CC) -o $@ $(filter %.o,$^) $(LIBS_nollvm) $(BUNDLE_LDLIBS) \
+	    -Wl,-rpath,'$$ORIGIN/../lib'
+$(eval $(call ONNX_PB,nollvm,$(BUNDLE_CFLAGS)))
+ifneq ($(HAVE_CUDA),)
+build/nollvm/obj/kernels/kn_nvrtc.o: BASE_CFLAGS += -isystem $(CUDA_HOME)/include
+build/nollvm/obj/kernels/kn_backend.o: BASE_CFLAGS += -DHAVE_CUDA
+endif
+build/nollvm/obj/kernels/kn_backend.o: $(CUDA_FLAG)
+
+.PHONY: gpu-bundle gpu-bundle-check
+ifneq ($(HAVE_CUDA),)
+gpu-bundle: build/nollvm/bin/tuner build/nollvm/bin/tracker build/nollvm/bin/rpc_agent \
+            build/nollvm/bin/gpu_verify
+	$(Q)scripts/gpu_bundle.sh build/nollvm/bin build/gpu-bundle
+gpu-bundle-check:
+	$(Q)$(MAKE) --no-print-directory -j$$(nproc) gpu-bundle
+	$(Q)scripts/gpu_bundle.sh --check build/gpu-bundle
+else
+gpu-bundle:
+	@echo "make gpu-bundle needs the CUDA toolkit: no $(CUDA_HOME)/include/nvrtc.h (set CUDA_HOME)" >&2; exit 1
+gpu-bundle-check:
+	@echo "SKIP gpu-bundle (no CUDA toolkit in $(CUDA_HOME))"
+endif
+test: gpu-bundle-check
+test-long: gpu-bundle-check
+# ---- end of GPU bundle ----

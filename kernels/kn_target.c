@@ -5,9 +5,11 @@
 ** code would use no AVX-512 on a CPU that has it. */
 #include "kernels_int.h"
 
+#ifndef AT_NO_LLVM
 #include <llvm-c/Core.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
+#endif
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifndef AT_NO_LLVM
 static pthread_once_t llvm_once = PTHREAD_ONCE_INIT;
 
 static void llvm_init(void)
@@ -278,6 +281,32 @@ at_err kn_target_host(kn_target *out)
 {
     return kn_target_parse("llvm -mcpu=native", out, NULL, 0);
 }
+
+#else /* AT_NO_LLVM: a build without LLVM (the GPU bundle) knows 'cuda' targets only */
+
+void kn__llvm_init(void)
+{
+}
+
+at_err kn_target_parse(const char *text, kn_target *out, char *errmsg, size_t errmsg_size)
+{
+    const char *lead = text + strspn(text, " \t");
+    memset(out, 0, sizeof *out);
+    if (strncmp(lead, "cuda", 4) == 0 && (lead[4] == 0 || lead[4] == ' ' || lead[4] == '\t'))
+        return kn__target_parse_cuda(lead, out, errmsg, errmsg_size);
+    return kn__fail(errmsg, errmsg_size, AT_EUNSUPPORTED,
+                    "target '%s': this build has no LLVM (a GPU bundle): only 'cuda "
+                    "-arch=sm_XX' targets",
+                    text);
+}
+
+at_err kn_target_host(kn_target *out)
+{
+    memset(out, 0, sizeof *out);
+    return AT_EUNSUPPORTED;
+}
+
+#endif
 
 at_err kn__fail(char *errmsg, size_t errmsg_size, at_err err, const char *fmt, ...)
 {

@@ -759,6 +759,77 @@ static void run_job(cchild *c, int index)
     send_result(c, index, AT_MEASURE_NO_ERROR, costs, w->run.repeat, "");
 }
 
+/* ---- one run in this process, for tools ---- */
+
+at_err agt_cuda_run_once(int device, const at_wire_artifact *a, void *const *bufs,
+                         char *errmsg, size_t n)
+{
+    static cchild c; /* the driver and the context stay for the process */
+    static int ready = 0;
+    CUdeviceptr dev[AT_WIRE_MAX_ARGS];
+    size_t bytes[AT_WIRE_MAX_ARGS];
+    kmod k;
+    CUresult r = 0;
+    at_err err = AT_OK;
+    if (a->n_args > AT_WIRE_MAX_ARGS)
+        return AT_EINVAL;
+    if (!ready) {
+        CUdevice d;
+        CUcontext ctx;
+        if (cuda_load(&c.cu, errmsg, n) != 0)
+            return AT_EUNSUPPORTED;
+        if ((r = c.cu.Init(0)) != 0 || (r = c.cu.DeviceGet(&d, device)) != 0) {
+            snprintf(errmsg, n, "no GPU: cuda:%d is not there (error %d, %s)", device, r,
+                     cu_name(&c.cu, r));
+            return AT_EUNSUPPORTED;
+        }
+        c.cu.DeviceGetAttribute(&c.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d);
+        c.cu.DeviceGetAttribute(&c.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d);
+        c.cu.DeviceGetAttribute(&c.max_shared,
+                                CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d);
+        if ((r = c.cu.DevicePrimaryCtxRetain(&ctx, d)) != 0 || (r = c.cu.CtxSetCurrent(ctx)) != 0) {
+            snprintf(errmsg, n, "the GPU's context cannot be made: %s", cu_name(&c.cu, r));
+            return AT_EIO;
+        }
+        ready = 1;
+    }
+    if (kmod_load(&c, a, &k, errmsg, n) != 0)
+        return AT_ECODEGEN;
+    memset(dev, 0, sizeof dev);
+    for (int i = 0; i < a->n_args && r == 0; i++) {
+        bytes[i] = arg_bytes(&a->args[i]);
+        if ((r = dalloc(&c, bytes[i], &dev[i])) == 0)
+            r = a->args[i].is_output ? c.cu.MemsetD8(dev[i], 0xff, bytes[i])
+                                     : c.cu.MemcpyHtoD(dev[i], bufs[i], bytes[i]);
+    }
+    if (r != 0) {
+        snprintf(errmsg, n, "cannot set up the arguments on the GPU: %s", cu_name(&c.cu, r));
+        err = AT_EIO;
+    } else if ((r = run_launches(&c, a, &k, dev)) != 0 || (r = c.cu.CtxSynchronize()) != 0) {
+        snprintf(errmsg, n, "the kernel failed on the GPU: %s (%d: %s)", cu_name(&c.cu, r), r,
+                 cu_text(&c.cu, r));
+        err = AT_EIO;
+    }
+    for (int i = 0; i < a->n_args && err == AT_OK; i++) {
+        if (!guard_intact(&c, dev[i], bytes[i])) {
+            snprintf(errmsg, n, "the kernel wrote out of bounds of argument %d", i);
+            err = AT_EIO;
+        } else if (a->args[i].is_output && (r = c.cu.MemcpyDtoH(bufs[i], dev[i], bytes[i])) != 0) {
+            snprintf(errmsg, n, "cannot read output %d: %s", i, cu_name(&c.cu, r));
+            err = AT_EIO;
+        }
+    }
+    if (err == AT_OK && k.ws && !guard_intact(&c, k.ws, k.ws_n)) {
+        snprintf(errmsg, n, "the kernel wrote out of bounds of its workspace");
+        err = AT_EIO;
+    }
+    for (int i = 0; i < a->n_args; i++)
+        if (dev[i])
+            c.cu.MemFree(dev[i]);
+    kmod_free(&c, &k);
+    return err;
+}
+
 void agt__cuda_child_main(const uint8_t *batch, size_t n, int ev, int device)
 {
     static const int fatal_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS, SIGTRAP};

@@ -74,6 +74,16 @@ typedef struct agt_config {
 ** when it is none of these. */
 int agt_device_parse(const char *s, int *cuda_index);
 
+/* Run a GPU artifact (gpu_kind != AT_WIRE_GPU_NONE) once on NVIDIA GPU 'device' in this
+** process, on host buffers in argument order: the inputs are copied to the device, every
+** output is read back into its buffer.  For tools (tests/tools/gpu_verify): the driver and
+** the context stay loaded until the process ends, and a kernel fault leaves the context
+** unusable, so a measuring agent never calls this (agt_cuda.c runs each batch in a child).
+** AT_EUNSUPPORTED "no GPU: ..." without a driver or device; AT_ECODEGEN when the module does
+** not load; AT_EIO for a failed launch or an out-of-bounds write (guard zones). */
+at_err agt_cuda_run_once(int device, const at_wire_artifact *a, void *const *bufs,
+                         char *errmsg, size_t n);
+
 /* Make an agent (nothing is dialled until agt_run).  On AT_OK the caller owns *out
 ** (agt_close).  AT_EINVAL for a bad configuration ('errmsg' says which field).  With a
 ** 'device' "cuda:N", a child probes the GPU first: AT_EUNSUPPORTED with "no GPU: ..." when

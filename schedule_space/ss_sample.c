@@ -834,7 +834,6 @@ at_err ss__gpu_sample(const ss_space *sp, const ss_state *sketch, at_rng *rng, s
         return err;
     if ((err = thread_bind(st, hw)) != AT_OK || (err = annotate_unroll(st, hw, rng)) != AT_OK ||
         (err = gpu_check_state(st, hw)) != AT_OK) {
-        if (getenv("SS_DEBUG")) { at_buf b; at_buf_init(&b); ss_state_to_json(st, &b); fprintf(stderr, "gpu sample failed %d: %s\n", err, b.data); at_buf_fini(&b); }
         ss_state_free(st);
         return err == AT_ENOMEM ? err : AT_ESCHED;
     }

@@ -154,7 +154,8 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         n_pos, help, rc;
     tn_opt opts[] = {
         {"trials", 0, TN_OPT_INT, &trials, "N", "measurements in all (default 1000)"},
-        {"target", 0, TN_OPT_STR, &target, "T", "compilation target (default 'llvm -mcpu=native')"},
+        {"target", 0, TN_OPT_STR, &target, "T",
+         "compilation target (default 'llvm -mcpu=native'; 'cuda -arch=sm_90' for GPU agents)"},
         {"tracker", 0, TN_OPT_STR, &tracker, "HOST:PORT", "measure on this tracker's agents "
                                                           "(default: embedded, this machine)"},
         {"key", 0, TN_OPT_STR, &device_key, "NAME", "device key of the agents (default 'local')"},
@@ -243,6 +244,11 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         kn_target t;
         if (kn_target_parse(target, &t, err, sizeof err) != AT_OK) {
             tn_err(cmd, "%s", err);
+            return TN_EXIT_USAGE;
+        }
+        if (tracker == NULL && t.kind == KN_TARGET_CUDA) {
+            tn_err(cmd, "target '%s' is a GPU: measure it on GPU agents (--tracker HOST:PORT "
+                   "--key NAME; rpc_agent --device cuda:N)", target);
             return TN_EXIT_USAGE;
         }
         if (tracker == NULL && !t.is_host) {

@@ -177,13 +177,16 @@ static at_err setup_task(run *r, int i)
     return err;
 }
 
-/* The reference (naive schedule) each agent checks outputs against. */
+/* The reference (naive schedule) each agent checks outputs against; on a GPU the naive GPU
+** schedule (blocks of 128 threads over the fused spatial loops), which agents run there. */
 static at_err add_reference(run *r, ttask *t)
 {
     ss_state *naive;
     kn_ir *ir = NULL;
     kn_artifact *a = NULL;
-    at_err err = ss_state_new(t->dag, &naive);
+    at_err err = r->target.kind == KN_TARGET_CUDA
+                     ? kn_gpu_naive(t->dag, 128, &naive, r->errmsg, sizeof r->errmsg)
+                     : ss_state_new(t->dag, &naive);
     if (err == AT_OK)
         err = kn_lower(naive, &ir, r->errmsg, sizeof r->errmsg);
     if (err == AT_OK)
@@ -612,11 +615,13 @@ at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_
     memset(rep, 0, sizeof *rep);
     if ((err = kn_target_parse(o->target, &r.target, errmsg, errmsg_size)) != AT_OK)
         return err;
-    ss_hw_cpu(&r.hw, r.target.n_cores, r.target.vector_bytes, r.target.l1_bytes,
-              r.target.l2_bytes);
-    r.hw.layout_rewrite = o->layout_rewrite;
+    kn_target_hw(&r.target, &r.hw); /* a GPU's rules and limits for a cuda target */
+    if (r.target.kind != KN_TARGET_CUDA)
+        r.hw.layout_rewrite = o->layout_rewrite;
     uname(&r.uts);
-    r.build_dev.arch = r.target.is_aarch64 ? "aarch64" : "x86_64";
+    r.build_dev.arch = r.target.kind == KN_TARGET_CUDA ? r.target.triple
+                       : r.target.is_aarch64               ? "aarch64"
+                                                           : "x86_64";
     r.build_dev.model = "(build failed on the tuner host: never measured)";
     r.build_dev.n_cores = 1;
     r.build_dev.os = r.uts.release;

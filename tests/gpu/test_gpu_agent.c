@@ -4,8 +4,10 @@
 ** (a child of the launcher, the only process that loads the driver) answers "no GPU: ..."
 ** within seconds, and the agent exits 1 with that sentence: when the driver cannot be loaded
 ** (AT_LIBCUDA names a missing file), and, with the toolkit's stub driver (which loads but
-** has no device), when cuInit or the device fails.  A host with a real GPU is not needed and
-** not used: AT_LIBCUDA is always set. */
+** has no device), when cuInit or the device fails.  Also the GPU check's tool gpu_verify
+** (tests/tools): "no GPU" without one, and with --emulate three operators' naive and random
+** GPU states run on the CPU (tests/support/gpu_emu) against the plain-C reference.  A host
+** with a real GPU is not needed and not used: AT_LIBCUDA is always set. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,13 +24,15 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "kernels/kernels.h"
+#include "tests/support/gpu_emu.h"
 
-static char bin[PATH_MAX + 32], key[PATH_MAX + 32], dir[64];
+static char bin[PATH_MAX + 32], verify[PATH_MAX + 32], key[PATH_MAX + 32], dir[64];
 
-/* Run the agent with 'libcuda' as AT_LIBCUDA and 'args'; its exit code, stdout and stderr
+/* Run 'exe' with 'libcuda' as AT_LIBCUDA and 'args'; its exit code, stdout and stderr
 ** (at_malloc'd) and how long it ran. */
-static int run_agent(const char *libcuda, const char *const *args, char **out, char **err,
-                     double *secs)
+static int run_exe(const char *exe, const char *libcuda, const char *const *args, char **out,
+                   char **err, double *secs)
 {
     char po[PATH_MAX], pe[PATH_MAX];
     double t0 = at_time_mono_s();
@@ -54,7 +58,7 @@ static int run_agent(const char *libcuda, const char *const *args, char **out, c
         for (int i = 0; args[i] && argc < 31; i++)
             argv[argc++] = args[i];
         argv[argc] = NULL;
-        execv(bin, (char *const *)argv);
+        execv(exe, (char *const *)argv);
         _exit(121);
     }
     assert_true(pid > 0);
@@ -65,7 +69,7 @@ static int run_agent(const char *libcuda, const char *const *args, char **out, c
         if (i == 599) {
             kill(-pid, SIGKILL);
             waitpid(pid, &status, 0);
-            fail_msg("rpc_agent did not end within 30 s");
+            fail_msg("%s did not end within 30 s", exe);
         }
     }
     *secs = at_time_mono_s() - t0;
@@ -77,6 +81,12 @@ static int run_agent(const char *libcuda, const char *const *args, char **out, c
             fail_msg("%s", msg);
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int run_agent(const char *libcuda, const char *const *args, char **out, char **err,
+                     double *secs)
+{
+    return run_exe(bin, libcuda, args, out, err, secs);
 }
 
 static void expect(const char *libcuda, const char *device, int rc, const char *msg)
@@ -142,6 +152,41 @@ static void test_version(void **unused)
     at_free(err);
 }
 
+/* gpu_verify (the GPU check's comparison with the CPU reference): without a GPU it says so;
+** with --emulate its states run on the CPU and match the plain-C reference. */
+static void test_gpu_verify(void **unused)
+{
+    const char *const plain[] = {"--states", "1", "matmul:M=8,N=8,K=8", NULL};
+    const char *const emulated[] = {"--emulate", "--states", "2", "matmul:M=64,N=48,K=32",
+                                    "softmax:M=2,N=256",
+                                    "conv2d:N=1,C=8,H=14,W=14,K=16,R=3,S=3,pad=1,bias=1,relu=1",
+                                    NULL};
+    const char *const bad[] = {"--states", "many", NULL};
+    char *out, *err;
+    double secs;
+    int rc;
+    (void)unused;
+    rc = run_exe(verify, "/nonexistent/libcuda.so.1", plain, &out, &err, &secs);
+    if (rc != 1 || strstr(out, "no GPU: the CUDA driver") == NULL)
+        fail_msg("gpu_verify without a GPU: exit %d, '%s' '%s'", rc, out, err);
+    at_free(out);
+    at_free(err);
+    rc = run_exe(verify, "/nonexistent/libcuda.so.1", bad, &out, &err, &secs);
+    assert_int_equal(rc, 2);
+    at_free(out);
+    at_free(err);
+    if (!gpu_emu_available() || kn_backend_find("cuda") == NULL) {
+        printf("SKIP (no C compiler or no NVRTC): gpu_verify --emulate\n");
+        return;
+    }
+    rc = run_exe(verify, "/nonexistent/libcuda.so.1", emulated, &out, &err, &secs);
+    if (rc != 0 || strstr(out, "every GPU state matches the CPU reference") == NULL)
+        fail_msg("gpu_verify --emulate: exit %d, '%s' '%s'", rc, out, err);
+    printf("%s", out);
+    at_free(out);
+    at_free(err);
+}
+
 static int setup(void **unused)
 {
     char exe[PATH_MAX], cmd[2 * PATH_MAX + 128], *p;
@@ -154,8 +199,9 @@ static int setup(void **unused)
         return -1;
     *p = 0;
     snprintf(bin, sizeof bin, "%s/bin/rpc_agent", exe);
-    if (access(bin, X_OK) != 0) {
-        fprintf(stderr, "missing %s (make tests-san builds it)\n", bin);
+    snprintf(verify, sizeof verify, "%s/tests/tools/gpu_verify", exe);
+    if (access(bin, X_OK) != 0 || access(verify, X_OK) != 0) {
+        fprintf(stderr, "missing %s or %s (make tests-san builds them)\n", bin, verify);
         return -1;
     }
     snprintf(dir, sizeof dir, "/tmp/at_gpu_agent_XXXXXX");
@@ -181,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_bad_device_strings),
         cmocka_unit_test(test_no_driver),
         cmocka_unit_test(test_stub_driver),
+        cmocka_unit_test(test_gpu_verify),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

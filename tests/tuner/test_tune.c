@@ -184,6 +184,8 @@ static void test_bad_command_lines(void **unused)
     USAGE("b5", "not this machine's architecture", "--target",
           "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76", "matmul:M=8,N=8,K=8");
     USAGE("b6", "sm_70 is older than sm_75", "--target", "cuda -arch=sm_70", "matmul");
+    USAGE("b6g", "is a GPU: measure it on GPU agents", "--target", "cuda -arch=sm_90",
+          "matmul:M=8,N=8,K=8");
     USAGE("b7", "unknown flag '--trails'", "--trails", "10", "matmul");
     USAGE("b8", "a tracker needs the fleet key", "--tracker", "127.0.0.1:1", "--key", "x",
           "matmul:M=8,N=8,K=8");
