@@ -322,30 +322,33 @@ bench-model: deps
 # 'make test' runs scripts/gpu_bundle.sh --check on it: the binaries start with
 # LD_LIBRARY_PATH at the bundle alone and every library resolves inside it.  Needs the CUDA
 # toolkit's NVRTC header (CUDA_HOME); without it, the target says so and 'make test' skips.
-BUNDLE_CFLAGS := -O2 -DNDEBUG -DAT_NO_LLVM
+# Only kn_target.c and kn_backend.c differ without LLVM: every other object is the release
+# build's (which 'make test' builds anyway), so the bundle costs two compiles and the links.
+BUNDLE_CFLAGS := $(REL_CFLAGS) -DAT_NO_LLVM
 BUNDLE_LDLIBS  = $(filter-out $(LLVM_LIBS),$(LDLIBS))
+NOLLVM_OWN    := kernels/kn_target.c kernels/kn_backend.c
 bundle_srcs    = $(filter-out kernels/kn_llvm.c,$(call mod_srcs,$(1)))
+nollvm_objs    = $(foreach f,$(1),$(if $(filter $(f),$(NOLLVM_OWN)),build/nollvm,build/rel)/obj/$(f:.c=.o))
 LIBS_nollvm   := $(foreach m,$(MODULES),$(if $(call bundle_srcs,$(m)),build/nollvm/lib/lib$(call lib_of,$(m)).a))
 
 build/nollvm/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(Q)echo "  CC[nollvm] $<"; $(CC) $(BASE_CFLAGS) $(BUNDLE_CFLAGS) -c $< -o $@
-$(foreach m,$(MODULES),$(eval build/nollvm/lib/lib$(call lib_of,$(m)).a: $(patsubst %.c,build/nollvm/obj/%.o,$(call bundle_srcs,$(m)))))
+$(foreach m,$(MODULES),$(eval build/nollvm/lib/lib$(call lib_of,$(m)).a: $(call nollvm_objs,$(call bundle_srcs,$(m)))))
+build/nollvm/lib/libtuner.a: build/rel/obj/gen/onnx.pb-c.o
 build/nollvm/lib/%.a:
 	@mkdir -p $(@D)
 	$(Q)rm -f $@; ar rcs $@ $^
-build/nollvm/bin/%: build/nollvm/obj/%/main.o $(LIBS_nollvm)
+build/nollvm/bin/%: build/rel/obj/%/main.o $(LIBS_nollvm)
 	@mkdir -p $(@D)
 	$(Q)echo "  LD[nollvm] $@"; $(CC) -o $@ $< $(LIBS_nollvm) $(BUNDLE_LDLIBS) -Wl,-rpath,'$$ORIGIN/../lib'
-build/nollvm/bin/gpu_verify: build/nollvm/obj/tests/tools/gpu_verify.o \
-                            build/nollvm/obj/tests/support/ref_ops.o \
-                            build/nollvm/obj/tests/support/gpu_emu.o $(LIBS_nollvm)
+build/nollvm/bin/gpu_verify: build/rel/obj/tests/tools/gpu_verify.o \
+                            build/rel/obj/tests/support/ref_ops.o \
+                            build/rel/obj/tests/support/gpu_emu.o $(LIBS_nollvm)
 	@mkdir -p $(@D)
 	$(Q)echo "  LD[nollvm] $@"; $(CC) -o $@ $(filter %.o,$^) $(LIBS_nollvm) $(BUNDLE_LDLIBS) \
 	    -Wl,-rpath,'$$ORIGIN/../lib'
-$(eval $(call ONNX_PB,nollvm,$(BUNDLE_CFLAGS)))
 ifneq ($(HAVE_CUDA),)
-build/nollvm/obj/kernels/kn_nvrtc.o: BASE_CFLAGS += -isystem $(CUDA_HOME)/include
 build/nollvm/obj/kernels/kn_backend.o: BASE_CFLAGS += -DHAVE_CUDA
 endif
 build/nollvm/obj/kernels/kn_backend.o: $(CUDA_FLAG)

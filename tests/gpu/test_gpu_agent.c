@@ -167,7 +167,8 @@ static void test_gpu_verify(void **unused)
     int rc;
     (void)unused;
     rc = run_exe(verify, "/nonexistent/libcuda.so.1", plain, &out, &err, &secs);
-    if (rc != 1 || strstr(out, "no GPU: the CUDA driver") == NULL)
+    if (rc != 1 || strstr(out, kn_backend_find("cuda") ? "no GPU: the CUDA driver"
+                                                       : "this build has no CUDA backend") == NULL)
         fail_msg("gpu_verify without a GPU: exit %d, '%s' '%s'", rc, out, err);
     at_free(out);
     at_free(err);
@@ -175,8 +176,8 @@ static void test_gpu_verify(void **unused)
     assert_int_equal(rc, 2);
     at_free(out);
     at_free(err);
-    if (!gpu_emu_available() || kn_backend_find("cuda") == NULL) {
-        printf("SKIP (no C compiler or no NVRTC): gpu_verify --emulate\n");
+    if (!gpu_emu_available()) {
+        printf("SKIP (no C compiler): gpu_verify --emulate\n");
         return;
     }
     rc = run_exe(verify, "/nonexistent/libcuda.so.1", emulated, &out, &err, &secs);
