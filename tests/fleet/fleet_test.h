@@ -199,6 +199,32 @@ __attribute__((unused)) static pid_t ft_start_tracker(const char *key_path, int 
     return pid;
 }
 
+/* Start bin/rpc_agent serving 'device_key' for the tracker at 127.0.0.1:'port' (reconnecting
+** within 'reconnect_ms'), output to 'log'; 'extra' (NULL-terminated, may be NULL) follows. */
+__attribute__((unused)) static pid_t ft_start_agent(int port, const char *device_key,
+                                                    const char *key_path, const char *log,
+                                                    int reconnect_ms, const char *const *extra)
+{
+    char bin[PATH_MAX], url[64], rc[16];
+    char *argv[32];
+    int n = 0;
+    snprintf(url, sizeof url, "127.0.0.1:%d", port);
+    snprintf(rc, sizeof rc, "%d", reconnect_ms);
+    argv[n++] = (char *)ft_path("bin/rpc_agent", bin, sizeof bin);
+    argv[n++] = (char *)"--tracker";
+    argv[n++] = url;
+    argv[n++] = (char *)"--key";
+    argv[n++] = (char *)device_key;
+    argv[n++] = (char *)"--fleet-key";
+    argv[n++] = (char *)key_path;
+    argv[n++] = (char *)"--reconnect-max-ms";
+    argv[n++] = rc;
+    for (int i = 0; extra && extra[i] && n < 31; i++)
+        argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
+    return ft_spawn(argv, log, log);
+}
+
 /* Compile C source to an object with gcc -O2 -fPIC (or 'cc' and 'flags'); the caller owns
 ** *obj (at_free).  Returns 0 on success. */
 __attribute__((unused)) static int ft_compile(const char *cc, const char *flags, const char *src,

@@ -16,6 +16,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
+#include "fleet_results.h"
 #include "fleet_test.h"
 #include "records/records.h"
 #include "rpc_agent/rpc_agent.h"
@@ -84,52 +85,10 @@ static void art_of(at_wire_artifact *a, const char *entry)
 
 static pid_t start_agent(const char *name, const char *extra)
 {
-    char bin[PATH_MAX], url[64], out[PATH_MAX];
-    char *argv[20];
-    int n = 0;
-    snprintf(url, sizeof url, "127.0.0.1:%d", port);
+    char out[PATH_MAX];
     snprintf(out, sizeof out, "%s/%s.log", ft_tmpdir(), name);
-    argv[n++] = (char *)ft_path("bin/rpc_agent", bin, sizeof bin);
-    argv[n++] = (char *)"--tracker";
-    argv[n++] = url;
-    argv[n++] = (char *)"--key";
-    argv[n++] = (char *)"x86";
-    argv[n++] = (char *)"--fleet-key";
-    argv[n++] = (char *)key_path;
-    argv[n++] = (char *)"--name";
-    argv[n++] = (char *)name;
-    argv[n++] = (char *)"--threads";
-    argv[n++] = (char *)"1";
-    argv[n++] = (char *)"--reconnect-max-ms";
-    argv[n++] = (char *)"300";
-    if (extra) argv[n++] = (char *)extra;
-    argv[n] = NULL;
-    return ft_spawn(argv, out, out);
-}
-
-typedef struct got {
-    int n;
-    char ids[64][64];
-    int status[64];
-    char text[64][512];
-} got;
-
-static void on_result(void *ctx, const tn_fleet_job *job, const at_wire_result *r)
-{
-    got *g = ctx;
-    (void)job;
-    if (g->n >= 64) return;
-    snprintf(g->ids[g->n], sizeof g->ids[0], "%s", r->id);
-    g->status[g->n] = r->status;
-    snprintf(g->text[g->n], sizeof g->text[0], "%s", r->error ? r->error : "");
-    g->n++;
-}
-
-static int find(const got *g, const char *id)
-{
-    for (int i = 0; i < g->n; i++)
-        if (strcmp(g->ids[i], id) == 0) return i;
-    return -1;
+    return ft_start_agent(port, "x86", key_path, out, 300,
+                          (const char *const[]){"--name", name, "--threads", "1", extra, NULL});
 }
 
 static void test_bad_kernels_each_get_their_code(void **unused)
@@ -165,7 +124,7 @@ static void test_bad_kernels_each_get_their_code(void **unused)
     rec_store *st;
     int64_t task;
     pid_t agent;
-    got g;
+    ft_got g;
     double end;
     (void)unused;
 
@@ -221,10 +180,10 @@ static void test_bad_kernels_each_get_their_code(void **unused)
     memset(&g, 0, sizeof g);
     end = ft_now() + 120; /* generous: it is not a timing */
     while (tn_fleet_pending(f) > 0 && ft_now() < end)
-        assert_true(tn_fleet_wait(f, 1000, on_result, &g) == AT_OK);
+        assert_true(tn_fleet_wait(f, 1000, ft_on_result, &g) == AT_OK);
     assert_int_equal(tn_fleet_pending(f), 0);
     for (int i = 0; i < N; i++) {
-        int k = find(&g, cases[i].id);
+        int k = ft_find(&g, cases[i].id);
         assert_true(k >= 0);
         if (g.status[k] != cases[i].status || strstr(g.text[k], cases[i].text) == NULL)
             fail_msg("job %s: status %s (%s), expected %s with '%s'", cases[i].id,
@@ -238,7 +197,7 @@ static void test_bad_kernels_each_get_their_code(void **unused)
         int rows = 0;
         assert_int_equal(rec_iter_open(st, NULL, REC_ORDER_ID, &it), AT_OK);
         while (rec_iter_next(it, &r) == AT_OK && r != NULL) {
-            int k = find(&g, r->job_id);
+            int k = ft_find(&g, r->job_id);
             assert_true(k >= 0);
             assert_int_equal(r->status, g.status[k]);
             rows++;
@@ -267,7 +226,7 @@ static void test_sigterm_returns_jobs(void **unused)
     kn_artifact ref;
     pid_t a1, a2;
     int st;
-    got g;
+    ft_got g;
     double end;
     (void)unused;
 
@@ -306,7 +265,7 @@ static void test_sigterm_returns_jobs(void **unused)
     /* let the first agent take the jobs and start one, then stop it */
     end = ft_now() + 60;
     while (g.n == 0 && ft_now() < end)
-        assert_true(tn_fleet_wait(f, 300, on_result, &g) == AT_OK);
+        assert_true(tn_fleet_wait(f, 300, ft_on_result, &g) == AT_OK);
     assert_true(g.n >= 1);
     kill(a1, SIGTERM);
     st = ft_wait(a1, 60);
@@ -315,11 +274,11 @@ static void test_sigterm_returns_jobs(void **unused)
     a2 = start_agent("agent-term-2", NULL);
     end = ft_now() + 120;
     while (tn_fleet_pending(f) > 0 && ft_now() < end)
-        assert_true(tn_fleet_wait(f, 1000, on_result, &g) == AT_OK);
+        assert_true(tn_fleet_wait(f, 1000, ft_on_result, &g) == AT_OK);
     assert_int_equal(tn_fleet_pending(f), 0);
     assert_int_equal(g.n, N);
     for (int i = 0; i < N; i++) {
-        assert_int_equal(g.status[find(&g, ids[i])], AT_MEASURE_NO_ERROR);
+        assert_int_equal(g.status[ft_find(&g, ids[i])], AT_MEASURE_NO_ERROR);
     }
     tn_fleet_close(f);
     kill(a2, SIGTERM);
