@@ -1001,7 +1001,9 @@ static LLVMTargetMachineRef make_tm(const kn_target *t, char *errmsg, size_t err
         LLVMDisposeMessage(err);
         return NULL;
     }
-    return LLVMCreateTargetMachine(tgt, t->triple, t->cpu, t->features, LLVMCodeGenLevelAggressive,
+    return LLVMCreateTargetMachine(tgt, t->triple, t->cpu, t->features,
+                                   t->quick_build ? LLVMCodeGenLevelNone
+                                                  : LLVMCodeGenLevelAggressive,
                                    LLVMRelocPIC, LLVMCodeModelSmall);
 }
 
@@ -1125,7 +1127,7 @@ at_err kn__llvm_build(const kn_ir *ir, const kn_target *target, const char *entr
     tm = make_tm(target, errmsg, errmsg_size);
     if (tm == NULL)
         return AT_ECODEGEN;
-    err = generate(&c, ir, target, entry, tm, 1);
+    err = generate(&c, ir, target, entry, tm, !target->quick_build);
     if (err == AT_OK &&
         LLVMTargetMachineEmitToMemoryBuffer(tm, c.mod, LLVMObjectFile, &msg, &mb)) {
         err = kn__fail(errmsg, errmsg_size, AT_ECODEGEN, "LLVM cannot emit the object: %.400s",
