@@ -1155,13 +1155,15 @@ void trk__tick(trk_tracker *t)
             }
             if (!a->parked && a->n_held > 0 && t->now - a->last_seen > t->cfg.lease_ms / 1000.0) {
                 trk_sess *s = a->sess;
-                uint32_t pipe = s->pipe;
                 char why[128];
                 snprintf(why, sizeof why, "sent no heartbeat for %.1f s (lease %d ms)",
                          t->now - a->last_seen, t->cfg.lease_ms);
                 a->n_lost++;
                 sess_free(t, s, why);
-                trk__close_pipe(t, pipe);
+                /* the connection stays: the agent's next request gets "no session" and it
+                ** opens a new one (as after a tracker restart).  Dropping the connection of
+                ** a peer that may be sending meanwhile can hang the peer's nng_close in nng
+                ** 1.5.2 (Debian 12; docs/fleet.md, known issues). */
                 k = p->agents.next; /* the list changed */
             }
         }

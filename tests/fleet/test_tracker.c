@@ -15,6 +15,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include "fleet_test.h"
 #include "tracker/tracker.h"
@@ -509,6 +510,22 @@ static void test_replayed_frames_are_refused(void **unused)
     status_still_served();
 }
 
+/* A plain TCP connection to the tracker's port, with a 5 s receive timeout. */
+static int tcp_to_tracker(void)
+{
+    struct sockaddr_in sa;
+    struct timeval tv = {5, 0};
+    int sock = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(sock >= 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)trk_port(trk));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(sock, (struct sockaddr *)&sa, sizeof sa), 0);
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return sock;
+}
+
 static void test_oversized_and_random_bytes_are_refused(void **unused)
 {
     nng_socket s;
@@ -518,7 +535,6 @@ static void test_oversized_and_random_bytes_are_refused(void **unused)
     trk_stats s0, s1;
     double end;
     int sock;
-    struct sockaddr_in sa;
     at_rng rng;
     (void)unused;
     trk_get_stats(trk, &s0);
@@ -533,21 +549,34 @@ static void test_oversized_and_random_bytes_are_refused(void **unused)
     nng_free(rep, rep_n);
     nng_close(s);
     at_free(big);
-    /* larger than any frame: the connection is dropped, nothing is answered */
-    s = raw_open();
-    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 2000);
-    big = at_calloc(1, (size_t)AT_WIRE_MAX_MSG + 4096);
-    assert_int_not_equal(raw_call(s, big, (size_t)AT_WIRE_MAX_MSG + 4096, &rep, &rep_n), 0);
-    nng_close(s);
-    at_free(big);
+    /* larger than any frame: the connection is dropped, nothing is answered.  The peer is
+    ** a plain TCP socket speaking SP's TCP framing (an nng socket whose connection is
+    ** dropped in the middle of a send can hang in nng_close with nng 1.5.2: docs/fleet.md,
+    ** known issues) */
+    {
+        static const uint8_t sp_req0[8] = {0, 'S', 'P', 0, 0, 48, 0, 0}; /* req0 is 48 */
+        uint8_t hdr[8], len[8], chunk[4096];
+        uint64_t huge = (uint64_t)AT_WIRE_MAX_MSG + 4096;
+        ssize_t got = 1;
+        sock = tcp_to_tracker();
+        assert_int_equal(write(sock, sp_req0, sizeof sp_req0), (ssize_t)sizeof sp_req0);
+        assert_int_equal(read(sock, hdr, sizeof hdr), (ssize_t)sizeof hdr);
+        assert_int_equal(hdr[1], 'S');
+        for (int i = 0; i < 8; i++)
+            len[i] = (uint8_t)(huge >> (56 - 8 * i));
+        assert_int_equal(write(sock, len, sizeof len), (ssize_t)sizeof len);
+        memset(chunk, 0x5a, sizeof chunk);
+        (void)!write(sock, chunk, sizeof chunk);
+        /* the tracker closes the connection without an answer */
+        end = ft_now() + 10;
+        while (got > 0 && ft_now() < end)
+            got = read(sock, chunk, sizeof chunk);
+        assert_true(got <= 0);
+        close(sock);
+    }
     /* random bytes on the port (not the SP protocol at all) */
     at_rng_seed(&rng, 99);
-    sock = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)trk_port(trk));
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(sock, (struct sockaddr *)&sa, sizeof sa), 0);
+    sock = tcp_to_tracker();
     {
         uint8_t junk[512];
         for (size_t i = 0; i < sizeof junk; i++)
