@@ -355,66 +355,6 @@ static double total_ops(const ss_expr *e)
 
 /* ---- loop kinds as code generation applies them ---- */
 
-static int uses_var(const ss_expr *e, int var)
-{
-    if (e->kind == SS_E_VAR)
-        return e->id == var;
-    for (int i = 0; i < e->n; i++)
-        if (uses_var(e->a[i], var))
-            return 1;
-    return 0;
-}
-
-static int vectorizable(const kn_stmt *s, int var)
-{
-    switch (s->kind) {
-    case KN_S_SEQ:
-        for (int i = 0; i < s->n; i++)
-            if (!vectorizable(s->items[i], var))
-                return 0;
-        return 1;
-    case KN_S_STORE:
-        return 1;
-    case KN_S_IF:
-        return !uses_var(s->cond, var) && vectorizable(s->body, var);
-    case KN_S_FOR:
-        if (s->for_kind == KN_FOR_PARALLEL || s->for_kind == KN_FOR_VECTORIZE)
-            return 0;
-        return vectorizable(s->body, var);
-    }
-    return 0;
-}
-
-/* Statements after unrolling with 'budget', or -1 when a loop would stay a loop. */
-static int64_t unrolled_size(const kn_stmt *s, int budget)
-{
-    int64_t n = 0, m;
-    switch (s->kind) {
-    case KN_S_SEQ:
-        for (int i = 0; i < s->n; i++) {
-            if ((m = unrolled_size(s->items[i], budget)) < 0)
-                return -1;
-            n += m;
-        }
-        return n;
-    case KN_S_STORE:
-        return 1;
-    case KN_S_IF:
-        m = unrolled_size(s->body, budget);
-        return m < 0 ? -1 : m + 1;
-    case KN_S_FOR:
-        if ((m = unrolled_size(s->body, budget)) < 0)
-            return -1;
-        if (s->for_kind == KN_FOR_VECTORIZE)
-            return m;
-        if (s->for_kind == KN_FOR_UNROLL ||
-            (s->for_kind == KN_FOR_SERIAL && s->extent * m <= budget))
-            return s->extent * m;
-        return -1;
-    }
-    return -1;
-}
-
 /* ---- accesses ---- */
 
 /* Add mult * (affine part of e) to a->coef; variables under anything else are non-affine. */
@@ -959,7 +899,7 @@ static void walk(ex *x, const kn_stmt *st, int in_unrolled)
             lp->kind = K_PAR;
             break;
         case KN_FOR_VECTORIZE:
-            lp->kind = vectorizable(st->body, st->var) ? K_VEC : K_SERIAL;
+            lp->kind = kn_stmt_vectorizable(st->body, st->var) ? K_VEC : K_SERIAL;
             break;
         case KN_FOR_UNROLL:
             lp->kind = K_UNROLL;
@@ -967,7 +907,7 @@ static void walk(ex *x, const kn_stmt *st, int in_unrolled)
         default:
             lp->kind = K_SERIAL;
             if (in_unrolled ||
-                (st->unroll_max_step > 0 && unrolled_size(st, st->unroll_max_step) >= 0)) {
+                (st->unroll_max_step > 0 && kn_stmt_unrolled_size(st, st->unroll_max_step) >= 0)) {
                 lp->kind = K_UNROLL;
                 unrolled = 1;
             }

@@ -155,6 +155,13 @@ typedef struct kn_ir {
 ** interleaved into the thread's work (their temporaries get one copy each). */
 at_err kn_lower(const ss_state *st, kn_ir **out, char *errmsg, size_t errmsg_size);
 void kn_ir_free(kn_ir *ir);
+/* Can the body of a loop over 'var' be emitted with 'var' as a vector of lanes (no inner
+** parallel or vectorized loop, no condition on 'var')?  The code generator and the cost
+** model's features ask the same question. */
+int kn_stmt_vectorizable(const kn_stmt *s, int var);
+/* Statements of 's' once unrolled, serial loops unrolled while extent x body <= 'budget';
+** -1 when a loop would stay a loop (auto_unroll_max_step's rule). */
+int64_t kn_stmt_unrolled_size(const kn_stmt *s, int budget);
 /* Readable text of the IR (for debugging and tests). */
 void kn_ir_print(const kn_ir *ir, at_buf *b);
 

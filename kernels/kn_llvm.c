@@ -565,67 +565,6 @@ static void emit_store(cg *c, const kn_stmt *s)
     }
 }
 
-static int uses_var(const ss_expr *e, int var)
-{
-    if (e->kind == SS_E_VAR)
-        return e->id == var;
-    for (int i = 0; i < e->n; i++)
-        if (uses_var(e->a[i], var))
-            return 1;
-    return 0;
-}
-
-/* Can the body of vectorized loop 'var' be emitted with the variable as a lane vector? */
-static int vectorizable(const kn_stmt *s, int var)
-{
-    switch (s->kind) {
-    case KN_S_SEQ:
-        for (int i = 0; i < s->n; i++)
-            if (!vectorizable(s->items[i], var))
-                return 0;
-        return 1;
-    case KN_S_STORE:
-        return 1;
-    case KN_S_IF:
-        return !uses_var(s->cond, var) && vectorizable(s->body, var);
-    case KN_S_FOR:
-        if (s->for_kind == KN_FOR_PARALLEL || s->for_kind == KN_FOR_VECTORIZE)
-            return 0;
-        return vectorizable(s->body, var);
-    }
-    return 0;
-}
-
-/* Statements after unrolling, or -1 if a loop that stays a loop is inside. */
-static int64_t unrolled_size(const kn_stmt *s, int budget)
-{
-    int64_t n = 0, m;
-    switch (s->kind) {
-    case KN_S_SEQ:
-        for (int i = 0; i < s->n; i++) {
-            if ((m = unrolled_size(s->items[i], budget)) < 0)
-                return -1;
-            n += m;
-        }
-        return n;
-    case KN_S_STORE:
-        return 1;
-    case KN_S_IF:
-        m = unrolled_size(s->body, budget);
-        return m < 0 ? -1 : m + 1;
-    case KN_S_FOR:
-        m = unrolled_size(s->body, budget);
-        if (m < 0)
-            return -1;
-        if (s->for_kind == KN_FOR_VECTORIZE)
-            return m;
-        if (s->for_kind == KN_FOR_UNROLL || (s->for_kind == KN_FOR_SERIAL && s->extent * m <= budget))
-            return s->extent * m;
-        return -1;
-    }
-    return -1;
-}
-
 static void emit_loop(cg *c, const kn_stmt *s, LLVMValueRef begin, LLVMValueRef end)
 {
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
@@ -810,7 +749,7 @@ static void emit_stmt(cg *c, const kn_stmt *s)
         emit_parallel(c, s);
         return;
     }
-    if (s->for_kind == KN_FOR_VECTORIZE && c->lanes == 0 && vectorizable(s->body, s->var)) {
+    if (s->for_kind == KN_FOR_VECTORIZE && c->lanes == 0 && kn_stmt_vectorizable(s->body, s->var)) {
         c->vec_var = s->var;
         c->lanes = (int)s->extent;
         c->var[s->var] = NULL;
@@ -821,7 +760,7 @@ static void emit_stmt(cg *c, const kn_stmt *s)
     }
     if (s->for_kind == KN_FOR_UNROLL ||
         (s->for_kind == KN_FOR_SERIAL && s->unroll_max_step > 0 &&
-         unrolled_size(s, s->unroll_max_step) >= 0)) {
+         kn_stmt_unrolled_size(s, s->unroll_max_step) >= 0)) {
         for (int64_t i = 0; i < s->extent && !c->err; i++) {
             c->var[s->var] = ci64(c, i);
             emit_stmt(c, s->body);

@@ -1430,3 +1430,67 @@ void kn_ir_print(const kn_ir *ir, at_buf *b)
     }
     print_stmt(ir, ir->body, 0, b);
 }
+
+/* ---- questions about loop IR (the code generator and the cost model) ---- */
+
+static int expr_uses_var(const ss_expr *e, int var)
+{
+    if (e->kind == SS_E_VAR)
+        return e->id == var;
+    for (int i = 0; i < e->n; i++)
+        if (expr_uses_var(e->a[i], var))
+            return 1;
+    return 0;
+}
+
+/* Can the body of vectorized loop 'var' be emitted with the variable as a lane vector? */
+int kn_stmt_vectorizable(const kn_stmt *s, int var)
+{
+    switch (s->kind) {
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n; i++)
+            if (!kn_stmt_vectorizable(s->items[i], var))
+                return 0;
+        return 1;
+    case KN_S_STORE:
+        return 1;
+    case KN_S_IF:
+        return !expr_uses_var(s->cond, var) && kn_stmt_vectorizable(s->body, var);
+    case KN_S_FOR:
+        if (s->for_kind == KN_FOR_PARALLEL || s->for_kind == KN_FOR_VECTORIZE)
+            return 0;
+        return kn_stmt_vectorizable(s->body, var);
+    }
+    return 0;
+}
+
+/* Statements after unrolling, or -1 if a loop that stays a loop is inside. */
+int64_t kn_stmt_unrolled_size(const kn_stmt *s, int budget)
+{
+    int64_t n = 0, m;
+    switch (s->kind) {
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n; i++) {
+            if ((m = kn_stmt_unrolled_size(s->items[i], budget)) < 0)
+                return -1;
+            n += m;
+        }
+        return n;
+    case KN_S_STORE:
+        return 1;
+    case KN_S_IF:
+        m = kn_stmt_unrolled_size(s->body, budget);
+        return m < 0 ? -1 : m + 1;
+    case KN_S_FOR:
+        m = kn_stmt_unrolled_size(s->body, budget);
+        if (m < 0)
+            return -1;
+        if (s->for_kind == KN_FOR_VECTORIZE)
+            return m;
+        if (s->for_kind == KN_FOR_UNROLL ||
+            (s->for_kind == KN_FOR_SERIAL && s->extent * m <= budget))
+            return s->extent * m;
+        return -1;
+    }
+    return -1;
+}
