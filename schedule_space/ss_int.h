@@ -29,6 +29,10 @@ void ss__recompute_concrete(ss_state *st);
 /* Sketch analysis shared with sampling (ss_sketch.c). */
 const ss_hw *ss__space_hw(const ss_space *sp);
 int ss__needs_mlt(const ss_state *st, int s);
+/* Tile sizes (ss_sample.c): lengths[0..n) of a split of 'extent' into n + 1 loops, the
+** factors 1..n of an ordered factorization drawn uniformly from those whose innermost factor
+** is <= cap (factor 0, the outermost, is implied); 0 when there is none or memory ran out. */
+int ss__sample_lengths(int64_t extent, int n, int64_t cap, at_rng *rng, int64_t *lengths);
 int ss__consumer(const ss_state *st, int s);
 /* Multi-level tiling of a fresh stage by a structure string ("SSRSRS", "SSSRRSRS");
 ** split_step[axis] gets the step index of each spatial axis' split (may be NULL). */

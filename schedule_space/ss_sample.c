@@ -16,33 +16,116 @@
 
 /* ---- tile sizes ----------------------------------------------------------------------- */
 
-/* Number of ordered factorizations of n into k factors (the last <= cap). */
-static int64_t count_fact(int64_t n, int k, int64_t cap)
+/* The ordered factorizations of 'extent' into k factors whose last is <= cap, counted for
+** every divisor d of extent at once: cnt[j][i] = factorizations of div[i] into j + 1
+** factors.  A factorization of d into j + 1 factors is a first factor e | d and one of d / e
+** into j, so each row sums the previous one over divisors (a few hundred divisors at most for
+** a loop extent; 13 for 4096).  The walk order of nth_fact is the first factor ascending. */
+typedef struct fact_table {
+    int nd;          /* divisors of the extent, ascending */
+    int64_t *div;
+    int64_t *cnt;    /* k rows of nd */
+} fact_table;
+
+static int div_index(const fact_table *t, int64_t d)
 {
-    int64_t c = 0;
-    if (k == 1)
-        return n <= cap ? 1 : 0;
-    for (int64_t d = 1; d <= n; d++)
-        if (n % d == 0)
-            c += count_fact(n / d, k - 1, cap);
-    return c;
+    int lo = 0, hi = t->nd - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (t->div[mid] == d)
+            return mid;
+        if (t->div[mid] < d)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
 }
 
-/* The idx-th factorization (in the order count_fact walks) into out[0..k). */
-static void nth_fact(int64_t n, int k, int64_t cap, int64_t idx, int64_t *out)
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+static int fact_table_init(fact_table *t, int64_t extent, int k, int64_t cap)
+{
+    int cap_d = 64;
+    t->nd = 0;
+    t->cnt = NULL;
+    if ((t->div = at_malloc((size_t)cap_d * sizeof *t->div)) == NULL)
+        return 0;
+    /* divisors: those up to sqrt(extent) ascending, then their cofactors descending */
+    for (int64_t d = 1; d <= extent / d; d++) {
+        if (extent % d != 0)
+            continue;
+        for (int twice = 0; twice < 2; twice++) {
+            if (t->nd == cap_d) {
+                int64_t *p = at_realloc(t->div, (size_t)cap_d * 2 * sizeof *p);
+                if (p == NULL)
+                    return 0;
+                t->div = p;
+                cap_d *= 2;
+            }
+            if (twice == 0)
+                t->div[t->nd++] = d;
+            else if (d != extent / d)
+                t->div[t->nd++] = extent / d;
+        }
+    }
+    /* order: the small ones are at even places and ascending; sort everything */
+    for (int i = 1; i < t->nd; i++) {
+        int64_t v = t->div[i];
+        int j = i - 1;
+        while (j >= 0 && t->div[j] > v) {
+            t->div[j + 1] = t->div[j];
+            j--;
+        }
+        t->div[j + 1] = v;
+    }
+    if ((t->cnt = at_calloc((size_t)k * (size_t)t->nd, sizeof *t->cnt)) == NULL)
+        return 0;
+    for (int i = 0; i < t->nd; i++)
+        t->cnt[i] = t->div[i] <= cap;
+    for (int j = 1; j < k; j++)
+        for (int i = 0; i < t->nd; i++) {
+            int64_t c = 0, d = t->div[i];
+            for (int e = 0; e <= i; e++)
+                if (d % t->div[e] == 0)
+                    c = sat_add(c, t->cnt[(size_t)(j - 1) * t->nd + div_index(t, d / t->div[e])]);
+            t->cnt[(size_t)j * t->nd + i] = c;
+        }
+    return 1;
+}
+
+static void fact_table_fini(fact_table *t)
+{
+    at_free(t->div);
+    at_free(t->cnt);
+}
+
+/* Factorizations of divisor n of the table's extent into k factors. */
+static int64_t fact_count(const fact_table *t, int64_t n, int k)
+{
+    int i = div_index(t, n);
+    return i < 0 ? 0 : t->cnt[(size_t)(k - 1) * t->nd + i];
+}
+
+/* The idx-th factorization (first factor ascending, then the rest in the same order) of n
+** into out[0..k). */
+static void nth_fact(const fact_table *t, int64_t n, int k, int64_t idx, int64_t *out)
 {
     if (k == 1) {
         out[0] = n;
         return;
     }
-    for (int64_t d = 1; d <= n; d++) {
-        int64_t c;
+    for (int e = 0; e < t->nd && t->div[e] <= n; e++) {
+        int64_t d = t->div[e], c;
         if (n % d != 0)
             continue;
-        c = count_fact(n / d, k - 1, cap);
+        c = fact_count(t, n / d, k - 1);
         if (idx < c) {
             out[0] = d;
-            nth_fact(n / d, k - 1, cap, idx, out + 1);
+            nth_fact(t, n / d, k - 1, idx, out + 1);
             return;
         }
         idx -= c;
@@ -50,19 +133,24 @@ static void nth_fact(int64_t n, int k, int64_t cap, int64_t idx, int64_t *out)
 }
 
 /* Lengths of a split of 'extent' into n+1 loops: factors 1..n of a random factorization
-** (factor 0, the outermost, is implied). */
-static int sample_lengths(int64_t extent, int n, int64_t cap, at_rng *rng, int64_t *lengths)
+** (factor 0, the outermost, is implied), uniform over the ordered factorizations whose
+** innermost factor is <= cap.  0 when there is none (or out of memory). */
+int ss__sample_lengths(int64_t extent, int n, int64_t cap, at_rng *rng, int64_t *lengths)
 {
     int64_t f[SS_MAX_SPLIT + 1], total;
+    fact_table t;
+    int ok = 0;
     if (extent <= 0 || n < 1 || n >= SS_MAX_SPLIT)
         return 0;
-    total = count_fact(extent, n + 1, cap);
-    if (total <= 0)
-        return 0;
-    nth_fact(extent, n + 1, cap, (int64_t)at_rng_below(rng, (uint64_t)total), f);
-    for (int i = 0; i < n; i++)
-        lengths[i] = f[i + 1];
-    return 1;
+    if (fact_table_init(&t, extent, n + 1, cap) &&
+        (total = fact_count(&t, extent, n + 1)) > 0) {
+        nth_fact(&t, extent, n + 1, (int64_t)at_rng_below(rng, (uint64_t)total), f);
+        for (int i = 0; i < n; i++)
+            lengths[i] = f[i + 1];
+        ok = 1;
+    }
+    fact_table_fini(&t);
+    return ok;
 }
 
 /* ---- annotation rules ---------------------------------------------------------------- */
@@ -275,7 +363,7 @@ static at_err fill_and_replay(const ss_space *sp, const ss_state *sketch, at_rng
     for (int i = 0; i < n; i++) {
         if (steps[i].kind != SS_STEP_SPLIT)
             continue;
-        if (!sample_lengths(steps[i].extent, steps[i].n_ints, hw->max_innermost, rng,
+        if (!ss__sample_lengths(steps[i].extent, steps[i].n_ints, hw->max_innermost, rng,
                             steps[i].ints)) {
             at_free(steps);
             return AT_ESCHED;
@@ -584,7 +672,7 @@ static at_err gpu_fill_and_replay(const ss_space *sp, const ss_state *sketch, at
             continue;
         for (int k = 0; k < steps[i].n_ints; k++)
             unknown |= steps[i].ints[k] <= 0;
-        if (unknown && !sample_lengths(steps[i].extent, steps[i].n_ints, hw->max_innermost, rng,
+        if (unknown && !ss__sample_lengths(steps[i].extent, steps[i].n_ints, hw->max_innermost, rng,
                                        steps[i].ints)) {
             at_free(steps);
             return AT_ESCHED;

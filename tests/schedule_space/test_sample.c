@@ -1,0 +1,197 @@
+/* tests/schedule_space/test_sample.c -- the tile-size sampler (ss__sample_lengths).
+**
+** Tile sizes are drawn uniformly from the ordered factorizations of a loop's extent whose
+** innermost factor is bounded (as Ansor does).  The sampler counts the factorizations of
+** every divisor of the extent once; these tests hold it to a plain recursive count written
+** here (the same draw for the same seed, so a run replays exactly as before the table), to
+** uniformity (chi-square over every factorization), to the cap, and to extents with many
+** divisors or large powers of two, which the recursive count took seconds on. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+#include <time.h>
+
+#include "schedule_space/schedule_space.h"
+#include "schedule_space/ss_int.h"
+
+/* ---- the reference: a plain recursive count over every d = 1..n ---- */
+
+static int64_t ref_count(int64_t n, int k, int64_t cap)
+{
+    int64_t c = 0;
+    if (k == 1)
+        return n <= cap ? 1 : 0;
+    for (int64_t d = 1; d <= n; d++)
+        if (n % d == 0)
+            c += ref_count(n / d, k - 1, cap);
+    return c;
+}
+
+static void ref_nth(int64_t n, int k, int64_t cap, int64_t idx, int64_t *out)
+{
+    if (k == 1) {
+        out[0] = n;
+        return;
+    }
+    for (int64_t d = 1; d <= n; d++) {
+        int64_t c;
+        if (n % d != 0)
+            continue;
+        c = ref_count(n / d, k - 1, cap);
+        if (idx < c) {
+            out[0] = d;
+            ref_nth(n / d, k - 1, cap, idx, out + 1);
+            return;
+        }
+        idx -= c;
+    }
+}
+
+static void check_lengths(int64_t extent, int n, int64_t cap, const int64_t *len)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) {
+        if (len[i] < 1)
+            fail_msg("extent %lld: length %d is %lld", (long long)extent, i, (long long)len[i]);
+        p *= len[i];
+    }
+    if (extent % p != 0)
+        fail_msg("extent %lld: the lengths multiply to %lld, not a divisor", (long long)extent,
+                 (long long)p);
+    if (len[n - 1] > cap)
+        fail_msg("extent %lld: innermost %lld over the cap %lld", (long long)extent,
+                 (long long)len[n - 1], (long long)cap);
+}
+
+/* The same draws as the reference for the same seed, on extents and caps of every kind. */
+static void test_same_draws_as_reference(void **unused)
+{
+    static const int64_t extents[] = {1, 2, 7, 12, 56, 64, 96, 100, 210, 1024};
+    static const int64_t caps[] = {1, 4, 16, 64};
+    (void)unused;
+    for (size_t e = 0; e < sizeof extents / sizeof *extents; e++)
+        for (int n = 1; n <= 4; n++)
+            for (size_t c = 0; c < sizeof caps / sizeof *caps; c++) {
+                at_rng a, b;
+                int64_t len[SS_MAX_SPLIT], want[SS_MAX_SPLIT + 1], total;
+                total = ref_count(extents[e], n + 1, caps[c]);
+                at_rng_seed(&a, 100 + (uint64_t)e);
+                at_rng_seed(&b, 100 + (uint64_t)e);
+                for (int i = 0; i < 50; i++) {
+                    int ok = ss__sample_lengths(extents[e], n, caps[c], &a, len);
+                    if (total == 0) {
+                        assert_int_equal(ok, 0);
+                        break;
+                    }
+                    assert_int_equal(ok, 1);
+                    ref_nth(extents[e], n + 1, caps[c],
+                            (int64_t)at_rng_below(&b, (uint64_t)total), want);
+                    for (int k = 0; k < n; k++)
+                        if (len[k] != want[k + 1])
+                            fail_msg("extent %lld into %d, cap %lld, draw %d: length %d is %lld, "
+                                     "the reference says %lld", (long long)extents[e], n + 1,
+                                     (long long)caps[c], i, k, (long long)len[k],
+                                     (long long)want[k + 1]);
+                    check_lengths(extents[e], n, caps[c], len);
+                }
+            }
+}
+
+/* 64 into 4 loops: 84 ordered factorizations (2^6 into 4 parts: C(9,3)), each drawn about
+** 20000 / 84 times; chi-square over the 84 cells stays far below 83 + 6 sd. */
+static void test_uniform(void **unused)
+{
+    enum { N = 20000, CELLS = 7 * 7 * 7 };
+    static int hits[CELLS];
+    at_rng rng;
+    int n_cells = 0;
+    double chi = 0, expect;
+    (void)unused;
+    memset(hits, 0, sizeof hits);
+    at_rng_seed(&rng, 9);
+    for (int i = 0; i < N; i++) {
+        int64_t len[3];
+        int l[3];
+        assert_int_equal(ss__sample_lengths(64, 3, 64, &rng, len), 1);
+        check_lengths(64, 3, 64, len);
+        for (int k = 0; k < 3; k++)
+            for (l[k] = 0; (1 << l[k]) < len[k]; l[k]++)
+                ;
+        hits[(l[0] * 7 + l[1]) * 7 + l[2]]++;
+    }
+    for (int a = 0; a < 7; a++)
+        for (int b = 0; a + b < 7; b++)
+            for (int c = 0; a + b + c < 7; c++)
+                n_cells++;
+    assert_int_equal(n_cells, 84);
+    assert_int_equal(ref_count(64, 4, 64), 84);
+    expect = (double)N / n_cells;
+    for (int a = 0; a < 7; a++)
+        for (int b = 0; b < 7; b++)
+            for (int c = 0; c < 7; c++) {
+                int h = hits[(a * 7 + b) * 7 + c];
+                if (a + b + c >= 7) {
+                    assert_int_equal(h, 0); /* not a factorization of 64 */
+                    continue;
+                }
+                chi += (h - expect) * (h - expect) / expect;
+            }
+    if (chi > 83 + 6 * 12.9)
+        fail_msg("the draws are not uniform: chi-square %.1f over 84 cells", chi);
+}
+
+/* Extents the recursive count could not afford: 2^30 into 8 loops, 720720 (240 divisors)
+** into 8, a prime, each draw well-formed and the whole test fast. */
+static void test_large_extents(void **unused)
+{
+    static const int64_t extents[] = {(int64_t)1 << 30, 720720, 2147483647, 4096 * 4096};
+    clock_t t0 = clock();
+    at_rng rng;
+    (void)unused;
+    at_rng_seed(&rng, 4);
+    for (size_t e = 0; e < sizeof extents / sizeof *extents; e++)
+        for (int i = 0; i < 200; i++) {
+            int64_t len[SS_MAX_SPLIT];
+            int n = 1 + i % (SS_MAX_SPLIT - 1);
+            assert_int_equal(ss__sample_lengths(extents[e], n, 64, &rng, len), 1);
+            check_lengths(extents[e], n, 64, len);
+        }
+    /* about 0.1 s in the sanitizer build; the recursive count took minutes */
+    if ((double)(clock() - t0) / CLOCKS_PER_SEC > 20)
+        fail_msg("800 draws took %.1f s", (double)(clock() - t0) / CLOCKS_PER_SEC);
+}
+
+static void test_refusals(void **unused)
+{
+    at_rng rng;
+    int64_t len[SS_MAX_SPLIT];
+    (void)unused;
+    at_rng_seed(&rng, 1);
+    assert_int_equal(ss__sample_lengths(0, 2, 64, &rng, len), 0);
+    assert_int_equal(ss__sample_lengths(-4, 2, 64, &rng, len), 0);
+    assert_int_equal(ss__sample_lengths(64, 0, 64, &rng, len), 0);
+    assert_int_equal(ss__sample_lengths(64, SS_MAX_SPLIT, 64, &rng, len), 0);
+    assert_int_equal(ss__sample_lengths(64, 2, 0, &rng, len), 0); /* no innermost fits */
+    /* under a failing allocator (the first or the second allocation): no draw, no leak */
+    for (size_t k = 0; k < 2; k++) {
+        long live = at_test_live_allocs();
+        at_test_alloc_limit(k);
+        assert_int_equal(ss__sample_lengths(4096, 4, 64, &rng, len), 0);
+        at_test_alloc_limit(SIZE_MAX);
+        assert_int_equal(at_test_live_allocs(), live);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_same_draws_as_reference),
+        cmocka_unit_test(test_uniform),
+        cmocka_unit_test(test_large_extents),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
