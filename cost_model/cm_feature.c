@@ -51,7 +51,16 @@ typedef struct loop {
     int64_t extent;
     int kind;   /* K_* as code generation applies it */
     int budget; /* auto_unroll_max_step */
+    int bind;   /* GPU: B_BLOCK, B_THREAD, or B_NONE */
+    int axis;   /* GPU: the kn_for_kind it is bound to (-1: none) */
 } loop;
+
+enum { B_NONE, B_BLOCK, B_THREAD };
+
+/* The GPU launch being walked (group 7; all 0 for a CPU program). */
+typedef struct launch_info {
+    double gpu, threads, shared_bytes, local_bytes, syncs;
+} launch_info;
 
 typedef struct guard {
     const ss_expr *cond;
@@ -90,6 +99,7 @@ typedef struct ex {
     cm_feats *f;
     scratch *s;
     at_err err;
+    launch_info launch;
 } ex;
 
 void cm_feats_init(cm_feats *f)
@@ -837,6 +847,24 @@ static void do_store(ex *x, const kn_stmt *st)
     r[CM_F_NUM_LOOPS] = n;
     r[CM_F_AUTO_UNROLL_MAX_STEP] = n ? s->loops[n - 1].budget : 0;
 
+    /* group 7: the GPU launch */
+    {
+        double blocks = 1, threads = 1;
+        for (int i = 0; i < n; i++) {
+            if (s->loops[i].bind == B_BLOCK)
+                blocks *= (double)s->loops[i].extent;
+            else if (s->loops[i].bind == B_THREAD)
+                threads *= (double)s->loops[i].extent;
+        }
+        r[CM_F_GPU] = x->launch.gpu;
+        r[CM_F_GPU_BLOCKS] = x->launch.gpu ? blocks : 0;
+        r[CM_F_GPU_THREADS] = x->launch.threads;
+        r[CM_F_GPU_STORE_THREADS] = x->launch.gpu ? threads : 0;
+        r[CM_F_GPU_SHARED_BYTES] = x->launch.shared_bytes;
+        r[CM_F_GPU_LOCAL_BYTES] = x->launch.local_bytes;
+        r[CM_F_GPU_SYNCS] = x->launch.syncs;
+    }
+
     /* group 6: the block code generation expands around the store */
     {
         int inner = -1;
@@ -886,7 +914,8 @@ static void walk(ex *x, const kn_stmt *st, int in_unrolled)
         return;
     case KN_S_FOR: {
         loop *lp = &s->loops[s->n_loops];
-        int unrolled = in_unrolled;
+        int unrolled = in_unrolled, outer_bound = -1;
+        int64_t outer_extent = 1;
         if (st->var < 0 || st->var >= x->ir->n_vars || s->level_of[st->var] >= 0) {
             x->err = AT_EINVAL; /* a malformed IR: a loop variable out of range or reused */
             return;
@@ -894,9 +923,21 @@ static void walk(ex *x, const kn_stmt *st, int in_unrolled)
         lp->var = st->var;
         lp->extent = st->extent > 0 ? st->extent : 1;
         lp->budget = st->unroll_max_step;
+        lp->bind = B_NONE;
+        lp->axis = -1;
         switch (st->for_kind) {
         case KN_FOR_PARALLEL:
             lp->kind = K_PAR;
+            break;
+        case KN_FOR_BLOCK_X:
+        case KN_FOR_BLOCK_Y:
+        case KN_FOR_BLOCK_Z:
+        case KN_FOR_THREAD_X:
+        case KN_FOR_THREAD_Y:
+        case KN_FOR_THREAD_Z:
+            lp->kind = K_PAR; /* each iteration on its own block or thread */
+            lp->bind = st->for_kind <= KN_FOR_BLOCK_Z ? B_BLOCK : B_THREAD;
+            lp->axis = st->for_kind;
             break;
         case KN_FOR_VECTORIZE:
             lp->kind = kn_stmt_vectorizable(st->body, st->var) ? K_VEC : K_SERIAL;
@@ -913,14 +954,106 @@ static void walk(ex *x, const kn_stmt *st, int in_unrolled)
             }
             break;
         }
+        /* A loop bound to the axis an enclosing loop is bound to (a shared stage's loader
+        ** inside its consumer's threads) re-binds the same threads: inside it, the
+        ** enclosing one stands for no iterations of its own. */
+        if (lp->axis >= 0)
+            for (int i = s->n_loops - 1; i >= 0 && outer_bound < 0; i--)
+                if (s->loops[i].axis == lp->axis)
+                    outer_bound = i;
+        if (outer_bound >= 0) {
+            outer_extent = s->loops[outer_bound].extent;
+            s->loops[outer_bound].extent = 1;
+        }
         s->level_of[st->var] = s->n_loops;
         s->n_loops++;
         walk(x, st->body, unrolled);
         s->n_loops--;
         s->level_of[st->var] = -1;
+        if (outer_bound >= 0)
+            s->loops[outer_bound].extent = outer_extent;
         return;
     }
     }
+}
+
+/* One GPU launch's totals for group 7: the widest loop bound to each thread axis, the
+** shared and per-thread buffers its stores write, the barriers with their loops' trips. */
+typedef struct launch_walk {
+    const kn_ir *ir;
+    int64_t thread_ext[3];
+    uint8_t *seen; /* per buffer */
+    double shared, local, syncs;
+    int64_t red;   /* the largest allreduce's scratch */
+} launch_walk;
+
+static void launch_scan(launch_walk *w, const kn_stmt *st, double trips)
+{
+    if (st == NULL)
+        return;
+    switch (st->kind) {
+    case KN_S_SEQ:
+        for (int i = 0; i < st->n; i++)
+            launch_scan(w, st->items[i], trips);
+        return;
+    case KN_S_IF:
+        launch_scan(w, st->body, trips);
+        return;
+    case KN_S_SYNC:
+        w->syncs += trips;
+        return;
+    case KN_S_STORE:
+    case KN_S_ALLREDUCE:
+        if (st->buf >= 0 && st->buf < w->ir->n_bufs) {
+            const kn_buf *b = &w->ir->bufs[st->buf];
+            int64_t bytes = b->n_elems * at_dtype_bytes(b->dtype);
+            if (st->kind == KN_S_ALLREDUCE) {
+                /* the allreduce's scratch in shared memory: a word per thread */
+                int64_t red = st->extent * (at_dtype_bytes(b->dtype) == 8 ? 8 : 4);
+                if (red > w->red)
+                    w->red = red;
+            }
+            if (w->seen[st->buf])
+                return;
+            w->seen[st->buf] = 1;
+            /* as kn_cuda.c lays out shared memory: each buffer 16-byte aligned */
+            if (b->arg < 0 && b->scope == KN_SCOPE_SHARED)
+                w->shared += (double)((bytes + 15) / 16 * 16);
+            else if (b->arg < 0 && b->scope == KN_SCOPE_LOCAL)
+                w->local += (double)bytes;
+        }
+        return;
+    case KN_S_FOR:
+        if (st->for_kind >= KN_FOR_THREAD_X && st->for_kind <= KN_FOR_THREAD_Z) {
+            int a = st->for_kind - KN_FOR_THREAD_X;
+            if (st->extent > w->thread_ext[a])
+                w->thread_ext[a] = st->extent;
+            launch_scan(w, st->body, trips);
+        } else if (st->for_kind >= KN_FOR_BLOCK_X && st->for_kind <= KN_FOR_BLOCK_Z) {
+            launch_scan(w, st->body, trips);
+        } else {
+            launch_scan(w, st->body, trips * (double)(st->extent > 0 ? st->extent : 1));
+        }
+        return;
+    }
+}
+
+static at_err launch_of(const kn_ir *ir, const kn_stmt *kernel, launch_info *out)
+{
+    launch_walk w;
+    memset(&w, 0, sizeof w);
+    w.ir = ir;
+    w.thread_ext[0] = w.thread_ext[1] = w.thread_ext[2] = 1;
+    if ((w.seen = at_calloc((size_t)ir->n_bufs + 1, 1)) == NULL)
+        return AT_ENOMEM;
+    launch_scan(&w, kernel, 1);
+    at_free(w.seen);
+    out->gpu = 1;
+    out->threads = (double)w.thread_ext[0] * (double)w.thread_ext[1] * (double)w.thread_ext[2];
+    out->shared_bytes = w.shared + (double)w.red;
+    out->local_bytes = w.local;
+    out->syncs = w.syncs;
+    return AT_OK;
 }
 
 at_err cm_features_extract(const kn_ir *ir, cm_feats *f)
@@ -938,7 +1071,16 @@ at_err cm_features_extract(const kn_ir *ir, cm_feats *f)
     x.f = f;
     x.s = s;
     x.err = AT_OK;
-    walk(&x, ir->body, 0);
+    memset(&x.launch, 0, sizeof x.launch);
+    if (ir->is_gpu && ir->n_kernels > 0) {
+        /* the launches are the items of the body, in order: walk each with its totals */
+        for (int k = 0; k < ir->n_kernels && x.err == AT_OK; k++) {
+            if ((x.err = launch_of(ir, ir->kernels[k], &x.launch)) == AT_OK)
+                walk(&x, ir->kernels[k], 0);
+        }
+    } else {
+        walk(&x, ir->body, 0);
+    }
     if (x.err != AT_OK) {
         f->n_rows = 0;
         return x.err;

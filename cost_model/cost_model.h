@@ -38,7 +38,7 @@
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 1
+#define CM_FEATURE_VERSION 2 /* 2: group 7, GPU launches */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */
@@ -180,7 +180,22 @@
       "reductions: distinct elements the block updates (the register tile); 0 otherwise")   \
     X(CHAIN, "chain", 1,                                                                   \
       "reductions: dependent updates of each accumulator in the block (inner_body / "       \
-      "accumulators); 0 otherwise")
+      "accumulators); 0 otherwise")                                                         \
+    /* group 7: the store's GPU launch (all 0 for CPU programs) */                          \
+    X(GPU, "gpu", 0, "1 for a GPU program (loops bound to blocks and threads)")            \
+    X(GPU_BLOCKS, "gpu_blocks", 1, "blocks of the launch: the loops bound to blockIdx")    \
+    X(GPU_THREADS, "gpu_threads", 1,                                                       \
+      "threads per block of the launch (the widest loop bound to each threadIdx axis)")    \
+    X(GPU_STORE_THREADS, "gpu_store_threads", 1,                                           \
+      "threads that execute the store: the thread-bound loops around it (fewer than "       \
+      "gpu_threads for a narrower stage, e.g. a shared-memory loader)")                     \
+    X(GPU_SHARED_BYTES, "gpu_shared_bytes", 1,                                             \
+      "shared memory per block of the launch (16-byte aligned stages, allreduce scratch)") \
+    X(GPU_LOCAL_BYTES, "gpu_local_bytes", 1,                                               \
+      "per-thread arrays of the launch (registers, or local memory when they do not fit)") \
+    X(GPU_SYNCS, "gpu_syncs", 1,                                                           \
+      "barriers around shared stages a thread passes in the launch (each counted with "     \
+      "its enclosing loops)")
 
 typedef enum cm_feat {
 #define X(id, name, lg, doc) CM_F_##id,

@@ -4,7 +4,9 @@
 ** strides, cache lines, reuse, the intensity curve), the loop kinds code generation
 ** really applies (a vectorized loop with a guard on its lane is not vectorized, auto-unroll
 ** budgets that fit), every random state of several operators giving finite, well-formed
-** rows, the feature list against docs/cost_model.md, and out-of-memory paths. */
+** rows, the feature list against docs/cost_model.md, and out-of-memory paths.  GPU programs:
+** the launch features (group 7) of a hand-made matmul schedule worked out by hand, and of
+** random GPU states against the launches the CUDA C generator computes on its own. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -68,7 +70,7 @@ static void test_feature_list(void **unused)
     char *doc = NULL, err[256];
     size_t n;
     (void)unused;
-    assert_int_equal(CM_N_FEATS, 169);
+    assert_int_equal(CM_N_FEATS, 176);
     assert_int_equal(CM_BUF_STRIDE, 20);
     assert_int_equal(CM_F_B4_VEC_GATHER + 1, CM_F_CURVE_0);
     for (int i = 0; i < CM_N_FEATS; i++) {
@@ -433,6 +435,9 @@ static void test_random_states(void **unused)
                     float acc = b[0] + b[1] + b[2], reuse = b[7] + b[8] + b[9];
                     assert_true(acc == reuse && (acc == 0 || acc == 1));
                 }
+                for (int k = CM_F_GPU; k <= CM_F_GPU_SYNCS; k++)
+                    if (row[k] != 0) /* a CPU program has no GPU launch */
+                        fail_msg("%s: CPU row has %s = %g", ops[o], cm_feature_name(k), row[k]);
             }
             n_ok++;
             kn_ir_free(ir);
@@ -444,6 +449,144 @@ static void test_random_states(void **unused)
     }
     cm_feats_fini(&f);
     cm_feats_fini(&g);
+}
+
+/* A GPU matmul 256^3 in the classic shape: block tile 128 x 128 (i and j split
+** [vthread 2, threads 16, 1, 4]), k split [32, 8, 1]: a 2 x 2 grid of blocks, 16 x 16 = 256
+** threads, each with 2 x 4 by 2 x 4 = 64 accumulators (C.local: 256 bytes); A.shared and
+** B.shared hold 128 x 8 floats each (4096 + 4096 bytes), loaded by all 256 threads; two
+** barriers per k.0 iteration (32 of them): 64 barriers. */
+static void test_gpu_launch(void **unused)
+{
+    static const char *json =
+        "{\"v\":1,\"steps\":[[\"CHW\",2,\"local\"],[\"SP\",2,2,256,[8,1],1],"
+        "[\"SP\",2,1,256,[2,16,1,4],1],[\"SP\",2,0,256,[2,16,1,4],1],"
+        "[\"RE\",2,[0,5,1,6,2,7,10,11,3,8,12,4,9]],[\"FSP\",3,1,2,3],[\"FSP\",3,0,3,3],"
+        "[\"RE\",3,[0,4,1,5,2,6,3,7]],[\"CA\",2,3,5],[\"CHR\",1,\"shared\",[2]],"
+        "[\"CA\",2,3,6],[\"CHR\",0,\"shared\",[3]],[\"CA\",1,4,6],[\"FU\",5,[0,1]],"
+        "[\"AN\",5,0,5],[\"FU\",5,[1,2]],[\"AN\",5,1,4],[\"FU\",5,[2,3]],[\"AN\",5,2,6],"
+        "[\"FU\",3,[0,1]],[\"SP\",3,0,0,[1],1],[\"AN\",3,1,2],[\"FFSP\",3,0,[2,3],1,1],"
+        "[\"AN\",3,1,6],[\"FU\",1,[0,1]],[\"SP\",1,0,0,[1],1],[\"AN\",1,1,2],"
+        "[\"FFSP\",1,0,[2,3],1,1],[\"AN\",1,1,6],[\"PR\",4,0,\"auto_unroll_max_step$512\"]]}";
+    ss_dag *dag = dag_of("matmul:M=256,N=256,K=256");
+    ss_state *st;
+    kn_ir *ir;
+    kn_target t;
+    kn_launch l[KN_MAX_LAUNCHES];
+    int nl, rc, ra, rb;
+    int64_t ws;
+    char *src, err[512];
+    cm_feats f;
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(kn_target_parse("cuda -arch=sm_90", &t, err, sizeof err), AT_OK);
+    if (ss_state_from_json(dag, json, strlen(json), &st, err, sizeof err) != AT_OK)
+        fail_msg("the GPU matmul state: %s", err);
+    lower_extract(st, &ir, &f);
+    assert_true(ir->is_gpu);
+    assert_int_equal(f.n_rows, 4); /* A.shared, B.shared, C.local, C */
+    rc = row_of(ir, &f, "C.local");
+    ra = row_of(ir, &f, "A.shared");
+    rb = row_of(ir, &f, "B.shared");
+    for (int r = 0; r < f.n_rows; r++) {
+        assert_feat(&f, r, CM_F_GPU, 1);
+        assert_feat(&f, r, CM_F_GPU_BLOCKS, 4);
+        assert_feat(&f, r, CM_F_GPU_THREADS, 256);
+        assert_feat(&f, r, CM_F_GPU_SHARED_BYTES, 8192);
+        assert_feat(&f, r, CM_F_GPU_LOCAL_BYTES, 256);
+        assert_feat(&f, r, CM_F_GPU_SYNCS, 64);
+        assert_feat(&f, r, CM_F_GPU_STORE_THREADS, 256);
+    }
+    /* bound loops are parallel loops: block and thread (the only two parallel loops) */
+    assert_feat(&f, rc, CM_F_PAR_NUM, 2);
+    assert_feat(&f, rc, CM_F_PAR_PROD, 4 * 256);
+    /* the update: 8 k.1 x 64 accumulators unrolled inside the serial k.0 loop */
+    assert_feat(&f, rc, CM_F_ACCUMULATORS, 64);
+    assert_feat(&f, rc, CM_F_INNER_LOOP_LEN, 32);
+    (void)ra;
+    (void)rb;
+    /* the same launch as the CUDA C generator's, computed on its own */
+    assert_int_equal(kn_cuda_source(ir, &t, "k", &src, l, &nl, &ws, err, sizeof err), AT_OK);
+    assert_int_equal(nl, 1);
+    assert_int_equal(l[0].grid[0] * l[0].grid[1] * l[0].grid[2], 4);
+    assert_int_equal(l[0].block[0] * l[0].block[1] * l[0].block[2], 256);
+    assert_int_equal(l[0].shared_bytes, 8192);
+    at_free(src);
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+/* Random GPU states of several operators: every row's launch features are those of one of
+** the launches kn_cuda_source computes (grid, block, shared memory); one-launch programs
+** match exactly. */
+static void test_gpu_random_states(void **unused)
+{
+    static const char *ops[] = {
+        "matmul:M=64,N=48,K=32",
+        "conv2d:N=1,C=8,H=14,W=14,K=16,R=3,S=3,pad=1,bias=1,relu=1",
+        "softmax:M=2,N=256",
+        "layer_norm:M=8,N=128",
+    };
+    kn_target t;
+    ss_hw ghw;
+    cm_feats f;
+    char err[512];
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(kn_target_parse("cuda -arch=sm_90", &t, err, sizeof err), AT_OK);
+    kn_target_hw(&t, &ghw);
+    for (size_t o = 0; o < AT_ARRAY_LEN(ops); o++) {
+        ss_dag *dag = dag_of(ops[o]);
+        ss_space *sp;
+        at_rng rng;
+        int n_ok = 0;
+        assert_int_equal(ss_space_new(dag, &ghw, NULL, &sp, err, sizeof err), AT_OK);
+        at_rng_seed(&rng, 5 + o);
+        for (int i = 0; i < 1000 && n_ok < 30; i++) {
+            ss_state *st;
+            kn_ir *ir;
+            kn_launch l[KN_MAX_LAUNCHES];
+            int nl;
+            int64_t ws;
+            char *src;
+            if (ss_space_sample(sp, &rng, &st) != AT_OK)
+                continue;
+            lower_extract(st, &ir, &f);
+            if (kn_cuda_source(ir, &t, "k", &src, l, &nl, &ws, err, sizeof err) != AT_OK)
+                fail_msg("%s: a sampled GPU state has no CUDA C: %s", ops[o], err);
+            at_free(src);
+            for (int r = 0; r < f.n_rows; r++) {
+                const float *row = f.rows + (size_t)r * CM_N_FEATS;
+                int match = 0;
+                for (int k = 0; k < CM_N_FEATS; k++)
+                    if (!isfinite(row[k]))
+                        fail_msg("%s: feature %s is %g", ops[o], cm_feature_name(k), row[k]);
+                assert_feat(&f, r, CM_F_GPU, 1);
+                for (int k = 0; k < nl && !match; k++) {
+                    double g = (double)l[k].grid[0] * l[k].grid[1] * l[k].grid[2];
+                    double b = (double)l[k].block[0] * l[k].block[1] * l[k].block[2];
+                    match = fabs(raw(&f, r, CM_F_GPU_BLOCKS) - g) <= 1e-3 * g &&
+                            fabs(raw(&f, r, CM_F_GPU_THREADS) - b) <= 1e-3 * b &&
+                            fabs(raw(&f, r, CM_F_GPU_SHARED_BYTES) -
+                                 (double)l[k].shared_bytes) <= 1e-3 * (double)l[k].shared_bytes + 1e-3;
+                }
+                if (!match)
+                    fail_msg("%s: row %d's launch (blocks %g, threads %g, shared %g) is none of "
+                             "the %d launches", ops[o], r, raw(&f, r, CM_F_GPU_BLOCKS),
+                             raw(&f, r, CM_F_GPU_THREADS), raw(&f, r, CM_F_GPU_SHARED_BYTES), nl);
+                assert_true(raw(&f, r, CM_F_GPU_STORE_THREADS) <= raw(&f, r, CM_F_GPU_THREADS) + 1e-3);
+            }
+            n_ok++;
+            kn_ir_free(ir);
+            ss_state_free(st);
+        }
+        assert_true(n_ok >= 30);
+        ss_space_free(sp);
+        ss_dag_unref(dag);
+    }
+    cm_feats_fini(&f);
 }
 
 /* A sketch (tile sizes not chosen) does not lower: no rows, the reason in errmsg. */
@@ -537,6 +680,8 @@ int main(void)
         cmocka_unit_test(test_conv_sliding_window),
         cmocka_unit_test(test_allocation),
         cmocka_unit_test(test_random_states),
+        cmocka_unit_test(test_gpu_launch),
+        cmocka_unit_test(test_gpu_random_states),
         cmocka_unit_test(test_unlowerable_state),
         cmocka_unit_test(test_features_survive_oom),
     };
