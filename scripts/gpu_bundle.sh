@@ -48,6 +48,7 @@ make_bundle() {
   done
   cp scripts/gpu_check.sh "$out/gpu_check.sh"
   cp scripts/gpu_vendor.cu "$out/gpu_vendor.cu"
+  cp scripts/gpu_vendor_torch.py "$out/gpu_vendor_torch.py"
   cp docs/gpu.md "$out/gpu.md"
   # the newest glibc symbol version any file needs: the host's glibc must be at least this
   objdump -T "$out"/bin/* "$out"/lib/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -t. -k2,2n -k3,3n -u |
@@ -104,6 +105,10 @@ check_bundle() {
   set -e
   rm -rf "$key"
   [ -x "$out/gpu_check.sh" ] || { echo "FAIL gpu-bundle: no gpu_check.sh"; fails=1; }
+  for f in gpu_vendor.cu gpu_vendor_torch.py; do
+    [ -s "$out/$f" ] || { echo "FAIL gpu-bundle: no $f"; fails=1; }
+  done
+  bash -n "$out/gpu_check.sh" || { echo "FAIL gpu-bundle: gpu_check.sh does not parse"; fails=1; }
   if [ $fails -eq 0 ]; then
     echo "PASS gpu-bundle: $((size / 1024 / 1024)) MiB ($size bytes), $(ls "$out/lib" | wc -l) libraries, glibc >= $(cut -d_ -f2 "$out/GLIBC" 2>/dev/null)"
   fi

@@ -1,14 +1,20 @@
 // scripts/gpu_vendor.cu -- the vendor references of scripts/gpu_check.sh, built there with the
 // host's nvcc:  nvcc -O2 -o gpu_vendor gpu_vendor.cu -lcublas -lcudnn
+// (or -DAT_NO_CUDNN -lcublas where cuDNN is missing: cuBLAS alone).
 // Prints "cublas_sgemm M N K GFLOPS" and "cudnn_conv2d N C H W K R S pad stride GFLOPS": fp32
 // with FMA math only (no TF32: cuBLAS's default math mode, cuDNN's CUDNN_FMA_MATH), the best
-// algorithm cuDNN finds, the median of 10 timed runs (CUDA events) after 3 warm-ups.
+// algorithm cuDNN finds.  Timed as the GPU agent times a kernel: 'number' calls between two
+// CUDA events, 'number' doubled until they last at least 5 ms (so a small convolution's
+// launch overhead counts as little as in the agent's figures), the median of 10 such repeats
+// after 3 warm-up calls.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#ifndef AT_NO_CUDNN
 #include <cudnn.h>
+#endif
 #include <vector>
 
 #define CK(x)                                                                                  \
@@ -20,24 +26,33 @@
         }                                                                                      \
     } while (0)
 
+// Milliseconds of one call: the median over 10 repeats of 'number' calls between two events.
 template <class F> static double median_ms(F run)
 {
     cudaEvent_t a, b;
-    std::vector<float> t;
+    std::vector<double> t;
+    int number = 1;
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; i++)
-        run();
-    for (int i = 0; i < 10; i++) {
+    auto repeat = [&](int n) {
         float ms = 0;
         CK(cudaEventRecord(a));
-        run();
+        for (int i = 0; i < n; i++)
+            run();
         CK(cudaEventRecord(b));
         CK(cudaEventSynchronize(b));
         CK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms);
-    }
+        return (double)ms;
+    };
+    for (int i = 0; i < 3; i++)
+        run();
+    while (number < (1 << 16) && repeat(number) < 5.0)
+        number *= 2;
+    for (int i = 0; i < 10; i++)
+        t.push_back(repeat(number) / number);
     std::sort(t.begin(), t.end());
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
     return (t[4] + t[5]) / 2;
 }
 
@@ -56,7 +71,9 @@ int main(int argc, char **argv)
 {
     int M = 4096, N = 4096, K = 4096;
     // ResNet-50's 3x3 layer (as bench_tune): N1 C64 56x56, K64, 3x3, pad 1, stride 1
+#ifndef AT_NO_CUDNN
     int cn = 1, cc = 64, ch = 56, cw = 56, ck = 64, cr = 3, cs = 3, pad = 1, stride = 1;
+#endif
     (void)argc;
     (void)argv;
     {
@@ -76,6 +93,7 @@ int main(int argc, char **argv)
         cudaFree(B);
         cudaFree(C);
     }
+#ifndef AT_NO_CUDNN
     {
         cudnnHandle_t h;
         cudnnTensorDescriptor_t xd, yd;
@@ -122,5 +140,6 @@ int main(int argc, char **argv)
                stride, flops / (ms * 1e-3) / 1e9);
         cudnnDestroy(h);
     }
+#endif
     return 0;
 }
