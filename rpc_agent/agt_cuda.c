@@ -19,7 +19,9 @@
 **      jobs left); outputs within 1e-4 of the reference, guards and inputs intact;
 **   4. timing with CUDA events: n_warmup untimed runs, then 'repeat' times 'number' runs
 **      between two events ('number' grown to reach min_repeat_ms, as TVM does), seconds per
-**      run of every repeat (the agent reports their median); RESULT.
+**      run of every repeat (the agent reports their median); RESULT.  A slow kernel (the
+**      checked run, timed too, says the rest would not fit in 80% of the job's budget) gets
+**      no warm-up and the repeats that fit, or the checked run's time as its one repeat.
 ** A kernel that hangs is killed by the agent's timeout (RUN_TIMEOUT), as on CPUs.  The
 ** child enters no seccomp filter and takes no address-space limit: the driver needs the
 ** whole system interface and reserves a large address space; the note in READY says so. */
@@ -648,7 +650,8 @@ static void run_job(cchild *c, int index)
     CUdeviceptr bufs[AT_WIRE_MAX_ARGS];
     double costs[AT_WIRE_MAX_COSTS];
     CUresult r;
-    int number;
+    int number, n_warmup = w->run.n_warmup, repeat = w->run.repeat;
+    double t_job, check_ms = 0;
 
     if (w->run.cooldown_ms > 0) {
         struct timespec ts = {w->run.cooldown_ms / 1000, (long)(w->run.cooldown_ms % 1000) * 1000000L};
@@ -656,6 +659,7 @@ static void run_job(cchild *c, int index)
             ;
     }
     send_start(c, index, "");
+    t_job = at_time_mono_s();
     if ((s = get_set(c, a, w->seed, why, sizeof why)) == NULL) {
         send_result(c, index, AT_MEASURE_UNKNOWN_ERROR, NULL, 0, why);
         return;
@@ -679,6 +683,7 @@ static void run_job(cchild *c, int index)
             return;
         }
         send_start(c, index, ""); /* the job's own time starts now */
+        t_job = at_time_mono_s();
     }
     if (kmod_load(c, a, &k, why, sizeof why) != 0) {
         send_result(c, index, AT_MEASURE_COMPILE_DEVICE, NULL, 0, why);
@@ -690,10 +695,18 @@ static void run_job(cchild *c, int index)
         if (a->args[i].is_output && (r = c->cu.MemsetD8(s->base[i], 0xff, s->n[i])) != 0)
             fatal(c, index, AT_MEASURE_RUNTIME_DEVICE, "clearing the outputs", r);
     }
-    if ((r = run_launches(c, a, &k, bufs)) != 0)
-        fatal(c, index, AT_MEASURE_RUNTIME_DEVICE, "the launch failed", r);
-    if ((r = c->cu.CtxSynchronize()) != 0)
-        fatal(c, index, AT_MEASURE_RUNTIME_DEVICE, "the kernel failed on the GPU", r);
+    {
+        /* timed too (events; 0 when they fail): a slow kernel's timing is cut to fit below */
+        int timed = c->cu.EventRecord(c->ev0, NULL) == 0;
+        float ms = 0;
+        if ((r = run_launches(c, a, &k, bufs)) != 0)
+            fatal(c, index, AT_MEASURE_RUNTIME_DEVICE, "the launch failed", r);
+        timed = timed && c->cu.EventRecord(c->ev1, NULL) == 0;
+        if ((r = c->cu.CtxSynchronize()) != 0)
+            fatal(c, index, AT_MEASURE_RUNTIME_DEVICE, "the kernel failed on the GPU", r);
+        if (timed && c->cu.EventElapsedTime(&ms, c->ev0, c->ev1) == 0 && ms > 0)
+            check_ms = ms;
+    }
     for (int i = 0; i < a->n_args; i++) {
         if (!guard_intact(c, s->base[i], s->n[i])) {
             snprintf(why, sizeof why, "the kernel wrote out of bounds of argument %d", i);
@@ -724,12 +737,31 @@ static void run_job(cchild *c, int index)
         kmod_free(c, &k);
         return;
     }
+    /* A slow kernel: when the warm-ups and repeats would not fit in 80% of what is left of
+    ** the job's budget, no warm-up and only the repeats that fit; none fits: the checked
+    ** run's time is the one repeat.  A result with fewer repeats instead of a timeout that
+    ** loses the measurement (and the context with it). */
+    if (check_ms > 0 && w->run.timeout_ms > 0) {
+        double left_ms = 0.8 * (w->run.timeout_ms - (at_time_mono_s() - t_job) * 1000.0);
+        double per_rep = check_ms * w->run.number;
+        if ((n_warmup + repeat) * per_rep > left_ms) {
+            n_warmup = 0;
+            repeat = per_rep > 0 ? (int)(left_ms / per_rep) : repeat;
+            repeat = repeat < 0 ? 0 : repeat > w->run.repeat ? w->run.repeat : repeat;
+            if (repeat == 0) {
+                costs[0] = check_ms / 1000.0;
+                kmod_free(c, &k);
+                send_result(c, index, AT_MEASURE_NO_ERROR, costs, 1, "");
+                return;
+            }
+        }
+    }
     /* timing */
-    for (int i = 0; i < w->run.n_warmup; i++)
+    for (int i = 0; i < n_warmup; i++)
         if ((r = run_launches(c, a, &k, bufs)) != 0)
             fatal(c, index, AT_MEASURE_RUNTIME_DEVICE, "a warm-up launch failed", r);
     number = w->run.number;
-    for (int rep = 0; rep < w->run.repeat; rep++) {
+    for (int rep = 0; rep < repeat; rep++) {
         float ms = 0;
         for (int grow = 0; grow < 20; grow++) {
             if ((r = c->cu.EventRecord(c->ev0, NULL)) != 0)
@@ -756,7 +788,7 @@ static void run_job(cchild *c, int index)
         costs[rep] = ms / 1000.0 / number;
     }
     kmod_free(c, &k);
-    send_result(c, index, AT_MEASURE_NO_ERROR, costs, w->run.repeat, "");
+    send_result(c, index, AT_MEASURE_NO_ERROR, costs, repeat, "");
 }
 
 /* ---- one run in this process, for tools ---- */

@@ -21,8 +21,8 @@
 #        bench gpu_conv2d_resnet VALUE GFLOPS       bench cudnn_conv2d_resnet VALUE GFLOPS
 #        bench gpu_conv2d_resnet/cudnn RATIO x
 # Exit 0 when every check passed (the ratios are reported, not judged), 1 otherwise.
-# GPU_CHECK_BUDGET=S, GPU_CHECK_DEADLINE=S, GPU_CHECK_TRIALS=N (per operator through the fleet, default 16),
-# CUDA_HOME.
+# GPU_CHECK_BUDGET=S, GPU_CHECK_DEADLINE=S, GPU_CHECK_TRIALS=N (per operator through the fleet,
+# default 16), GPU_CHECK_JOB_TIMEOUT=S (the tuner's --timeout, default 4), CUDA_HOME.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -x "$here/bin/tuner" ]; then bin=$here/bin; verify=$here/bin/gpu_verify
@@ -70,9 +70,12 @@ arch=$(echo "$gpu" | grep -o 'sm_[0-9]*' | head -n 1)
 echo "gpu_check: $gpu"
 target="cuda -arch=$arch"
 tune() { # NAME SPEC TRIALS [timeout]: the tuner's output in $work/NAME.out
+  # a job's budget is 4 s (GPU_CHECK_JOB_TIMEOUT): a state whose run takes seconds is timed
+  # once or twice (the agent fits its repeats in the budget) and the search moves on
   local name=$1 spec=$2 n=$3 limit=${4:-0}
   local cmd=("$bin/tuner" --trials "$n" --target "$target" --tracker 127.0.0.1:$port --key gpu
-             --fleet-key "$work/fleet.key" --wait-timeout 60 --db "$work/$name.db" "$spec")
+             --fleet-key "$work/fleet.key" --wait-timeout 60 --db "$work/$name.db"
+             --timeout "${GPU_CHECK_JOB_TIMEOUT:-4}" "$spec")
   if [ "$limit" -gt 0 ]; then
     timeout -s INT -k 30 "$limit" "${cmd[@]}" >"$work/$name.out" 2>&1
   else

@@ -15,6 +15,7 @@ typedef struct ft_got {
     int status[64];
     char text[64][512];
     double cost[64]; /* the first repeat's seconds per run, -1 when none */
+    int n_costs[64];
 } ft_got;
 
 __attribute__((unused)) static void ft_on_result(void *ctx, const tn_fleet_job *job,
@@ -27,6 +28,7 @@ __attribute__((unused)) static void ft_on_result(void *ctx, const tn_fleet_job *
     g->status[g->n] = r->status;
     snprintf(g->text[g->n], sizeof g->text[0], "%s", r->error ? r->error : "");
     g->cost[g->n] = r->n_costs > 0 ? r->costs[0] : -1;
+    g->n_costs[g->n] = r->n_costs;
     g->n++;
 }
 

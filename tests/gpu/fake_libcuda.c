@@ -3,10 +3,10 @@
 ** it with 'cc -shared' and points AT_LIBCUDA at it).  One device, "Fake GPU", sm_90, 132 SMs.
 ** Device memory is host memory.  A module is a line of text that says what its kernels do:
 **
-**   FAKE mode=M out=I bytes=N val=V
+**   FAKE mode=M out=I bytes=N val=V [ms=T]
 **
 ** every launch writes the float V into N bytes of parameter I (a device pointer) and moves
-** a virtual clock (what events measure) by 10 microseconds.  Modes: ok; oob (N + 4 bytes:
+** a virtual clock (what events measure) by T milliseconds (default 0.01: 10 microseconds).  Modes: ok; oob (N + 4 bytes:
 ** into the guard zone); fault (the launch succeeds, then the context is lost: every later
 ** call answers 700, CUDA_ERROR_ILLEGAL_ADDRESS); launchfail (the launch answers 701); hang
 ** (the synchronisation never returns).  A module whose text starts with "BADPTX" does not
@@ -25,6 +25,7 @@ typedef struct fake_mod {
     int out;
     long bytes;
     float val;
+    double ms; /* virtual milliseconds a launch takes (default 0.01) */
 } fake_mod;
 
 typedef struct fevent {
@@ -138,6 +139,9 @@ CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned n_opts, int 
         free(m);
         return 218;
     }
+    m->ms = 0.01;
+    if (strstr(text, " ms=") != NULL)
+        m->ms = atof(strstr(text, " ms=") + 4);
     *mod = m;
     return 0;
 }
@@ -182,7 +186,7 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
     n = m->bytes / 4 + (strcmp(m->mode, "oob") == 0 ? 1 : 0);
     for (long i = 0; i < n; i++)
         out[i] = m->val;
-    vclock_ms += 0.01;
+    vclock_ms += m->ms;
     if (strcmp(m->mode, "fault") == 0)
         lost = 1;
     if (strcmp(m->mode, "hang") == 0)
