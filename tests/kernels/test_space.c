@@ -4,8 +4,8 @@
 ** format that are not in the library: 2,000 random states and 2,000 mutants lower and pass
 ** LLVM's module verification; 200 of them are compiled and compute the same result as the
 ** naive lowering: 100 built as the tuner builds them (LLVM's full optimisation), 100 with
-** the quick build (no IR optimisation, quick instruction selection: the same IR, built
-** about 2.5x faster).  'make test-long' (AT_TEST_LONG=1) builds all of them fully
+** the quick build (a light IR cleanup and quick instruction selection: the same IR, built
+** 4-5x faster in total).  'make test-long' (AT_TEST_LONG=1) builds all of them fully
 ** and runs them.  Also: the same seed gives the same sketches, samples and mutants;
 ** sketch counts of well-known operators; errors for bad targets and DAGs no rule fits. */
 #include <setjmp.h>
