@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,12 +90,18 @@ __attribute__((unused)) static void ft_sleep_ms(int ms)
 __attribute__((unused)) static pid_t ft_spawn(char *const argv[], const char *out_path,
                                               const char *err_path)
 {
-    pid_t pid;
+    pid_t pid, parent = getpid();
     fflush(stdout);
     fflush(stderr);
     pid = fork();
     if (pid == 0) {
-        int o = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int o;
+        /* a test that fails half-way (cmocka jumps out of it) leaves no daemon running:
+        ** the child dies with the test process */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        o = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
         int e = open(err_path ? err_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (o >= 0) dup2(o, 1);
         if (e >= 0) dup2(e, 2);
