@@ -13,7 +13,8 @@
 **      layout when the artifact rewrites them (its pre-transform, untimed, on the filled
 **      inputs), one checked run (return code,
 **      canaries, inputs untouched, every output within 1e-4 of the reference), timing with
-**      the job's number/repeat/min-repeat/flush settings, checks again, RESULT.
+**      the job's number/repeat/min-repeat/flush settings (fewer repeats, no warm-up, for a
+**      kernel too slow for them to fit in the job's budget), checks again, RESULT.
 ** Every event is one datagram on a SOCK_SEQPACKET socket, built in a buffer reserved in
 ** step 2, so a child killed mid-way never leaves half an event behind.  Nothing here
 ** returns: the child ends with _exit. */
@@ -167,6 +168,17 @@ void agt__send_note(int ev, at_buf *out, int kind, int index, const char *note)
 static void send_msg(child *c, at_wire_msg *m)
 {
     agt__send(c->ev, &c->out, m);
+}
+
+int agt__fit_repeats(double check_s, double budget_s, int number, int repeat, int *n_warmup)
+{
+    double left_s = 0.8 * budget_s, per_rep = check_s * (number > 0 ? number : 1);
+    int fit;
+    if (!(check_s > 0) || (*n_warmup + repeat) * per_rep <= left_s)
+        return repeat;
+    *n_warmup = 0;
+    fit = left_s > 0 ? (int)(left_s / per_rep) : 0;
+    return fit > repeat ? repeat : fit;
 }
 
 static void send_result(child *c, int index, int status, const double *costs, int n_costs,
@@ -405,6 +417,7 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
     kn_rt_time_opts opts;
     int n_inputs = 0, bad, input_written;
     int32_t rc;
+    double t_job, check_s;
 
     if (w->run.cooldown_ms > 0) {
         struct timespec ts = {w->run.cooldown_ms / 1000,
@@ -418,6 +431,7 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
         return;
     }
     if (j->ro) send_start(c, index, ""); /* the job's own time starts now */
+    t_job = at_time_mono_s();
     for (int i = 0; i < a->n_args; i++) {
         bufs[i] = j->set->b[i].p;
         n_bytes[i] = j->set->b[i].n;
@@ -447,7 +461,9 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
             n_bytes[a->pre[k].arg] = j->lay[k].n;
         }
     }
+    check_s = at_time_mono_s();
     rc = j->fn(bufs, c->ws.p, par);
+    check_s = at_time_mono_s() - check_s;
     if (rc != 0) {
         snprintf(text, sizeof text, "the kernel returned %d (a parallel launch failed)", (int)rc);
         send_result(c, index, AT_MEASURE_RUNTIME_DEVICE, NULL, 0, text);
@@ -489,6 +505,15 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
     opts.min_repeat_ms = w->run.min_repeat_ms;
     opts.flush_cache = w->run.flush_cache;
     opts.n_warmup = w->run.n_warmup;
+    /* a kernel too slow for its repeats: fewer of them, or the checked run alone */
+    opts.repeat = agt__fit_repeats(check_s,
+                                   w->run.timeout_ms / 1000.0 - (at_time_mono_s() - t_job),
+                                   opts.number, opts.repeat, &opts.n_warmup);
+    if (opts.repeat == 0) {
+        costs[0] = check_s;
+        send_result(c, index, AT_MEASURE_NO_ERROR, costs, 1, "");
+        return;
+    }
     if (kn_rt_time(j->fn, bufs, c->ws.p, par, &opts, opts.flush_cache ? n_inputs : 0, n_bytes,
                    costs, &rc) != AT_OK) {
         send_result(c, index, AT_MEASURE_UNKNOWN_ERROR, NULL, 0, "bad run settings");
@@ -508,7 +533,7 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
         send_result(c, index, AT_MEASURE_RUNTIME_DEVICE, NULL, 0, text);
         return;
     }
-    send_result(c, index, AT_MEASURE_NO_ERROR, costs, w->run.repeat, "");
+    send_result(c, index, AT_MEASURE_NO_ERROR, costs, opts.repeat, "");
 }
 
 /* Buffers for the weights in the kernel's layout (before the sandbox: no mmap after). */

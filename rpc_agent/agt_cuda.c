@@ -741,20 +741,14 @@ static void run_job(cchild *c, int index)
     ** the job's budget, no warm-up and only the repeats that fit; none fits: the checked
     ** run's time is the one repeat.  A result with fewer repeats instead of a timeout that
     ** loses the measurement (and the context with it). */
-    if (check_ms > 0 && w->run.timeout_ms > 0) {
-        double left_ms = 0.8 * (w->run.timeout_ms - (at_time_mono_s() - t_job) * 1000.0);
-        double per_rep = check_ms * w->run.number;
-        if ((n_warmup + repeat) * per_rep > left_ms) {
-            n_warmup = 0;
-            repeat = per_rep > 0 ? (int)(left_ms / per_rep) : repeat;
-            repeat = repeat < 0 ? 0 : repeat > w->run.repeat ? w->run.repeat : repeat;
-            if (repeat == 0) {
-                costs[0] = check_ms / 1000.0;
-                kmod_free(c, &k);
-                send_result(c, index, AT_MEASURE_NO_ERROR, costs, 1, "");
-                return;
-            }
-        }
+    repeat = agt__fit_repeats(check_ms / 1000.0,
+                              w->run.timeout_ms / 1000.0 - (at_time_mono_s() - t_job),
+                              w->run.number, repeat, &n_warmup);
+    if (repeat == 0) {
+        costs[0] = check_ms / 1000.0;
+        kmod_free(c, &k);
+        send_result(c, index, AT_MEASURE_NO_ERROR, costs, 1, "");
+        return;
     }
     /* timing */
     for (int i = 0; i < n_warmup; i++)

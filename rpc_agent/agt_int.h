@@ -61,6 +61,12 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev_fd, uint32_t flags, 
 /* Events of a child to the agent (agt_child.c): encode 'm' into 'out' (reserved) and send it
 ** on 'ev'; a RESULT of job 'id' (index 'index' of the batch); a READY or START with a note. */
 void agt__send(int ev, at_buf *out, at_wire_msg *m);
+/* Timing a slow kernel (agt_child.c; CPU and GPU children): the checked run took check_s
+** seconds and the job has budget_s seconds left.  When the warm-ups and 'repeat' repeats
+** of 'number' calls would not fit in 80% of that, *n_warmup becomes 0 and the result is
+** the repeats that fit (0: report the checked run's time as the one repeat); otherwise
+** 'repeat'. */
+int agt__fit_repeats(double check_s, double budget_s, int number, int repeat, int *n_warmup);
 void agt__send_result(int ev, at_buf *out, const char *id, int index, int status,
                       const double *costs, int n_costs, const char *text);
 void agt__send_note(int ev, at_buf *out, int kind, int index, const char *note);

@@ -52,10 +52,17 @@ static const char kernels_src[] =
     "int32_t k_spin(void *const *b, void *ws, const void *par) { volatile long s = 0; (void)ws; "
     "(void)par;\n"
     "  for (long i = 0; i < 300000000L; i++) s += i; good(b); return 0; }\n"
+
     "#if defined(__x86_64__)\n"
     "int32_t k_syscall(void *const *b, void *ws, const void *par) { long r; (void)ws; (void)par;\n"
     "  __asm__ volatile(\"syscall\" : \"=a\"(r) : \"a\"(41L), \"D\"(2L), \"S\"(1L), \"d\"(0L)\n"
     "                   : \"rcx\", \"r11\", \"memory\");\n"
+    "  (void)r; good(b); return 0; }\n"
+    "int32_t k_slow(void *const *b, void *ws, const void *par) { struct { long s, ns; } t = {0, "
+    "600000000L};\n"
+    "  long r; (void)ws; (void)par; /* nanosleep, 0.6 s: the same on any machine */\n"
+    "  __asm__ volatile(\"syscall\" : \"=a\"(r) : \"a\"(35L), \"D\"(&t), \"S\"(0L) : \"rcx\", "
+    "\"r11\", \"memory\");\n"
     "  (void)r; good(b); return 0; }\n"
     "#endif\n";
 
@@ -114,6 +121,9 @@ static void test_bad_kernels_each_get_their_code(void **unused)
         {"arm", "k_good", AT_MEASURE_COMPILE_DEVICE, "built for aarch64", 5000},
         {"syscall", "k_syscall", AT_MEASURE_RUNTIME_DEVICE, "SIGSYS", 5000},
         {"good-4", "k_good", AT_MEASURE_NO_ERROR, "", 5000},
+        /* 0.6 s a run (it sleeps), 8 repeats and a warm-up asked in a 2 s budget: they cannot
+        ** all fit, so no warm-up and the one repeat that fits, and no time-out */
+        {"slow", "k_slow", AT_MEASURE_NO_ERROR, "", 2000},
     };
     enum { N = sizeof cases / sizeof cases[0] };
     tn_fleet *f;
@@ -175,6 +185,7 @@ static void test_bad_kernels_each_get_their_code(void **unused)
             jobs[i].w.art.obj_size = sizeof garbage;
         }
         if (strcmp(cases[i].id, "arm") == 0) jobs[i].w.art.triple = "aarch64-linux-gnu";
+        if (strcmp(cases[i].id, "slow") == 0) jobs[i].w.run.repeat = 8;
     }
     assert_int_equal(tn_fleet_submit(f, jobs, N), AT_OK);
     memset(&g, 0, sizeof g);
@@ -189,6 +200,10 @@ static void test_bad_kernels_each_get_their_code(void **unused)
             fail_msg("job %s: status %s (%s), expected %s with '%s'", cases[i].id,
                      at_measure_name(g.status[k]), g.text[k], at_measure_name(cases[i].status),
                      cases[i].text);
+        if (strcmp(cases[i].id, "slow") == 0 &&
+            !(g.n_costs[k] >= 1 && g.n_costs[k] <= 2 && g.cost[k] >= 0.55 && g.cost[k] < 1.0))
+            fail_msg("job slow: %d repeats of %.2f s; expected 1 or 2 of about 0.6 s",
+                     g.n_costs[k], g.cost[k]);
     }
     /* the records store has one row per job with that status */
     {
