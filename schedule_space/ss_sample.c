@@ -47,41 +47,35 @@ static int64_t sat_add(int64_t a, int64_t b)
     return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
+/* Append v to t->div (capacity *cap_d); 0 when memory ran out. */
+static int add_div(fact_table *t, int *cap_d, int64_t v)
+{
+    if (t->nd == *cap_d) {
+        int64_t *p = at_realloc(t->div, (size_t)*cap_d * 2 * sizeof *p);
+        if (p == NULL)
+            return 0;
+        t->div = p;
+        *cap_d *= 2;
+    }
+    t->div[t->nd++] = v;
+    return 1;
+}
+
 static int fact_table_init(fact_table *t, int64_t extent, int k, int64_t cap)
 {
-    int cap_d = 64;
+    int cap_d = 64, n_small;
     t->nd = 0;
     t->cnt = NULL;
     if ((t->div = at_malloc((size_t)cap_d * sizeof *t->div)) == NULL)
         return 0;
-    /* divisors: those up to sqrt(extent) ascending, then their cofactors descending */
-    for (int64_t d = 1; d <= extent / d; d++) {
-        if (extent % d != 0)
-            continue;
-        for (int twice = 0; twice < 2; twice++) {
-            if (t->nd == cap_d) {
-                int64_t *p = at_realloc(t->div, (size_t)cap_d * 2 * sizeof *p);
-                if (p == NULL)
-                    return 0;
-                t->div = p;
-                cap_d *= 2;
-            }
-            if (twice == 0)
-                t->div[t->nd++] = d;
-            else if (d != extent / d)
-                t->div[t->nd++] = extent / d;
-        }
-    }
-    /* order: the small ones are at even places and ascending; sort everything */
-    for (int i = 1; i < t->nd; i++) {
-        int64_t v = t->div[i];
-        int j = i - 1;
-        while (j >= 0 && t->div[j] > v) {
-            t->div[j + 1] = t->div[j];
-            j--;
-        }
-        t->div[j + 1] = v;
-    }
+    /* ascending: the divisors up to sqrt(extent), then their cofactors in reverse */
+    for (int64_t d = 1; d <= extent / d; d++)
+        if (extent % d == 0 && !add_div(t, &cap_d, d))
+            return 0;
+    n_small = t->nd;
+    for (int i = n_small - 1; i >= 0; i--)
+        if (extent / t->div[i] != t->div[i] && !add_div(t, &cap_d, extent / t->div[i]))
+            return 0;
     if ((t->cnt = at_calloc((size_t)k * (size_t)t->nd, sizeof *t->cnt)) == NULL)
         return 0;
     for (int i = 0; i < t->nd; i++)
