@@ -109,6 +109,12 @@ check_bundle() {
     [ -s "$out/$f" ] || { echo "FAIL gpu-bundle: no $f"; fails=1; }
   done
   bash -n "$out/gpu_check.sh" || { echo "FAIL gpu-bundle: gpu_check.sh does not parse"; fails=1; }
+  if command -v python3 >/dev/null; then
+    rc=0
+    err=$(python3 "$out/gpu_vendor_torch.py" frob 2>&1) || rc=$?
+    [ $rc -eq 2 ] && [[ "$err" == *"unknown reference ['frob']"* ]] ||
+      { echo "FAIL gpu-bundle: gpu_vendor_torch.py frob: exit $rc, '$err'"; fails=1; }
+  fi
   if [ $fails -eq 0 ]; then
     echo "PASS gpu-bundle: $((size / 1024 / 1024)) MiB ($size bytes), $(ls "$out/lib" | wc -l) libraries, glibc >= $(cut -d_ -f2 "$out/GLIBC" 2>/dev/null)"
   fi

@@ -8,6 +8,12 @@
 # only when it was measured:  python3 gpu_vendor_torch.py [cublas] [cudnn]
 import sys
 
+want = set(sys.argv[1:]) or {"cublas", "cudnn"}
+if not want <= {"cublas", "cudnn"}:
+    print(f"gpu_vendor_torch: unknown reference {sorted(want - {'cublas', 'cudnn'})} "
+          "(usage: gpu_vendor_torch.py [cublas] [cudnn])", file=sys.stderr)
+    sys.exit(2)
+
 try:
     import torch
 except Exception as e:  # no PyTorch: say so and let the caller go on
@@ -46,7 +52,6 @@ def rand(*shape):
     return torch.rand(*shape, device="cuda", dtype=torch.float32) - 0.5
 
 
-want = set(sys.argv[1:]) or {"cublas", "cudnn"}
 with torch.no_grad():
     if "cublas" in want:
         M = N = K = 4096
