@@ -42,11 +42,12 @@
     X(depthwise_conv2d,                                                                    \
       "layout=NCHW,N=1,C=32,H=112,W=112,R=3,S=3,stride=1,pad=1,dilation=1,bias=0,relu=0",  \
       "sh,sw,ph,pw,dh,dw", "conv2d with groups = C = K")                                   \
-    X(max_pool2d, "N=1,C=64,H=112,W=112,kernel=3,stride=2,pad=1", "kh,kw,sh,sw,ph,pw",    \
-      "NCHW max pooling; padding is -inf")                                                 \
-    X(avg_pool2d, "N=1,C=64,H=56,W=56,kernel=3,stride=2,pad=1", "kh,kw,sh,sw,ph,pw",       \
-      "NCHW average pooling; divides by kh*kw (padding counts)")                           \
-    X(global_avg_pool, "N=1,C=2048,H=7,W=7", "", "NCHW [N,C,H,W] -> [N,C], mean over H, W") \
+    X(max_pool2d, "layout=NCHW,N=1,C=64,H=112,W=112,kernel=3,stride=2,pad=1",             \
+      "kh,kw,sh,sw,ph,pw", "max pooling (NCHW or NHWC); padding is -inf")                  \
+    X(avg_pool2d, "layout=NCHW,N=1,C=64,H=56,W=56,kernel=3,stride=2,pad=1",                \
+      "kh,kw,sh,sw,ph,pw", "average pooling (NCHW or NHWC); divides by kh*kw (padding counts)") \
+    X(global_avg_pool, "layout=NCHW,N=1,C=2048,H=7,W=7", "",                               \
+      "[N,C,H,W] (or NHWC [N,H,W,C]) -> [N,C], mean over H, W")                           \
     X(softmax, "M=128,N=1000", "shape", "softmax over the last axis of [M,N] (or of 'shape')") \
     X(layer_norm, "M=128,N=768,eps=1e-5", "shape",                                         \
       "layer normalisation over the last axis, then * gamma + beta (weights)")             \
@@ -810,12 +811,14 @@ static int gen_depthwise_conv2d(spec *sp, at_buf *b)
 static int pool_emit(spec *sp, at_buf *b, int is_max)
 {
     int64_t N = 0, C = 0, H = 0, W = 0, kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0;
-    int64_t OH = 0, OW = 0;
+    int64_t OH = 0, OW = 0, xd[4], od[4];
     const char *axes[4] = {"n", "c", "h", "w"}, *raxes[2] = {"r", "s"}, *idx[4];
     char ih[48], iw[48];
     const char *src = "X";
-    if (get_int(sp, "N", 1, &N) || get_int(sp, "C", 1, &C) || get_int(sp, "H", 1, &H) ||
-        get_int(sp, "W", 1, &W) || get_int_or(sp, "kernel", "kh", "kw", 1, &kh) ||
+    int nhwc = 0, hp;
+    if (get_layout(sp, "layout", &nhwc) || get_int(sp, "N", 1, &N) || get_int(sp, "C", 1, &C) ||
+        get_int(sp, "H", 1, &H) || get_int(sp, "W", 1, &W) ||
+        get_int_or(sp, "kernel", "kh", "kw", 1, &kh) ||
         get_int_or(sp, "kernel", "kw", "kh", 1, &kw) ||
         get_window(sp, &sh, &sw, &ph, &pw, NULL, NULL))
         return -1;
@@ -825,23 +828,33 @@ static int pool_emit(spec *sp, at_buf *b, int is_max)
                     (long long)(2 * ph > kh ? ph : pw), (long long)(2 * ph > kh ? kh : kw));
     if (out_extent(sp, "height", H, ph, kh, sh, &OH) || out_extent(sp, "width", W, pw, kw, sw, &OW))
         return -1;
-    if (put_placeholder(sp, b, "input", "X", 4, (int64_t[]){N, C, H, W}))
+    hp = nhwc ? 1 : 2; /* position of h */
+    if (nhwc) {
+        axes[1] = "h", axes[2] = "w", axes[3] = "c";
+        memcpy(xd, (int64_t[]){N, H, W, C}, sizeof xd);
+        memcpy(od, (int64_t[]){N, OH, OW, C}, sizeof od);
+    } else {
+        memcpy(xd, (int64_t[]){N, C, H, W}, sizeof xd);
+        memcpy(od, (int64_t[]){N, C, OH, OW}, sizeof od);
+    }
+    if (put_placeholder(sp, b, "input", "X", 4, xd))
         return -1;
     if (ph > 0 || pw > 0) {
-        if (put_pad(sp, b, 4, axes, (int64_t[]){N, C, H, W}, 2, ph, pw, is_max ? "-inf" : "0.0"))
+        if (put_pad(sp, b, 4, axes, xd, hp, ph, pw, is_max ? "-inf" : "0.0"))
             return -1;
         src = "pad";
     }
-    if (put_head(sp, b, is_max ? "out" : "pool_sum", 4, axes, (int64_t[]){N, C, OH, OW}))
+    if (put_head(sp, b, is_max ? "out" : "pool_sum", 4, axes, od))
         return -1;
     put_reduce(b, is_max ? "max" : "sum", 2, raxes, (int64_t[]){kh, kw});
-    idx[0] = "n", idx[1] = "c";
-    idx[2] = lin2(ih, sizeof ih, "h", sh, "r", 1);
-    idx[3] = lin2(iw, sizeof iw, "w", sw, "s", 1);
+    for (int d = 0; d < 4; d++)
+        idx[d] = axes[d];
+    idx[hp] = lin2(ih, sizeof ih, "h", sh, "r", 1);
+    idx[hp + 1] = lin2(iw, sizeof iw, "w", sw, "s", 1);
     put_load(b, src, 4, idx);
     at_buf_puts(b, ")\n");
     if (!is_max) {
-        if (put_head(sp, b, "out", 4, axes, (int64_t[]){N, C, OH, OW}))
+        if (put_head(sp, b, "out", 4, axes, od))
             return -1;
         put_load(b, "pool_sum", 4, axes);
         at_buf_puts(b, " / ");
@@ -865,14 +878,16 @@ static int gen_global_avg_pool(spec *sp, at_buf *b)
 {
     int64_t N, C, H, W;
     const char *axes[2] = {"n", "c"};
-    if (get_int(sp, "N", 1, &N) || get_int(sp, "C", 1, &C) || get_int(sp, "H", 1, &H) ||
-        get_int(sp, "W", 1, &W))
+    int nhwc = 0;
+    if (get_layout(sp, "layout", &nhwc) || get_int(sp, "N", 1, &N) || get_int(sp, "C", 1, &C) ||
+        get_int(sp, "H", 1, &H) || get_int(sp, "W", 1, &W))
         return -1;
-    if (put_placeholder(sp, b, "input", "X", 4, (int64_t[]){N, C, H, W}) ||
+    if (put_placeholder(sp, b, "input", "X", 4,
+                        nhwc ? (int64_t[]){N, H, W, C} : (int64_t[]){N, C, H, W}) ||
         put_head(sp, b, "pool_sum", 2, axes, (int64_t[]){N, C}))
         return -1;
     put_reduce(b, "sum", 2, (const char *[]){"h", "w"}, (int64_t[]){H, W});
-    at_buf_puts(b, "X[n, c, h, w])\n");
+    at_buf_puts(b, nhwc ? "X[n, h, w, c])\n" : "X[n, c, h, w])\n");
     if (put_head(sp, b, "out", 2, axes, (int64_t[]){N, C}))
         return -1;
     at_buf_puts(b, "pool_sum[n, c] / ");

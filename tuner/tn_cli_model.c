@@ -48,12 +48,28 @@ static int ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+int tn_parse_layout(const tn_cmd *cmd, const char *s, int *layout)
+{
+    *layout = TN_LAYOUT_NHWC;
+    if (s == NULL || strcasecmp(s, "nhwc") == 0)
+        return 0;
+    if (strcasecmp(s, "nchw") == 0) {
+        *layout = TN_LAYOUT_NCHW;
+        return 0;
+    }
+    tn_err(cmd, "--layout must be nhwc or nchw, not '%s'", s);
+    return -1;
+}
+
 /* Load a model and print its warnings; NULL after printing the error. */
-static tn_model *load_model(const tn_cmd *cmd, const char *path, int dim_default, int quiet)
+static tn_model *load_model(const tn_cmd *cmd, const char *path, int dim_default,
+                            const char *layout, int quiet)
 {
     tn_model *m;
     tn_model_opts o = {.dim_default = dim_default};
     char err[1024];
+    if (tn_parse_layout(cmd, layout, &o.layout) != 0)
+        return NULL;
     if (tn_model_load(path, &o, &m, err, sizeof err) != AT_OK) {
         tn_err(cmd, "%s", err);
         return NULL;
@@ -80,6 +96,8 @@ static tn_task_list *load_task_file(const tn_cmd *cmd, const char *path)
     at_free(data);
     return tl;
 }
+
+#define LAYOUT_HELP "convolutions' layout: nhwc (default) or nchw (the model's own)"
 
 /* ---- tasks ---- */
 
@@ -144,12 +162,13 @@ static int write_jsonl(const tn_cmd *cmd, const tn_task_list *tl, const char *pa
 
 int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
 {
-    const char *out = NULL;
+    const char *out = NULL, *layout = NULL;
     int verbose = 0, dim = 1, quiet = 0, n_pos, done, rc;
     const tn_opt opts[] = {
         {"out", 'o', TN_OPT_STR, &out, "FILE", "write the tasks as JSON lines ('-': stdout)"},
         {"verbose", 'v', TN_OPT_BOOL, &verbose, NULL, "also the nodes of each use and the DAG"},
         {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
+        {"layout", 0, TN_OPT_STR, &layout, "L", LAYOUT_HELP},
         {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "no table (with -o) and no warnings"},
     };
     tn_model *m = NULL;
@@ -169,7 +188,7 @@ int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
     } else {
         tn_model_info info;
         int n_tunable = 0;
-        if ((m = load_model(cmd, argv[1], dim, quiet)) == NULL)
+        if ((m = load_model(cmd, argv[1], dim, layout, quiet)) == NULL)
             return TN_EXIT_FAIL;
         tl = tn_model_tasks(m);
         tn_model_get_info(m, &info);
@@ -214,7 +233,8 @@ static int open_db(const tn_cmd *cmd, const char *db, rec_store **st)
 
 int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
 {
-    const char *db = NULL, *target = NULL, *device = NULL, *lib = NULL, *dump = NULL;
+    const char *db = NULL, *target = NULL, *device = NULL, *lib = NULL, *dump = NULL,
+               *layout = NULL;
     int threads = 0, seed = 1, repeat = 0, no_check = 0, dim = 1, n_pos, done, rc;
     const tn_opt opts[] = {
         {"db", 0, TN_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
@@ -227,6 +247,7 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
         {"no-check", 0, TN_OPT_BOOL, &no_check, NULL, "skip the naive run and the comparison"},
         {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
         {"dump", 0, TN_OPT_STR, &dump, "DIR", "write the inputs and outputs there (raw float32)"},
+        {"layout", 0, TN_OPT_STR, &layout, "L", LAYOUT_HELP},
     };
     tn_model *m = NULL;
     rec_store *st = NULL;
@@ -238,7 +259,7 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
         return rc;
     if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK)
         return rc;
-    if ((m = load_model(cmd, argv[1], dim, 0)) == NULL)
+    if ((m = load_model(cmd, argv[1], dim, layout, 0)) == NULL)
         return TN_EXIT_FAIL;
     if (lib == NULL && (rc = open_db(cmd, db, &st)) != TN_EXIT_OK) {
         tn_model_free(m);
@@ -291,7 +312,7 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
 int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = NULL, *target = NULL, *device = NULL, *out = NULL, *header = NULL,
-               *prefix = NULL;
+               *prefix = NULL, *layout = NULL;
     int threads = 0, keep = 0, dim = 1, n_pos, done, rc;
     const tn_opt opts[] = {
         {"db", 0, TN_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
@@ -304,6 +325,7 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
          "default: the target's cores)"},
         {"keep", 0, TN_OPT_BOOL, &keep, NULL, "keep the objects and the glue source"},
         {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
+        {"layout", 0, TN_OPT_STR, &layout, "L", LAYOUT_HELP},
     };
     tn_model *m = NULL;
     tn_task_list *own = NULL;
@@ -326,7 +348,7 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
             return TN_EXIT_FAIL;
         tl = own;
     } else {
-        if ((m = load_model(cmd, argv[1], dim, 0)) == NULL)
+        if ((m = load_model(cmd, argv[1], dim, layout, 0)) == NULL)
             return TN_EXIT_FAIL;
         tl = tn_model_tasks(m);
     }

@@ -27,6 +27,7 @@ typedef struct taskset {
     int n_models;
     tn_task_list *lists[64];
     int n_lists;
+    tn_model_opts mopts;  /* how models are loaded (--layout, --dim) */
 } taskset;
 
 static int add_task(const tn_cmd *cmd, taskset *ts, const char *name, ss_dag *dag, int weight,
@@ -81,7 +82,7 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
             tn_err(cmd, "too many models");
             return -1;
         }
-        if (tn_model_load(spec, NULL, &m, err, sizeof err) != AT_OK) {
+        if (tn_model_load(spec, &ts->mopts, &m, err, sizeof err) != AT_OK) {
             tn_err(cmd, "%s", err);
             return -1;
         }
@@ -147,11 +148,11 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *target = "llvm -mcpu=native", *db = "tuning.db", *tracker = NULL,
                *key_path = NULL, *next_key = NULL, *device_key = NULL, *min_ms = "0",
-               *seed_s = "1", *log_level = NULL;
+               *seed_s = "1", *log_level = NULL, *layout = NULL;
     int trials = 1000, timeout_s = 10, resume = 0, per_round = 0, number = 1, repeat = 3,
         flush = 0, early_stop = 0, build_workers = -1, build_timeout_s = 60, wait_s = 600,
         priority = 1, threads = 0, population = 2048, no_model = 0, quiet = 0, no_layout = 0,
-        n_pos, help, rc;
+        dim = 1, n_pos, help, rc;
     tn_opt opts[] = {
         {"trials", 0, TN_OPT_INT, &trials, "N", "measurements in all (default 1000)"},
         {"target", 0, TN_OPT_STR, &target, "T",
@@ -185,6 +186,9 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         {"no-cost-model", 0, TN_OPT_BOOL, &no_model, NULL, "random scores (experiments only)"},
         {"no-layout-rewrite", 0, TN_OPT_BOOL, &no_layout, NULL, "keep weights in their own "
          "layout (no pre-transform step in the kernels)"},
+        {"layout", 0, TN_OPT_STR, &layout, "L", "models: convolutions' layout, nhwc (default) "
+         "or nchw"},
+        {"dim", 0, TN_OPT_INT, &dim, "N", "models: value of symbolic input dimensions (1)"},
         {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "no progress and no report"},
         {"log-level", 0, TN_OPT_STR, &log_level, "LEVEL", "debug, info, warn, error or off"},
     };
@@ -281,6 +285,12 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         tn_fleet_prepare(); /* the embedded agent's launcher, while this process has one thread */
     }
     memset(&ts, 0, sizeof ts);
+    ts.mopts.dim_default = dim;
+    if (dim < 1 || tn_parse_layout(cmd, layout, &ts.mopts.layout) != 0) {
+        if (dim < 1)
+            tn_err(cmd, "--dim must be at least 1, not %d", dim);
+        return TN_EXIT_USAGE;
+    }
     for (int i = 0; i < n_pos; i++)
         if (load_spec(cmd, &ts, argv[1 + i]) != 0) {
             rc = TN_EXIT_USAGE;

@@ -171,9 +171,9 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
         if ((err = tn__conv_params(g, n, &p, why, why_size)) != AT_OK)
             return err;
         snprintf(spec, spec_size,
-                 "conv2d:N=%lld,C=%lld,H=%lld,W=%lld,K=%lld,R=%lld,S=%lld,sh=%lld,sw=%lld,"
+                 "conv2d:%sN=%lld,C=%lld,H=%lld,W=%lld,K=%lld,R=%lld,S=%lld,sh=%lld,sw=%lld,"
                  "ph=%lld,pw=%lld,dh=%lld,dw=%lld,groups=%lld,bias=%d,relu=%d",
-                 (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.K,
+                 n->nhwc ? "layout=NHWC," : "", (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.K,
                  (long long)p.R, (long long)p.S, (long long)p.sh, (long long)p.sw,
                  (long long)p.ph, (long long)p.pw, (long long)p.dh, (long long)p.dw,
                  (long long)p.groups, n->n_in > 2 && n->in[2] >= 0, bias_relu_relu);
@@ -181,9 +181,9 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
                  p.groups > 1 && p.groups == p.C && p.groups == p.K ? "depthwise_conv2d"
                                                                      : "conv2d");
         oshape[0] = p.N;
-        oshape[1] = p.K;
-        oshape[2] = p.OH;
-        oshape[3] = p.OW;
+        oshape[1] = n->nhwc ? p.OH : p.K;
+        oshape[2] = n->nhwc ? p.OW : p.OH;
+        oshape[3] = n->nhwc ? p.K : p.OW;
         *orank = 4;
         return AT_OK;
     }
@@ -237,28 +237,33 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
         if ((err = tn__pool_params(g, n, &p, why, why_size)) != AT_OK)
             return err;
         snprintf(spec, spec_size,
-                 "%s:N=%lld,C=%lld,H=%lld,W=%lld,kh=%lld,kw=%lld,sh=%lld,sw=%lld,ph=%lld,pw=%lld",
-                 n->kind == TN_OP_MAXPOOL ? "max_pool2d" : "avg_pool2d", (long long)p.N,
+                 "%s:%sN=%lld,C=%lld,H=%lld,W=%lld,kh=%lld,kw=%lld,sh=%lld,sw=%lld,ph=%lld,"
+                 "pw=%lld",
+                 n->kind == TN_OP_MAXPOOL ? "max_pool2d" : "avg_pool2d",
+                 n->nhwc ? "layout=NHWC," : "", (long long)p.N,
                  (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.kh,
                  (long long)p.kw, (long long)p.sh, (long long)p.sw, (long long)p.ph,
                  (long long)p.pw);
         snprintf(kind, kind_size, "%s", n->kind == TN_OP_MAXPOOL ? "max_pool2d" : "avg_pool2d");
         oshape[0] = p.N;
-        oshape[1] = p.C;
-        oshape[2] = p.OH;
-        oshape[3] = p.OW;
+        oshape[1] = n->nhwc ? p.OH : p.C;
+        oshape[2] = n->nhwc ? p.OW : p.OH;
+        oshape[3] = n->nhwc ? p.C : p.OW;
         *orank = 4;
         return AT_OK;
     }
-    case TN_OP_GAP:
-        snprintf(spec, spec_size, "global_avg_pool:N=%lld,C=%lld,H=%lld,W=%lld",
-                 (long long)in0->shape[0], (long long)in0->shape[1], (long long)in0->shape[2],
-                 (long long)in0->shape[3]);
+    case TN_OP_GAP: {
+        int c = n->nhwc ? 3 : 1, h = n->nhwc ? 1 : 2;
+        snprintf(spec, spec_size, "global_avg_pool:%sN=%lld,C=%lld,H=%lld,W=%lld",
+                 n->nhwc ? "layout=NHWC," : "", (long long)in0->shape[0],
+                 (long long)in0->shape[c], (long long)in0->shape[h],
+                 (long long)in0->shape[h + 1]);
         snprintf(kind, kind_size, "global_avg_pool");
         oshape[0] = in0->shape[0];
-        oshape[1] = in0->shape[1];
+        oshape[1] = in0->shape[c];
         *orank = 2;
         return AT_OK;
+    }
     case TN_OP_SOFTMAX:
     case TN_OP_LAYERNORM: {
         int64_t s[TN_MAX_RANK];
@@ -312,7 +317,7 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
     case TN_OP_GMP:
         snprintf(kind, kind_size, "global_max_pool");
         oshape[0] = in0->shape[0];
-        oshape[1] = in0->shape[1];
+        oshape[1] = in0->shape[n->nhwc ? 3 : 1];
         *orank = 2;
         return AT_OK;
     case TN_OP_REDUCEMEAN:
@@ -732,7 +737,7 @@ static int own_anchor_text(ex *x, dagtext *d, int node)
         at_buf_printf(&d->decl, "%s%lld", dd ? ", " : "", (long long)in->shape[dd]);
     at_buf_puts(&d->decl, "] float32\n");
     if (n->kind == TN_OP_GMP) {
-        red[2] = red[3] = 1;
+        red[n->nhwc ? 1 : 2] = red[n->nhwc ? 2 : 3] = 1;
         op = "max";
     } else {
         cnt = tn__node_axes(g, n, in->rank, axes, TN_MAX_RANK);

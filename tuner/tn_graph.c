@@ -304,7 +304,7 @@ at_err tn__topo_sort(tn_graph *g, char *errmsg, size_t errmsg_size)
     char *done;
     at_err err = AT_OK;
     int n_done = 0;
-    if (n == 0)
+    if (n <= 0)
         return AT_OK;
     order = at_malloc((size_t)n * sizeof *order);
     pending = at_malloc((size_t)n * sizeof *pending);
@@ -362,6 +362,9 @@ at_err tn__topo_sort(tn_graph *g, char *errmsg, size_t errmsg_size)
         for (int t = 0; t < g->n_tensors; t++)
             if (g->tensors[t].producer >= 0)
                 g->tensors[t].producer = remap[g->tensors[t].producer];
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < g->nodes[i].n_merged; k++)
+                g->nodes[i].merged[k] = remap[g->nodes[i].merged[k]];
     }
 out:
     at_free(order);
@@ -410,8 +413,10 @@ static void remove_dead(tn_graph *g)
     }
 }
 
-static void resolve_aliases(tn_graph *g)
+void tn__resolve_aliases(tn_graph *g)
 {
+    for (int t = 0; t < g->n_tensors; t++)
+        g->tensors[t].alias = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const tn_node *n = &g->nodes[i];
         int src, dst;
@@ -436,7 +441,7 @@ at_err tn__graph_prepare(tn_graph *g, char *errmsg, size_t errmsg_size)
     if ((err = tn__rewrite(g, errmsg, errmsg_size)) != AT_OK)
         return err;
     remove_dead(g);
-    resolve_aliases(g);
+    tn__resolve_aliases(g);
     tn__count_consumers(g);
     return AT_OK;
 }

@@ -163,6 +163,8 @@ typedef struct tn_node {
     int unsupported;  /* the reason is in 'why' */
     char *why;
     int group;        /* tn_extract: the group it belongs to, -1 */
+    int nhwc;         /* the layout plan (tn_layout.c) made it compute in NHWC: its 4-d
+                      ** activations are [N, H, W, C] and a Conv's weight [R, S, C/g, K] */
     int n_merged;
     int *merged;      /* dead nodes a rewrite folded into this one (a BatchNormalization
                       ** into its Conv): listed with it where tasks name their nodes */
@@ -263,6 +265,18 @@ at_err tn__set_shape(tn_graph *g, int t, at_dtype dt, int rank, const int64_t *s
 /* Checks and rewrites (tn_graph.c, see the invariants above).  Unsupported operators are
 ** warnings; a graph that cannot be made sense of at all is an error. */
 at_err tn__graph_prepare(tn_graph *g, char *errmsg, size_t errmsg_size);
+/* Set every tensor's 'alias' from the live alias nodes (Reshape, Identity, ...), in
+** topological order. */
+void tn__resolve_aliases(tn_graph *g);
+
+/* The layout plan (tn_layout.c), after tn__graph_prepare: with TN_LAYOUT_NHWC, the
+** convolutions, pools and the elementwise nodes around them compute in NHWC (n->nhwc):
+** their 4-d activations get new tensors in [N, H, W, C] order, a Conv's weight a copy in
+** [R, S, C/g, K], constants that broadcast against them a copy in the same order, and a
+** Transpose node (an Identity when only dimensions of size 1 move) converts where an NCHW
+** producer or consumer meets them (graph inputs and outputs, a Flatten before a dense).
+** AT_OK or AT_ENOMEM. */
+at_err tn__plan_layout(tn_graph *g, int layout, char *errmsg, size_t errmsg_size);
 
 /* "[1, 64, 56, 56]" into out[size]. */
 void tn__shape_str(const int64_t *shape, int rank, char *out, size_t size);

@@ -357,6 +357,7 @@ at_err tn__conv_params(const tn_graph *g, const tn_node *n, tn_conv_params *p, c
 {
     const tn_tensor *x = &g->tensors[n->in[0]], *w;
     int64_t k[2], s[2], d[2], pads[4], ks[2];
+    int hp;
     memset(p, 0, sizeof *p);
     if (n->n_in < 2 || n->in[1] < 0) {
         snprintf(why, why_size, "a convolution needs a weight input");
@@ -368,16 +369,18 @@ at_err tn__conv_params(const tn_graph *g, const tn_node *n, tn_conv_params *p, c
                  "convolutions (4-d tensors, NCHW) are supported", x->rank - 2);
         return AT_EUNSUPPORTED;
     }
+    /* a node the layout plan made NHWC reads X[N,H,W,C] and W[R,S,C/g,K] (tn_layout.c) */
+    hp = n->nhwc ? 1 : 2;
     p->N = x->shape[0];
-    p->C = x->shape[1];
-    p->H = x->shape[2];
-    p->W = x->shape[3];
-    p->K = w->shape[0];
-    p->R = w->shape[2];
-    p->S = w->shape[3];
+    p->C = x->shape[n->nhwc ? 3 : 1];
+    p->H = x->shape[hp];
+    p->W = x->shape[hp + 1];
+    p->K = w->shape[n->nhwc ? 3 : 0];
+    p->R = w->shape[n->nhwc ? 0 : 2];
+    p->S = w->shape[n->nhwc ? 1 : 3];
     p->groups = tn__attr_i(n, "group", 1);
     if (p->groups < 1 || p->groups > p->C || p->C % p->groups || p->K % p->groups ||
-        w->shape[1] * p->groups != p->C) {
+        w->shape[n->nhwc ? 2 : 1] * p->groups != p->C) {
         snprintf(why, why_size, "weight %lldx%lldx%lldx%lld does not fit input channels %lld "
                  "with group %lld", (long long)w->shape[0], (long long)w->shape[1],
                  (long long)w->shape[2], (long long)w->shape[3], (long long)p->C,
@@ -393,7 +396,7 @@ at_err tn__conv_params(const tn_graph *g, const tn_node *n, tn_conv_params *p, c
     k[1] = p->S;
     if (ints2(n, "strides", 1, s, why, why_size) || ints2(n, "dilations", 1, d, why, why_size))
         return AT_EUNSUPPORTED;
-    if (window_pads(n, &x->shape[2], k, s, d, pads, why, why_size))
+    if (window_pads(n, &x->shape[hp], k, s, d, pads, why, why_size))
         return AT_EUNSUPPORTED;
     if (pads[0] != pads[2] || pads[1] != pads[3]) {
         snprintf(why, why_size, "asymmetric padding (pads %lld, %lld, %lld, %lld) is not "
@@ -450,7 +453,7 @@ at_err tn__pool_params(const tn_graph *g, const tn_node *n, tn_pool_params *p, c
         snprintf(why, why_size, "storage_order 1 is not supported");
         return AT_EUNSUPPORTED;
     }
-    if (window_pads(n, &x->shape[2], k, s, d, pads, why, why_size))
+    if (window_pads(n, &x->shape[n->nhwc ? 1 : 2], k, s, d, pads, why, why_size))
         return AT_EUNSUPPORTED;
     if (pads[0] != pads[2] || pads[1] != pads[3]) {
         snprintf(why, why_size, "asymmetric padding (pads %lld, %lld, %lld, %lld) is not "
@@ -459,9 +462,9 @@ at_err tn__pool_params(const tn_graph *g, const tn_node *n, tn_pool_params *p, c
         return AT_EUNSUPPORTED;
     }
     p->N = x->shape[0];
-    p->C = x->shape[1];
-    p->H = x->shape[2];
-    p->W = x->shape[3];
+    p->C = x->shape[n->nhwc ? 3 : 1];
+    p->H = x->shape[n->nhwc ? 1 : 2];
+    p->W = x->shape[n->nhwc ? 2 : 3];
     p->kh = k[0];
     p->kw = k[1];
     p->sh = s[0];

@@ -37,6 +37,9 @@ at_err tn_model_load_mem(const void *bytes, size_t n, const char *name,
         goto fail;
     if ((err = tn__graph_prepare(m->g, errmsg, errmsg_size)) != AT_OK)
         goto fail;
+    if ((err = tn__plan_layout(m->g, opts ? opts->layout : TN_LAYOUT_NHWC, errmsg,
+                               errmsg_size)) != AT_OK)
+        goto fail;
     if ((err = tn__extract(m, errmsg, errmsg_size)) != AT_OK)
         goto fail;
     *out = m;

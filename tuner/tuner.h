@@ -244,8 +244,14 @@ at_err tn_tasks_read_jsonl(const char *name, const char *text, size_t n, tn_task
 
 typedef struct tn_model tn_model; /* opaque: the graph, its tasks and how to run them */
 
+#define TN_LAYOUT_NHWC 0 /* convolutions in channels-last (the default) */
+#define TN_LAYOUT_NCHW 1 /* the ONNX file's own layout everywhere */
+
 typedef struct tn_model_opts {
     int64_t dim_default;   /* the value of a symbolic dimension (a batch 'N'); 0 means 1 */
+    int layout;            /* TN_LAYOUT_NHWC (the default, 0) or TN_LAYOUT_NCHW: the layout
+                           ** convolutions and the operators around them compute in (the
+                           ** tasks' DAGs and keys depend on it; docs/models.md) */
 } tn_model_opts;
 
 /* Load an ONNX model: decode (protobuf-c, Debian's onnx.proto), check, fold constants

@@ -63,6 +63,10 @@ int tn_cmd_export(const tn_cmd *cmd, int argc, char **argv);
 int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv);
 int tn_cmd_db(const tn_cmd *cmd, int argc, char **argv);
 
+/* "nhwc" or "nchw" (any case) into *layout (TN_LAYOUT_*); NULL gives the default.  0, or
+** -1 after printing a message naming the flag. */
+int tn_parse_layout(const tn_cmd *cmd, const char *s, int *layout);
+
 /* The subcommands over whole models (tn_cli_model.c). */
 int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv);
 int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv);

@@ -210,8 +210,11 @@ static const char *const sample_specs[] = {
     "conv2d:R=1,S=1,pad=0,stride=2",
     "depthwise_conv2d:layout=NHWC",
     "max_pool2d",
+    "max_pool2d:layout=NHWC,C=16,H=14,W=14",
     "avg_pool2d:kh=3,kw=2,sh=1,sw=2,ph=1,pw=0",
+    "avg_pool2d:layout=NHWC,C=8,H=9,W=10,kh=3,kw=2,sh=1,sw=2,ph=1,pw=0",
     "global_avg_pool",
+    "global_avg_pool:layout=NHWC,C=32,H=7,W=7",
     "softmax:shape=2x3x4x5",
     "layer_norm:shape=4x8x16,eps=0.001",
     "add:shape=7",
@@ -666,7 +669,7 @@ static void test_bad_specs(void **unused)
                            "S, stride, pad, dilation, groups, bias, relu, sh, sw, ph, pw, dh, "
                            "dw)"},
         {"depthwise_conv2d:K=8", "depthwise_conv2d: unknown parameter 'K' *"},
-        {"global_avg_pool:stride=2", "global_avg_pool: unknown parameter 'stride' (known: N, C, "
+        {"global_avg_pool:stride=2", "global_avg_pool: unknown parameter 'stride' (known: layout, N, C, "
                                      "H, W)"},
         {"matmul:m=4", "matmul: unknown parameter 'm' *"},
         {"matmul:M=-3", "matmul: M must be a positive integer, got '-3'"},
@@ -871,6 +874,17 @@ static void test_dag_numbers_conv2d(void **unused)
     }
 }
 
+/* x[N,H,W,C] into y[N,C,H,W] */
+static void nhwc_to_nchw(const float *x, float *y, int N, int C, int H, int W)
+{
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            for (int h = 0; h < H; h++)
+                for (int w = 0; w < W; w++)
+                    y[(((size_t)n * C + c) * H + h) * W + w] =
+                        x[(((size_t)n * H + h) * W + w) * C + c];
+}
+
 static void test_dag_numbers_pools(void **unused)
 {
     static const ref_pool2d_params cases[] = {
@@ -909,6 +923,43 @@ static void test_dag_numbers_pools(void **unused)
         eval_spec("global_avg_pool:N=2,C=3,H=4,W=5", &rng, &ev);
         ref_global_avg_pool(2, 3, 4, 5, ev_buf(&ev, "X"), want);
         expect_close(ev_out(&ev), want, 6, "global_avg_pool");
+        ev_free(&ev);
+    }
+    /* NHWC: the same reference on the input and output seen through the layout */
+    for (size_t i = 0; i < AT_ARRAY_LEN(cases); i++)
+        for (int is_max = 0; is_max <= 1; is_max++) {
+            const ref_pool2d_params *p = &cases[i];
+            char spec[256];
+            evaluated ev;
+            float *want, *x, *got;
+            int OH, OW;
+            size_t n;
+            snprintf(spec, sizeof spec,
+                     "%s:layout=NHWC,N=%d,C=%d,H=%d,W=%d,kh=%d,kw=%d,sh=%d,sw=%d,ph=%d,pw=%d",
+                     is_max ? "max_pool2d" : "avg_pool2d", p->N, p->C, p->H, p->W, p->kh, p->kw,
+                     p->sh, p->sw, p->ph, p->pw);
+            eval_spec(spec, &rng, &ev);
+            assert_true(ref_pool2d_out(p, &OH, &OW));
+            n = (size_t)p->N * p->C * OH * OW;
+            want = at_calloc(n, sizeof *want);
+            got = at_calloc(n, sizeof *got);
+            x = at_calloc((size_t)p->N * p->C * p->H * p->W, sizeof *x);
+            nhwc_to_nchw(ev_buf(&ev, "X"), x, p->N, p->C, p->H, p->W);
+            (is_max ? ref_max_pool2d : ref_avg_pool2d)(p, x, want);
+            nhwc_to_nchw(ev_out(&ev), got, p->N, p->C, OH, OW);
+            expect_close(got, want, (int64_t)n, spec);
+            at_free(want);
+            at_free(got);
+            at_free(x);
+            ev_free(&ev);
+        }
+    {
+        evaluated ev;
+        float want[6], x[120];
+        eval_spec("global_avg_pool:layout=NHWC,N=2,C=3,H=4,W=5", &rng, &ev);
+        nhwc_to_nchw(ev_buf(&ev, "X"), x, 2, 3, 4, 5);
+        ref_global_avg_pool(2, 3, 4, 5, x, want);
+        expect_close(ev_out(&ev), want, 6, "global_avg_pool:layout=NHWC");
         ev_free(&ev);
     }
 }

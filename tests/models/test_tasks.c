@@ -32,13 +32,15 @@ static int teardown(void **unused)
     return 0;
 }
 
+static int layout = TN_LAYOUT_NHWC; /* of load() */
+
 static tn_model *load(const char *name)
 {
     char path[PATH_MAX], err[1024];
     tn_model *m = NULL;
     at_err e;
     mt_path(path, dir, name);
-    e = tn_model_load(path, NULL, &m, err, sizeof err);
+    e = tn_model_load(path, &(tn_model_opts){.layout = layout}, &m, err, sizeof err);
     if (e != AT_OK)
         fail_msg("%s: %s (%s)", name, err, at_errname(e));
     return m;
@@ -58,8 +60,17 @@ static char specs[64][256];
 static const char *conv(int i, int C, int H, int K, int R, int s, int p, int relu, const char *tail)
 {
     snprintf(specs[i], sizeof specs[i],
-             "conv2d:N=1,C=%d,H=%d,W=%d,K=%d,R=%d,S=%d,sh=%d,sw=%d,ph=%d,pw=%d,dh=1,dw=1,"
-             "groups=1,bias=1,relu=%d%s", C, H, H, K, R, R, s, s, p, p, relu, tail);
+             "conv2d:%sN=1,C=%d,H=%d,W=%d,K=%d,R=%d,S=%d,sh=%d,sw=%d,ph=%d,pw=%d,dh=1,dw=1,"
+             "groups=1,bias=1,relu=%d%s", layout == TN_LAYOUT_NHWC ? "layout=NHWC," : "", C, H,
+             H, K, R, R, s, s, p, p, relu, tail);
+    return specs[i];
+}
+
+/* A pool's spec in the layout of load(): "max_pool2d:" + [layout=NHWC,] + rest */
+static const char *pool(int i, const char *op, const char *rest)
+{
+    snprintf(specs[i], sizeof specs[i], "%s:%s%s", op,
+             layout == TN_LAYOUT_NHWC ? "layout=NHWC," : "", rest);
     return specs[i];
 }
 
@@ -100,22 +111,22 @@ static void check_tasks(const tn_task_list *tl, const want *w, int n)
     assert_true(fabs(tn_task_list_flops(tl) - total) < 1e-6 * total);
 }
 
-static void test_small_cnn(void **unused)
+static void small_cnn(void)
 {
     tn_model *m = load("small_cnn.onnx");
     tn_model_info info;
     const want w[] = {
         {conv(0, 3, 32, 16, 3, 1, 1, 1, ""), 1, "conv2d_bias_relu", 0},
-        {"max_pool2d:N=1,C=16,H=32,W=32,kh=2,kw=2,sh=2,sw=2,ph=0,pw=0", 1, "max_pool2d", 0},
+        {pool(4, "max_pool2d", "N=1,C=16,H=32,W=32,kh=2,kw=2,sh=2,sw=2,ph=0,pw=0"), 1,
+         "max_pool2d", 0},
         {conv(1, 16, 16, 32, 3, 1, 1, 1, ""), 1, "conv2d_bias_relu", 0},
         {conv(2, 32, 16, 32, 3, 1, 1, 1, ""), 2, "conv2d_bias_relu", 0},
         /* the residual: conv + bias + add + relu, 2 more FLOPs per output element */
         {conv(3, 32, 16, 32, 3, 1, 1, 0, " + add, relu"), 1, "conv2d_bias_add_relu",
          2.0 * 32 * 16 * 16 * 32 * 9 + 3.0 * 32 * 16 * 16},
-        {"global_avg_pool:N=1,C=32,H=16,W=16", 1, "global_avg_pool", 0},
+        {pool(5, "global_avg_pool", "N=1,C=32,H=16,W=16"), 1, "global_avg_pool", 0},
         {"dense:M=1,N=10,K=32,bias=1,relu=0", 1, "dense_bias", 0},
     };
-    (void)unused;
     check_tasks(tn_model_tasks(m), w, (int)AT_ARRAY_LEN(w));
     /* the first conv: 2*OUT*C*R*S + bias + relu */
     assert_true(tn_model_tasks(m)->tasks[0].flops == 2.0 * 16 * 32 * 32 * 27 + 2.0 * 16 * 32 * 32);
@@ -130,9 +141,26 @@ static void test_small_cnn(void **unused)
     assert_int_equal(info.n_nodes, 16);
     assert_int_equal(info.n_unsupported, 0);
     assert_int_equal(tn_model_n_warnings(m), 0);
-    /* 8 task runs (conv3 twice) and nothing to copy: Flatten is an alias */
-    assert_int_equal(info.n_steps, 8);
+    /* 8 task runs (conv3 twice) and nothing to copy: Flatten is an alias.  In NHWC, one
+    ** more step: the input's transpose; the pooled [1, 1, 1, 32] goes back to NCHW as an
+    ** alias (only dimensions of size 1 move) */
+    assert_int_equal(info.n_steps, layout == TN_LAYOUT_NHWC ? 9 : 8);
+    if (layout == TN_LAYOUT_NHWC) {
+        const char *t0 = tn_model_tasks(m)->tasks[0].dag_text;
+        assert_non_null(strstr(t0, "input X[1, 32, 32, 3] float32"));
+        assert_non_null(strstr(t0, "const W[3, 3, 3, 16] float32"));
+        assert_non_null(strstr(tn_model_tasks(m)->tasks[4].dag_text, "input p1[16, 16, 32]"));
+    }
     tn_model_free(m);
+}
+
+static void test_small_cnn(void **unused)
+{
+    (void)unused;
+    small_cnn();
+    layout = TN_LAYOUT_NCHW; /* the model's own layout when asked */
+    small_cnn();
+    layout = TN_LAYOUT_NHWC;
 }
 
 static void test_resnet18(void **unused)
@@ -142,8 +170,8 @@ static void test_resnet18(void **unused)
     int k = 0, s = 0, C = 64, H = 56;
     (void)unused;
     w[k++] = (want){conv(s++, 3, 224, 64, 7, 2, 3, 1, ""), 1, "conv2d_bias_relu", 0};
-    w[k++] = (want){"max_pool2d:N=1,C=64,H=112,W=112,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1", 1,
-                    "max_pool2d", 0};
+    w[k++] = (want){pool(40, "max_pool2d", "N=1,C=64,H=112,W=112,kh=3,kw=3,sh=2,sw=2,ph=1,"
+                                           "pw=1"), 1, "max_pool2d", 0};
     w[k++] = (want){conv(s++, 64, 56, 64, 3, 1, 1, 1, ""), 2, "conv2d_bias_relu", 0};
     w[k++] = (want){conv(s++, 64, 56, 64, 3, 1, 1, 0, " + add, relu"), 2,
                     "conv2d_bias_add_relu", 2.0 * 64 * 56 * 56 * 64 * 9 + 3.0 * 64 * 56 * 56};
@@ -155,7 +183,7 @@ static void test_resnet18(void **unused)
         w[k++] = (want){conv(s++, C, H, K, 1, 2, 0, 0, ""), 1, "conv2d_bias", 0};
         w[k++] = (want){conv(s++, K, OH, K, 3, 1, 1, 1, ""), 1, "conv2d_bias_relu", 0};
     }
-    w[k++] = (want){"global_avg_pool:N=1,C=512,H=7,W=7", 1, "global_avg_pool", 0};
+    w[k++] = (want){pool(41, "global_avg_pool", "N=1,C=512,H=7,W=7"), 1, "global_avg_pool", 0};
     w[k++] = (want){"dense:M=1,N=1000,K=512,bias=1,relu=0", 1, "dense_bias", 0};
     assert_int_equal(k, 18);
     check_tasks(tn_model_tasks(m), w, k);
@@ -276,7 +304,7 @@ static void test_symbolic_batch(void **unused)
         assert_int_equal(tn_model_n_warnings(m), 1);
         assert_non_null(strstr(tn_model_warning(m, 0), "graph input 'input' has 1 symbolic "
                                                       "dimension(s) ('N')"));
-        snprintf(prefix, sizeof prefix, "conv2d:N=%d,C=3,H=8,W=8,K=8,", n);
+        snprintf(prefix, sizeof prefix, "conv2d:layout=NHWC,N=%d,C=3,H=8,W=8,K=8,", n);
         assert_true(strncmp(tn_model_tasks(m)->tasks[0].desc, prefix, strlen(prefix)) == 0);
         snprintf(prefix, sizeof prefix, "dense:M=%d,N=4,K=8,bias=1", n);
         assert_true(strncmp(tn_model_tasks(m)->tasks[2].desc, prefix, strlen(prefix)) == 0);
