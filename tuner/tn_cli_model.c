@@ -235,7 +235,7 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = NULL, *target = NULL, *device = NULL, *lib = NULL, *dump = NULL,
                *layout = NULL;
-    int threads = 0, seed = 1, repeat = 0, no_check = 0, dim = 1, n_pos, done, rc;
+    int threads = 0, seed = 1, repeat = 0, no_check = 0, dim = 1, profile = 0, n_pos, done, rc;
     const tn_opt opts[] = {
         {"db", 0, TN_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
         {"target", 0, TN_OPT_STR, &target, "T", "records of this target (default: this host)"},
@@ -248,6 +248,8 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
         {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
         {"dump", 0, TN_OPT_STR, &dump, "DIR", "write the inputs and outputs there (raw float32)"},
         {"layout", 0, TN_OPT_STR, &layout, "L", LAYOUT_HELP},
+        {"profile", 0, TN_OPT_BOOL, &profile, NULL, "each step's time and share of the run "
+         "(over the --repeat runs, or 10)"},
     };
     tn_model *m = NULL;
     rec_store *st = NULL;
@@ -268,7 +270,8 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
     e = tn_model_run(m, &(tn_run_opts){.store = st, .target = target, .device_key = device,
                                        .lib_path = lib, .n_threads = threads,
                                        .seed = (uint64_t)seed, .repeat = repeat,
-                                       .no_check = no_check, .dump_dir = dump},
+                                       .no_check = no_check, .dump_dir = dump,
+                                       .profile = profile ? stdout : NULL},
                      &rep, err, sizeof err);
     rec_store_close(st);
     if (e != AT_OK) {
@@ -357,7 +360,7 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
     e = tn_export_lib(tl, &(tn_export_opts){.store = st, .target = target, .device_key = device,
                                             .out_path = out, .header_path = header,
                                             .prefix = prefix, .max_threads = threads,
-                                            .keep_temp = keep},
+                                            .keep_temp = keep, .model = m},
                       &rep, err, sizeof err);
     if (e != AT_OK) {
         tn_err(cmd, "%s", err[0] ? err : at_strerror(e));
@@ -366,6 +369,9 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
     }
     printf("%s: %d kernels (%d tuned, %d naive) in %.2f s\n", out, rep.n_tasks, rep.n_tuned,
            rep.n_naive, rep.build_s);
+    if (m)
+        printf("the whole model: %s_model_run; weights %.2f MB inside, activations' arena "
+               "%.2f MB\n", rep.prefix, rep.weight_bytes / 1e6, rep.arena_bytes / 1e6);
     printf("linked: %s\n", rep.link_cmd);
     if (rep.temp_dir[0])
         printf("objects and glue kept in %s\n", rep.temp_dir);

@@ -254,6 +254,123 @@ static void signature(at_buf *b, const char *P, int i, const xtask *x)
     at_buf_puts(b, ")");
 }
 
+/* The parallel runtime of the Linux libraries: the same protocol as the kernel runtime's
+** pool (kernels/rt/rt_pool.c): n - 1 workers that spin about 50 us on a launch counter
+** after each launch, then sleep on a futex, so back-to-back launches (the steps of a model)
+** never wait for a wake-up. */
+static const char pool_text[] =
+    "#include <stdatomic.h>\n#include <pthread.h>\n#include <signal.h>\n#include <time.h>\n"
+    "#include <unistd.h>\n#include <sys/syscall.h>\n#include <linux/futex.h>\n"
+    "#define SPIN_NS 50000\n#define YIELD_AFTER_NS 5000\n"
+    "static struct {\n"
+    "    pthread_t th[MAX_THREADS];\n    unsigned gen0[MAX_THREADS];\n    int n_started, n;\n"
+    "    tn_task_fn fn;\n    void *closure;\n"
+    "    char pad0[64];\n    _Atomic unsigned gen;\n    _Atomic int n_sleeping, stop;\n"
+    "    char pad1[64];\n    _Atomic unsigned pending;\n    _Atomic int launcher_sleeping;\n"
+    "    _Atomic int rc, busy;\n    char pad2[64];\n} pool = {.n = 1};\n"
+    "static _Thread_local int in_task;\n"
+    "static tn_par pool_par;\n"
+    "static void relax(void)\n{\n"
+    "#if defined(__x86_64__)\n    __builtin_ia32_pause();\n"
+    "#elif defined(__aarch64__)\n    __asm__ __volatile__(\"yield\" ::: \"memory\");\n#endif\n}\n"
+    "static long long now_ns(void)\n{\n    struct timespec ts;\n"
+    "    clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+    "    return (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;\n}\n"
+    "static void fwait(_Atomic unsigned *w, unsigned v)\n{\n"
+    "    syscall(SYS_futex, (unsigned *)w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);\n}\n"
+    "static void fwake(_Atomic unsigned *w, int n)\n{\n"
+    "    syscall(SYS_futex, (unsigned *)w, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);\n}\n"
+    "/* spin until *w is (eq) or is not (!eq) v; 0 when the time ran out */\n"
+    "static int spin(_Atomic unsigned *w, unsigned v, int eq)\n{\n"
+    "    long long t0 = 0;\n"
+    "    for (unsigned i = 1;; i++) {\n"
+    "        if ((atomic_load_explicit(w, memory_order_acquire) == v) == eq)\n"
+    "            return 1;\n"
+    "        relax();\n"
+    "        if ((i & 63) == 0) {\n"
+    "            long long t = now_ns();\n"
+    "            if (t0 == 0)\n                t0 = t;\n"
+    "            else if (t - t0 > SPIN_NS)\n                return 0;\n"
+    "            else if (t - t0 > YIELD_AFTER_NS)\n                sched_yield();\n"
+    "        }\n    }\n}\n"
+    "static void set_rc(int32_t r)\n{\n    int zero = 0;\n"
+    "    if (r)\n        atomic_compare_exchange_strong(&pool.rc, &zero, r);\n}\n"
+    "static void *worker(void *arg)\n{\n"
+    "    int id = (int)(intptr_t)arg;\n"
+    "    unsigned seen = pool.gen0[id]; /* the counter when it was made: launches after count */\n"
+    "    in_task = 1;\n"
+    "    for (;;) {\n"
+    "        if (!spin(&pool.gen, seen, 0)) {\n"
+    "            for (;;) {\n"
+    "                atomic_fetch_add(&pool.n_sleeping, 1);\n"
+    "                if (atomic_load(&pool.gen) == seen)\n                    fwait(&pool.gen, seen);\n"
+    "                atomic_fetch_sub(&pool.n_sleeping, 1);\n"
+    "                if (atomic_load_explicit(&pool.gen, memory_order_acquire) != seen)\n"
+    "                    break;\n"
+    "            }\n        }\n"
+    "        seen = atomic_load_explicit(&pool.gen, memory_order_acquire);\n"
+    "        if (atomic_load(&pool.stop))\n            break;\n"
+    "        if (id < pool.n) {\n"
+    "            set_rc(pool.fn(pool.closure, id, pool.n));\n"
+    "            if (atomic_fetch_sub(&pool.pending, 1) == 1 &&\n"
+    "                atomic_load(&pool.launcher_sleeping))\n"
+    "                fwake(&pool.pending, 1);\n"
+    "        }\n    }\n    return NULL;\n}\n"
+    "static int32_t pool_launch(const tn_par *p, tn_task_fn fn, void *c)\n{\n"
+    "    int32_t r;\n    (void)p;\n"
+    "    if (!fn)\n        return -1;\n"
+    "    if (pool.n <= 1 || in_task || atomic_exchange(&pool.busy, 1))\n"
+    "        return fn(c, 0, 1); /* nested or concurrent: serially, on this thread */\n"
+    "    pool.fn = fn;\n    pool.closure = c;\n    atomic_store(&pool.rc, 0);\n"
+    "    atomic_store_explicit(&pool.pending, (unsigned)(pool.n - 1), memory_order_relaxed);\n"
+    "    atomic_fetch_add(&pool.gen, 1);\n"
+    "    if (atomic_load(&pool.n_sleeping) > 0)\n        fwake(&pool.gen, 0x7fffffff);\n"
+    "    in_task = 1;\n    set_rc(fn(c, 0, pool.n));\n    in_task = 0;\n"
+    "    if (!spin(&pool.pending, 0, 1))\n"
+    "        for (;;) {\n"
+    "            unsigned v;\n"
+    "            atomic_store(&pool.launcher_sleeping, 1);\n"
+    "            if ((v = atomic_load(&pool.pending)) == 0)\n                break;\n"
+    "            fwait(&pool.pending, v);\n"
+    "        }\n"
+    "    atomic_store(&pool.launcher_sleeping, 0);\n"
+    "    r = atomic_load(&pool.rc);\n"
+    "    atomic_store_explicit(&pool.busy, 0, memory_order_release);\n"
+    "    return r;\n}\n"
+    "__attribute__((destructor)) static void pool_stop(void)\n{\n"
+    "    atomic_store(&pool.stop, 1);\n    atomic_fetch_add(&pool.gen, 1);\n"
+    "    fwake(&pool.gen, 0x7fffffff);\n"
+    "    for (int i = 1; i < pool.n_started; i++)\n        pthread_join(pool.th[i], NULL);\n"
+    "    pool.n_started = 0;\n}\n"
+    "/* workers only ever run launches made after they started: pool.n is raised once they\n"
+    "** have read the counter (a worker with id >= n skips a launch) */\n"
+    "static int start_threads(int n)\n{\n"
+    "    sigset_t all, old;\n    int ok = 1;\n"
+    "    if (pool.n_started == 0)\n        pool.n_started = 1;\n"
+    "    sigfillset(&all);\n    pthread_sigmask(SIG_SETMASK, &all, &old);\n"
+    "    while (pool.n_started < n) {\n"
+    "        pool.gen0[pool.n_started] = atomic_load(&pool.gen);\n"
+    "        if (pthread_create(&pool.th[pool.n_started], NULL, worker,\n"
+    "                           (void *)(intptr_t)pool.n_started) != 0) {\n"
+    "            ok = 0;\n            break;\n        }\n"
+    "        pool.n_started++;\n    }\n"
+    "    pthread_sigmask(SIG_SETMASK, &old, NULL);\n    return ok;\n}\n";
+
+/* The data movement of a model's copy steps: dst and src walked as 'rank'-d arrays of
+** shape[] with their own strides (elements); the innermost dimension is the loop. */
+static const char copy_text[] =
+    "static void copy_nd(float *dst, const long long *ds, const float *src, const long long *ss,\n"
+    "                    int rank, const long long *shape)\n{\n"
+    "    long long idx[8] = {0}, outer = 1, n = shape[rank - 1], di = ds[rank - 1], si = ss[rank - 1];\n"
+    "    for (int d = 0; d < rank - 1; d++)\n        outer *= shape[d];\n"
+    "    for (long long o = 0; o < outer; o++) {\n"
+    "        for (long long i = 0; i < n; i++)\n            dst[i * di] = src[i * si];\n"
+    "        for (int d = rank - 2; d >= 0; d--) {\n"
+    "            dst += ds[d];\n            src += ss[d];\n"
+    "            if (++idx[d] < shape[d])\n                break;\n"
+    "            dst -= ds[d] * shape[d];\n            src -= ss[d] * shape[d];\n"
+    "            idx[d] = 0;\n        }\n    }\n}\n";
+
 static void glue_text(at_buf *b, const char *P, const xtask *xs, int n, int pool,
                       int max_threads, const char *model, const char *target)
 {
@@ -268,77 +385,24 @@ static void glue_text(at_buf *b, const char *P, const xtask *xs, int n, int pool
         "static int32_t serial_launch(const tn_par *p, tn_task_fn fn, void *c)\n"
         "{\n    (void)p;\n    return fn ? fn(c, 0, 1) : -1;\n}\n"
         "static const tn_par serial_par = {serial_launch, 1, 0, 0};\n"
-        "static const tn_par *cur_par = &serial_par;\n");
+        "static const tn_par *cur_par = &serial_par;\n"
+        "static int n_transforms; /* weight pre-transforms made */\n");
     at_buf_printf(b, "#define MAX_THREADS %d\n", max_threads);
     if (pool) {
-        at_buf_puts(b,
-            "#include <pthread.h>\n"
-            "static struct {\n"
-            "    pthread_mutex_t mu;\n    pthread_cond_t go, done;\n"
-            "    pthread_t th[MAX_THREADS];\n"
-            "    int n_started, n, pending, busy, stop;\n"
-            "    unsigned long gen;\n    tn_task_fn fn;\n    void *closure;\n    int32_t rc;\n"
-            "    unsigned long gen0[MAX_THREADS]; /* the launches a new worker must not run */\n"
-            "} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,\n"
-            "          PTHREAD_COND_INITIALIZER, {0}, 0, 1, 0, 0, 0, 0, 0, 0, 0, {0}};\n"
-            "static tn_par pool_par;\n"
-            "static void *worker(void *arg)\n{\n"
-            "    int id = (int)(intptr_t)arg;\n    unsigned long seen = 0;\n"
-            "    pthread_mutex_lock(&pool.mu);\n    seen = pool.gen0[id];\n"
-            "    for (;;) {\n"
-            "        tn_task_fn fn;\n        void *c;\n        int32_t n, rc;\n"
-            "        while (!pool.stop && pool.gen == seen)\n"
-            "            pthread_cond_wait(&pool.go, &pool.mu);\n"
-            "        if (pool.stop)\n            break;\n"
-            "        seen = pool.gen;\n"
-            "        if (id >= pool.n)\n            continue;\n"
-            "        fn = pool.fn;\n        c = pool.closure;\n        n = pool.n;\n"
-            "        pthread_mutex_unlock(&pool.mu);\n"
-            "        rc = fn(c, id, n);\n"
-            "        pthread_mutex_lock(&pool.mu);\n"
-            "        if (rc && !pool.rc)\n            pool.rc = rc;\n"
-            "        if (--pool.pending == 0)\n            pthread_cond_signal(&pool.done);\n"
-            "    }\n    pthread_mutex_unlock(&pool.mu);\n    return NULL;\n}\n"
-            "static int32_t pool_launch(const tn_par *p, tn_task_fn fn, void *c)\n{\n"
-            "    int32_t rc;\n    (void)p;\n"
-            "    if (!fn)\n        return -1;\n"
-            "    pthread_mutex_lock(&pool.mu);\n"
-            "    if (pool.busy) {   /* nested (or concurrent): serially, on this thread */\n"
-            "        pthread_mutex_unlock(&pool.mu);\n        return fn(c, 0, 1);\n    }\n"
-            "    pool.busy = 1;\n    pool.fn = fn;\n    pool.closure = c;\n    pool.rc = 0;\n"
-            "    pool.pending = pool.n - 1;\n    pool.gen++;\n"
-            "    pthread_cond_broadcast(&pool.go);\n    pthread_mutex_unlock(&pool.mu);\n"
-            "    rc = fn(c, 0, pool.n);\n"
-            "    pthread_mutex_lock(&pool.mu);\n"
-            "    while (pool.pending > 0)\n        pthread_cond_wait(&pool.done, &pool.mu);\n"
-            "    if (rc == 0)\n        rc = pool.rc;\n"
-            "    pool.busy = 0;\n    pthread_mutex_unlock(&pool.mu);\n    return rc;\n}\n"
-            "__attribute__((destructor)) static void pool_stop(void)\n{\n"
-            "    pthread_mutex_lock(&pool.mu);\n    pool.stop = 1;\n"
-            "    pthread_cond_broadcast(&pool.go);\n    pthread_mutex_unlock(&pool.mu);\n"
-            "    for (int i = 1; i < pool.n_started; i++)\n"
-            "        pthread_join(pool.th[i], NULL);\n    pool.n_started = 0;\n}\n");
+        at_buf_puts(b, pool_text);
         at_buf_printf(b,
             "API int %s_set_threads(int n)\n{\n"
-            "    if (n < 1 || n > MAX_THREADS)\n        return -1;\n"
-            "    pthread_mutex_lock(&pool.mu);\n"
-            "    if (pool.busy) {\n        pthread_mutex_unlock(&pool.mu);\n        return -1;\n    }\n"
-            "    if (pool.n_started == 0)\n        pool.n_started = 1;\n"
-            "    while (pool.n_started < n) {\n"
-            "        pool.gen0[pool.n_started] = pool.gen;\n"
-            "        if (pthread_create(&pool.th[pool.n_started], NULL, worker,\n"
-            "                           (void *)(intptr_t)pool.n_started) != 0) {\n"
-            "            pthread_mutex_unlock(&pool.mu);\n            return -1;\n        }\n"
-            "        pool.n_started++;\n    }\n"
+            "    if (n < 1 || n > MAX_THREADS || atomic_load(&pool.busy))\n        return -1;\n"
+            "    if (!start_threads(n))\n        return -1;\n"
             "    pool.n = n;\n    pool_par.launch = pool_launch;\n    pool_par.n_threads = n;\n"
-            "    cur_par = n == 1 ? &serial_par : &pool_par;\n"
-            "    pthread_mutex_unlock(&pool.mu);\n    return 0;\n}\n", P);
+            "    cur_par = n == 1 ? &serial_par : &pool_par;\n    return 0;\n}\n", P);
     } else {
         at_buf_printf(b, "API int %s_set_threads(int n)\n{\n    return n == 1 ? 0 : -1;\n}\n", P);
     }
     for (int i = 0; i < n; i++) {
         const kn_artifact *a = xs[i].a;
         int64_t ws = a->ws_fixed + a->ws_per_thread * max_threads;
+        int slots = xs[i].t->weight > 0 ? xs[i].t->weight : 1;
         at_buf_printf(b, "\n/* task %d: %s */\n", i, xs[i].t->name);
         at_buf_printf(b, "extern int32_t %s(void *const *, void *, const tn_par *);\n", a->entry);
         if (a->pre_entry[0])
@@ -346,38 +410,48 @@ static void glue_text(at_buf *b, const char *P, const xtask *xs, int n, int pool
                           a->pre_entry);
         at_buf_printf(b, "static unsigned char ws_%d[%lld] __attribute__((aligned(64)));\n", i,
                       (long long)(ws > 0 ? ws : 64));
-        for (int k = 0; k < a->n_args; k++)
-            if (a->kernel_src[k] >= 0)
-                at_buf_printf(b, "static %s lay_%d_%d[%lld] __attribute__((aligned(64)));\n",
-                              c_type(a->kernel_args[k].dtype), i, k,
-                              (long long)arg_elems(&a->kernel_args[k]));
-        if (a->n_pre)
-            at_buf_printf(b, "static const void *src_%d[%d];\n", i, a->n_pre);
-        at_buf_printf(b, "static int32_t run_%d(void *const *bufs)\n{\n    void *k[%d];\n", i,
-                      a->n_args);
-        at_buf_printf(b, "    for (int i = 0; i < %d; i++)\n        k[i] = bufs[i];\n", a->n_args);
         if (a->n_pre) {
-            int m = 0;
-            at_buf_puts(b, "    if (");
+            /* one slot of rewritten weights per use of the task (a model's layers each keep
+            ** theirs); a call with weights no slot holds takes the next slot in turn */
+            for (int k = 0; k < a->n_args; k++)
+                if (a->kernel_src[k] >= 0)
+                    at_buf_printf(b, "static %s lay_%d_%d[%d][%lld] __attribute__((aligned(64)));\n",
+                                  c_type(a->kernel_args[k].dtype), i, k, slots,
+                                  (long long)arg_elems(&a->kernel_args[k]));
+            at_buf_printf(b, "static const void *src_%d[%d][%d];\nstatic int next_%d;\n", i,
+                          slots, a->n_pre, i);
+            at_buf_printf(b, "/* the slot holding bufs' weights in their new layout (made when "
+                             "none does), or -1 */\n"
+                             "static int prep_%d(void *const *bufs)\n{\n    int s;\n"
+                             "    for (s = 0; s < %d; s++)\n        if (", i, slots);
             for (int j = 0; j < a->n_pre; j++)
-                at_buf_printf(b, "%ssrc_%d[%d] != bufs[%d]", j ? " || " : "", i, j, a->pre_src[j]);
-            at_buf_printf(b, ") {\n        void *p[%d] = {", 2 * a->n_pre);
+                at_buf_printf(b, "%ssrc_%d[s][%d] == bufs[%d]", j ? " && " : "", i, j,
+                              a->pre_src[j]);
+            at_buf_printf(b, ")\n            return s;\n    s = next_%d;\n    next_%d = (s + 1) %% %d;\n"
+                             "    {\n        void *p[%d] = {", i, i, slots, 2 * a->n_pre);
             for (int j = 0; j < a->n_pre; j++)
                 at_buf_printf(b, "%sbufs[%d]", j ? ", " : "", a->pre_src[j]);
             for (int k = 0; k < a->n_args; k++)
                 if (a->kernel_src[k] >= 0)
-                    at_buf_printf(b, ", lay_%d_%d", i, k);
-            at_buf_printf(b, "};\n        int32_t rc = %s(p, NULL, cur_par);\n", a->pre_entry);
-            at_buf_puts(b, "        if (rc)\n            return rc;\n");
+                    at_buf_printf(b, ", lay_%d_%d[s]", i, k);
+            at_buf_printf(b, "};\n        if (%s(p, NULL, cur_par) != 0)\n            return -1;\n"
+                             "    }\n", a->pre_entry);
             for (int j = 0; j < a->n_pre; j++)
-                at_buf_printf(b, "        src_%d[%d] = bufs[%d];\n", i, j, a->pre_src[j]);
-            at_buf_puts(b, "    }\n");
+                at_buf_printf(b, "    src_%d[s][%d] = bufs[%d];\n", i, j, a->pre_src[j]);
+            at_buf_puts(b, "    n_transforms++;\n    return s;\n}\n");
+        }
+        at_buf_printf(b, "static int32_t run_%d(void *const *bufs)\n{\n", i);
+        if (a->n_pre) {
+            at_buf_printf(b, "    void *k[%d];\n    int s = prep_%d(bufs);\n"
+                             "    if (s < 0)\n        return -1;\n", a->n_args, i);
+            at_buf_printf(b, "    for (int i = 0; i < %d; i++)\n        k[i] = bufs[i];\n", a->n_args);
             for (int k = 0; k < a->n_args; k++)
                 if (a->kernel_src[k] >= 0)
-                    at_buf_printf(b, "    k[%d] = lay_%d_%d;\n", k, i, k), m++;
-            (void)m;
+                    at_buf_printf(b, "    k[%d] = lay_%d_%d[s];\n", k, i, k);
+            at_buf_printf(b, "    return %s(k, ws_%d, cur_par);\n}\n", a->entry, i);
+        } else {
+            at_buf_printf(b, "    return %s(bufs, ws_%d, cur_par);\n}\n", a->entry, i);
         }
-        at_buf_printf(b, "    return %s(k, ws_%d, cur_par);\n}\n", a->entry, i);
         at_buf_puts(b, "API ");
         signature(b, P, i, &xs[i]);
         at_buf_puts(b, "\n{\n    void *tn_args_[] = {");
@@ -407,13 +481,283 @@ static void glue_text(at_buf *b, const char *P, const xtask *xs, int n, int pool
     at_buf_puts(b, "    default:\n        return -1;\n    }\n}\n");
     at_buf_printf(b, "API void %s_reset_weights(void)\n{\n", P);
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < xs[i].a->n_pre; j++)
-            at_buf_printf(b, "    src_%d[%d] = NULL;\n", i, j);
+        if (xs[i].a->n_pre)
+            at_buf_printf(b, "    for (int s = 0; s < %d; s++)\n"
+                             "        for (int j = 0; j < %d; j++)\n"
+                             "            src_%d[s][j] = NULL;\n",
+                          xs[i].t->weight > 0 ? xs[i].t->weight : 1, xs[i].a->n_pre, i);
     at_buf_puts(b, "}\n");
+    at_buf_printf(b, "API int %s_n_weight_transforms(void)\n{\n    return n_transforms;\n}\n", P);
+}
+
+/* ---- the whole model in the library ---- */
+
+/* The pointer expression of graph tensor t: in the arena or the weights' block. */
+static void buf_expr(at_buf *b, const tn_plan *pl, int t)
+{
+    const tn_plan_buf *pb = &pl->bufs[pl->buf_of[t]];
+    at_buf_printf(b, "%s(%lld)", pb->kind == TN_BUF_CONST ? "WB" : "AR", (long long)pb->offset);
+}
+
+static void ll_array(at_buf *b, const int64_t *v, int n)
+{
+    at_buf_putc(b, '{');
+    for (int i = 0; i < n; i++)
+        at_buf_printf(b, "%s%lld", i ? ", " : "", (long long)v[i]);
+    at_buf_putc(b, '}');
+}
+
+/* A copy: dst[shape] (strides ds) <- src + src_off (strides ss); offsets in elements. */
+static void copy_call(at_buf *b, const tn_plan *pl, int dst, int64_t dst_off, const int64_t *ds,
+                      int src, int64_t src_off, const int64_t *ss, int rank, const int64_t *shape)
+{
+    at_buf_puts(b, "    {\n        static const long long ds[] = ");
+    ll_array(b, ds, rank);
+    at_buf_puts(b, ", ss[] = ");
+    ll_array(b, ss, rank);
+    at_buf_puts(b, ", sh[] = ");
+    ll_array(b, shape, rank);
+    at_buf_puts(b, ";\n        copy_nd((float *)");
+    buf_expr(b, pl, dst);
+    at_buf_printf(b, " + %lld, ds, (const float *)", (long long)dst_off);
+    buf_expr(b, pl, src);
+    at_buf_printf(b, " + %lld, ss, %d, sh);\n    }\n", (long long)src_off, rank);
+}
+
+static void strides_of(const int64_t *shape, int r, int64_t *st)
+{
+    int64_t acc = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        st[d] = acc;
+        acc *= shape[d];
+    }
+}
+
+/* The C statements of copy step 'nd'; -1 when a parameter cannot be read (never after
+** the graph was checked). */
+static int copy_step_text(at_buf *b, const tn_graph *g, const tn_plan *pl, const tn_node *nd)
+{
+    const tn_tensor *in = &g->tensors[nd->in[0]];
+    int64_t st[TN_MAX_RANK], ds[TN_MAX_RANK], ss[TN_MAX_RANK], shape[TN_MAX_RANK];
+    int r = in->rank;
+    char why[256];
+    strides_of(in->shape, r, st);
+    switch (nd->kind) {
+    case TN_OP_TRANSPOSE: {
+        const tn_tensor *out = &g->tensors[nd->out[0]];
+        int64_t perm[TN_MAX_RANK];
+        if (tn__attr_ints(nd, "perm", perm, TN_MAX_RANK) != r)
+            for (int d = 0; d < r; d++)
+                perm[d] = r - 1 - d;
+        strides_of(out->shape, r, ds);
+        for (int d = 0; d < r; d++)
+            ss[d] = st[perm[d]];
+        if (r == 0)
+            return -1;
+        copy_call(b, pl, nd->out[0], 0, ds, nd->in[0], 0, ss, r, out->shape);
+        return 0;
+    }
+    case TN_OP_CONCAT: {
+        const tn_tensor *out = &g->tensors[nd->out[0]];
+        int64_t axis = tn__attr_i(nd, "axis", 0), off = 0;
+        if (axis < 0)
+            axis += out->rank;
+        strides_of(out->shape, out->rank, ds);
+        for (int k = 0; k < nd->n_in; k++) {
+            const tn_tensor *x = &g->tensors[nd->in[k]];
+            strides_of(x->shape, x->rank, ss);
+            copy_call(b, pl, nd->out[0], off * ds[axis], ds, nd->in[k], 0, ss, x->rank,
+                      x->shape);
+            off += x->shape[axis];
+        }
+        return 0;
+    }
+    case TN_OP_GATHER: {
+        const tn_tensor *ix = &g->tensors[nd->in[1]];
+        int64_t axis = tn__attr_i(nd, "axis", 0), outer = 1, tail = 1;
+        if (axis < 0)
+            axis += r;
+        for (int d = 0; d < axis; d++)
+            outer *= in->shape[d];
+        for (int d = (int)axis + 1; d < r; d++)
+            tail *= in->shape[d];
+        /* out[o, i, t] = in[o, idx[i], t] */
+        for (int64_t i = 0; i < ix->n_elems; i++) {
+            int64_t k = ((const int64_t *)ix->data)[i];
+            int64_t d3[2] = {ix->n_elems * tail, 1}, s3[2] = {in->shape[axis] * tail, 1};
+            int64_t sh[2] = {outer, tail};
+            if (k < 0)
+                k += in->shape[axis];
+            copy_call(b, pl, nd->out[0], i * tail, d3, nd->in[0], k * tail, s3, 2, sh);
+        }
+        return 0;
+    }
+    default: /* Slice, Split */
+        for (int k = 0; k < nd->n_out; k++) {
+            int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK], base = 0;
+            at_err e = nd->kind == TN_OP_SLICE
+                           ? tn__slice_params(g, nd, in, lo, step, shape, why, sizeof why)
+                           : tn__split_params(g, nd, in, k, lo, step, shape, why, sizeof why);
+            if (nd->out[k] < 0 || pl->buf_of[nd->out[k]] < 0)
+                continue;
+            if (e != AT_OK)
+                return -1;
+            strides_of(shape, r, ds);
+            for (int d = 0; d < r; d++) {
+                base += lo[d] * st[d];
+                ss[d] = st[d] * step[d];
+            }
+            copy_call(b, pl, nd->out[k], 0, ds, nd->in[0], base, ss, r, shape);
+        }
+        return 0;
+    }
+}
+
+/* P_model_init, P_model_run and what they need; the arena and the weights' block come from
+** the plan.  Returns -1 when a step cannot be written (see copy_step_text). */
+static int model_text(at_buf *b, const char *P, const xtask *xs, const tn_model *m,
+                      const tn_plan *pl)
+{
+    const tn_graph *g = m->g;
+    at_buf_puts(b, "\n/* ---- the whole model ---- */\n");
+    at_buf_puts(b, "#include <string.h>\n");
+    at_buf_puts(b, copy_text);
+    at_buf_printf(b, "static unsigned char arena[%lld] __attribute__((aligned(64)));\n",
+                  (long long)(pl->arena_bytes > 0 ? pl->arena_bytes : 64));
+    at_buf_printf(b, "extern const unsigned char tn_weights_%s[] "
+                     "__attribute__((visibility(\"hidden\")));\n", P);
+    at_buf_printf(b, "#define AR(o) ((void *)(arena + (o)))\n"
+                     "#define WB(o) ((void *)(tn_weights_%s + (o)))\n", P);
+    at_buf_puts(b, "static int model_ready;\n");
+    at_buf_printf(b, "API int %s_model_init(void)\n{\n    if (model_ready)\n        return 0;\n", P);
+    for (int s = 0; s < m->n_steps; s++) {
+        const tn_step *st = &m->steps[s];
+        if (st->kind != TN_STEP_TASK || !xs[st->task].a->n_pre)
+            continue;
+        at_buf_puts(b, "    {\n        void *bufs[] = {");
+        for (int k = 0; k < st->n_args; k++) {
+            at_buf_puts(b, k ? ", " : "");
+            buf_expr(b, pl, st->args[k]);
+        }
+        at_buf_printf(b, "};\n        if (prep_%d(bufs) < 0)\n            return -1;\n    }\n",
+                      st->task);
+    }
+    at_buf_puts(b, "    model_ready = 1;\n    return 0;\n}\n");
+    at_buf_printf(b, "API int32_t %s_model_run(const float *const *inputs, float *const *outputs)\n"
+                     "{\n    int32_t rc;\n"
+                     "    if (!model_ready && (rc = %s_model_init()) != 0)\n        return rc;\n",
+                  P, P);
+    for (int i = 0; i < g->n_inputs; i++) {
+        const tn_tensor *t = &g->tensors[g->inputs[i]];
+        if (pl->buf_of[g->inputs[i]] < 0)
+            continue;
+        at_buf_puts(b, "    memcpy(");
+        buf_expr(b, pl, g->inputs[i]);
+        at_buf_printf(b, ", inputs[%d], %lld);\n", i,
+                      (long long)(t->n_elems * at_dtype_bytes(t->dtype)));
+    }
+    for (int s = 0; s < m->n_steps; s++) {
+        const tn_step *st = &m->steps[s];
+        const tn_node *nd = &g->nodes[st->node];
+        if (st->kind == TN_STEP_COPY) {
+            at_buf_printf(b, "    /* step %d: %s '%s' */\n", s, nd->op_type, nd->name);
+            if (copy_step_text(b, g, pl, nd) != 0)
+                return -1;
+            continue;
+        }
+        at_buf_printf(b, "    /* step %d: task %d, node '%s' */\n    {\n        void *bufs[] = {",
+                      s, st->task, nd->name);
+        for (int k = 0; k < st->n_args; k++) {
+            at_buf_puts(b, k ? ", " : "");
+            buf_expr(b, pl, st->args[k]);
+        }
+        at_buf_printf(b, "};\n        if ((rc = run_%d(bufs)) != 0)\n            return rc;\n    }\n",
+                      st->task);
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        const tn_tensor *t = &g->tensors[g->outputs[i]];
+        at_buf_printf(b, "    memcpy(outputs[%d], ", i);
+        buf_expr(b, pl, g->outputs[i]);
+        at_buf_printf(b, ", %lld);\n", (long long)(t->n_elems * at_dtype_bytes(t->dtype)));
+    }
+    at_buf_puts(b, "    return 0;\n}\n");
+    at_buf_printf(b, "API int %s_model_n_inputs(void)\n{\n    return %d;\n}\n", P, g->n_inputs);
+    at_buf_printf(b, "API int %s_model_n_outputs(void)\n{\n    return %d;\n}\n", P, g->n_outputs);
+    for (int io = 0; io < 2; io++) {
+        int n = io ? g->n_outputs : g->n_inputs;
+        const int *ts = io ? g->outputs : g->inputs;
+        const char *w = io ? "output" : "input";
+        at_buf_printf(b, "static const char *const %s_names[%d] = {", w, n + 1);
+        for (int i = 0; i < n; i++) {
+            at_buf_puts(b, i ? ", \"" : "\"");
+            for (const char *c = g->tensors[ts[i]].name; *c; c++)
+                at_buf_printf(b, (*c == '"' || *c == '\\') ? "\\%c" : (*c < 32 || *c > 126) ?
+                              "?" : "%c", *c);
+            at_buf_putc(b, '"');
+        }
+        at_buf_printf(b, "};\nstatic const long long %s_sizes[%d] = {", w, n + 1);
+        for (int i = 0; i < n; i++)
+            at_buf_printf(b, "%s%lld", i ? ", " : "", (long long)g->tensors[ts[i]].n_elems);
+        at_buf_puts(b, "};\n");
+        at_buf_printf(b, "API const char *%s_model_%s_name(int i)\n{\n"
+                         "    return i >= 0 && i < %d ? %s_names[i] : NULL;\n}\n", P, w, n, w);
+        at_buf_printf(b, "API long long %s_model_%s_size(int i)\n{\n"
+                         "    return i >= 0 && i < %d ? %s_sizes[i] : -1;\n}\n", P, w, n, w);
+    }
+    return 0;
+}
+
+/* The weights' block as an assembler file that includes the binary (fast to build however
+** large the model). */
+static void weights_asm(at_buf *b, const char *P, const char *bin)
+{
+    at_buf_printf(b, "\t.section .rodata\n\t.balign 64\n\t.globl tn_weights_%s\n"
+                     "\t.hidden tn_weights_%s\n\t.type tn_weights_%s, %%object\n"
+                     "tn_weights_%s:\n\t.incbin \"%s\"\n\t.byte 0\n"
+                     "\t.section .note.GNU-stack,\"\",%%progbits\n", P, P, P, P, bin);
+}
+
+/* The model part of the header: the inputs and outputs in the model's own layout, and the
+** layouts the tasks use inside. */
+static void header_model_text(at_buf *b, const char *P, const tn_model *m)
+{
+    const tn_graph *g = m->g;
+    int nhwc = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        nhwc |= !g->nodes[i].dead && g->nodes[i].nhwc;
+    at_buf_printf(b, "\n/* ---- the whole model ----\n"
+                     "** %s_model_run(inputs, outputs) runs one inference: inputs[i] and outputs[i]\n"
+                     "** point to the model's tensors below, dense float32 in the model's own\n"
+                     "** layout (any alignment; they are copied in and out).  The weights are in the\n"
+                     "** library.  The first call (or %s_model_init()) makes the weights each\n"
+                     "** layer's kernel reads in its own layout, once; later calls only run.\n", P, P);
+    if (nhwc)
+        at_buf_puts(b, "** Inside, convolutions and the operators between them compute in NHWC (the\n"
+                       "** layout plan, docs/models.md): the task functions above take those tensors\n"
+                       "** in that order, as their shapes say; the model's inputs and outputs are not\n"
+                       "** affected.\n");
+    for (int io = 0; io < 2; io++) {
+        int n = io ? g->n_outputs : g->n_inputs;
+        const int *ts = io ? g->outputs : g->inputs;
+        for (int i = 0; i < n; i++) {
+            const tn_tensor *t = &g->tensors[ts[i]];
+            char sh[160];
+            tn__shape_str(t->shape, t->rank, sh, sizeof sh);
+            at_buf_printf(b, "**   %s %d: '%s' float32%s\n", io ? "output" : "input ", i, t->name, sh);
+        }
+    }
+    at_buf_puts(b, "** Returns 0, or what a kernel returned. */\n");
+    at_buf_printf(b, "int32_t %s_model_run(const float *const *inputs, float *const *outputs);\n", P);
+    at_buf_printf(b, "int %s_model_init(void);       /* 0, or -1 when a weight transform failed */\n", P);
+    at_buf_printf(b, "int %s_model_n_inputs(void);\nint %s_model_n_outputs(void);\n", P, P);
+    at_buf_printf(b, "const char *%s_model_input_name(int i);\nconst char *%s_model_output_name(int i);\n", P, P);
+    at_buf_printf(b, "long long %s_model_input_size(int i);   /* elements */\n"
+                     "long long %s_model_output_size(int i);\n", P, P);
 }
 
 static void header_text(at_buf *b, const char *P, const char *file, const xtask *xs, int n,
-                        int pool, int max_threads, const tn_task_list *tl, const char *target)
+                        int pool, int max_threads, const tn_task_list *tl, const char *target,
+                        const tn_model *m)
 {
     char guard[140], up[128];
     size_t k = 0;
@@ -430,8 +774,11 @@ static void header_text(at_buf *b, const char *P, const char *file, const xtask 
         "** aligned (aligned_alloc(64, ...)) and not overlapping.  It returns 0 on success\n"
         "** (non-zero only if a parallel launch failed).  Workspaces are inside the library.  Weights\n"
         "** ('const' tensors) whose layout a kernel rewrote are transformed on the first call\n"
-        "** and again whenever their address changes: after changing a weight's values in\n"
-        "** place, call P_reset_weights().  Calls must not overlap (one thread at a time).\n");
+        "** with them: a task keeps one transformed copy per use in the model, so each of the\n"
+        "** layers that share a task keeps its own (a call with yet other weights replaces the\n"
+        "** oldest).  After changing a weight's values in place, call P_reset_weights();\n"
+        "** P_n_weight_transforms() counts the transforms made.  Calls must not overlap (one\n"
+        "** thread at a time).\n");
     if (pool)
         at_buf_printf(b, "** Threads: P_set_threads(n), 1 <= n <= %d (default 1: serial); the\n"
                          "** library starts n - 1 threads and reuses them.\n", max_threads);
@@ -449,6 +796,7 @@ static void header_text(at_buf *b, const char *P, const char *file, const xtask 
                      "int32_t %s_task_run(int i, void *const *bufs);\n", P);
     at_buf_printf(b, "int %s_set_threads(int n);      /* 0, or -1 when n is not possible */\n", P);
     at_buf_printf(b, "void %s_reset_weights(void);\n", P);
+    at_buf_printf(b, "int %s_n_weight_transforms(void);\n", P);
     for (int i = 0; i < n; i++) {
         const xtask *x = &xs[i];
         const tn_task *t = x->t;
@@ -477,15 +825,23 @@ static void header_text(at_buf *b, const char *P, const char *file, const xtask 
         signature(b, P, i, x);
         at_buf_puts(b, ";\n");
     }
+    if (m)
+        header_model_text(b, P, m);
     at_buf_printf(b, "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* %s */\n", guard);
 }
 
 /* The version script: only the public names leave the library. */
-static void exports_text(at_buf *b, const char *P, int n)
+static void exports_text(at_buf *b, const char *P, int n, int model)
 {
     at_buf_puts(b, "{\n  global:\n");
     at_buf_printf(b, "    %s_n_tasks;\n    %s_task_key;\n    %s_task_name;\n    %s_task_run;\n"
-                     "    %s_set_threads;\n    %s_reset_weights;\n", P, P, P, P, P, P);
+                     "    %s_set_threads;\n    %s_reset_weights;\n    %s_n_weight_transforms;\n",
+                  P, P, P, P, P, P, P);
+    if (model)
+        at_buf_printf(b, "    %s_model_run;\n    %s_model_init;\n    %s_model_n_inputs;\n"
+                         "    %s_model_n_outputs;\n    %s_model_input_name;\n"
+                         "    %s_model_output_name;\n    %s_model_input_size;\n"
+                         "    %s_model_output_size;\n", P, P, P, P, P, P, P, P);
     for (int i = 0; i < n; i++)
         at_buf_printf(b, "    %s_task%d;\n", P, i);
     at_buf_puts(b, "  local:\n    *;\n};\n");
@@ -550,6 +906,42 @@ static at_err android_stubs(const char *tmp, const char *cc, const char *ld, con
     return AT_OK;
 }
 
+/* weights.bin (every constant a step reads, at its plan offset), weights.S that includes
+** it, assembled into weights.o. */
+static at_err write_weights(const char *tmp, const char *P, const tn_model *m,
+                            const tn_plan *pl, const char *cc, const char *log, char *errmsg,
+                            size_t errmsg_size)
+{
+    char bin[300], S[300], obj[300];
+    char *blob = at_calloc(1, (size_t)pl->const_bytes + 64);
+    at_buf b;
+    at_err err;
+    if (blob == NULL)
+        return AT_ENOMEM;
+    for (int i = 0; i < pl->n_bufs; i++) {
+        const tn_plan_buf *pb = &pl->bufs[i];
+        const tn_tensor *t = &m->g->tensors[pb->root];
+        if (pb->kind == TN_BUF_CONST)
+            memcpy(blob + pb->offset, t->data, (size_t)(t->n_elems * at_dtype_bytes(t->dtype)));
+    }
+    snprintf(bin, sizeof bin, "%s/weights.bin", tmp);
+    snprintf(S, sizeof S, "%s/weights.S", tmp);
+    snprintf(obj, sizeof obj, "%s/weights.o", tmp);
+    err = at_file_write(bin, blob, (size_t)pl->const_bytes, errmsg, errmsg_size);
+    at_free(blob);
+    if (err != AT_OK)
+        return err;
+    at_buf_init(&b);
+    weights_asm(&b, P, bin);
+    err = write_text(S, &b, errmsg, errmsg_size);
+    at_buf_fini(&b);
+    if (err == AT_OK) {
+        char *argv[] = {(char *)cc, (char *)"-c", S, (char *)"-o", obj, NULL};
+        err = run_cmd(argv, log, errmsg, errmsg_size);
+    }
+    return err;
+}
+
 at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_report *rep,
                      char *errmsg, size_t errmsg_size)
 {
@@ -559,12 +951,14 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
     char log[300], file[256];
     xtask *xs = NULL;
     symset undef;
+    tn_plan plan;
     int pool, max_threads, n = tl->n_tasks;
     double t0 = at_time_mono_s();
     at_err err;
     at_buf b;
     memset(rep, 0, sizeof *rep);
     memset(&undef, 0, sizeof undef);
+    memset(&plan, 0, sizeof plan);
     at_buf_init(&b);
     if (errmsg_size)
         errmsg[0] = 0;
@@ -617,6 +1011,7 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
     } else {
         tn__lib_prefix(o->out_path, P, sizeof P);
     }
+    snprintf(rep->prefix, sizeof rep->prefix, "%s", P);
     if (o->header_path)
         snprintf(hdr, sizeof hdr, "%s", o->header_path);
     else {
@@ -678,10 +1073,27 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
         snprintf(file, sizeof file, "%s", base ? base + 1 : o->out_path);
     }
     glue_text(&b, P, xs, n, pool, max_threads, tl->model ? tl->model : "tasks", tgt.text);
+    if (o->model) {
+        if ((err = tn__plan_make(o->model, &plan)) != AT_OK)
+            goto out;
+        if (model_text(&b, P, xs, o->model, &plan) != 0) {
+            snprintf(errmsg, errmsg_size, "internal: a copy step of the model cannot be written");
+            err = AT_EINVAL;
+            goto out;
+        }
+        if ((err = write_weights(tmp, P, o->model, &plan, cc, log, errmsg, errmsg_size)) != AT_OK)
+            goto out;
+        symset_add(&undef, "memcpy");
+        rep->arena_bytes = plan.arena_bytes;
+        for (int s = 0; s < o->model->n_steps; s++)
+            rep->n_weight_uses += o->model->steps[s].kind == TN_STEP_TASK &&
+                                  xs[o->model->steps[s].task].a->n_pre > 0;
+        rep->weight_bytes = plan.const_bytes;
+    }
     if ((err = write_text(glue_c, &b, errmsg, errmsg_size)) != AT_OK)
         goto out;
     at_buf_reset(&b);
-    exports_text(&b, P, n);
+    exports_text(&b, P, n, o->model != NULL);
     if ((err = write_text(map, &b, errmsg, errmsg_size)) != AT_OK)
         goto out;
     {
@@ -735,6 +1147,10 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
             snprintf(objs[i], sizeof objs[i], "%s/k%d.o", tmp, i);
             argv[k++] = objs[i];
         }
+        if (o->model) {
+            snprintf(objs[n], sizeof objs[n], "%s/weights.o", tmp);
+            argv[k++] = objs[n];
+        }
         if (plat == PLAT_ANDROID_A64) {
             snprintf(vs, sizeof vs, "--version-script=%s", map);
             snprintf(so, sizeof so, "-soname=%s", file);
@@ -783,11 +1199,12 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
     at_buf_reset(&b);
     {
         const char *hb = strrchr(hdr, '/');
-        header_text(&b, P, hb ? hb + 1 : hdr, xs, n, pool, max_threads, tl, tgt.text);
+        header_text(&b, P, hb ? hb + 1 : hdr, xs, n, pool, max_threads, tl, tgt.text, o->model);
     }
     if ((err = write_text(hdr, &b, errmsg, errmsg_size)) != AT_OK)
         goto out;
 out:
+    tn__plan_free(&plan);
     for (int i = 0; xs && i < n; i++)
         kn_artifact_free(xs[i].a);
     at_free(xs);

@@ -308,6 +308,36 @@ struct tn_model {
 /* Build the groups, tasks and steps of a prepared graph into 'm'. */
 at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size);
 
+/* ---- the buffer plan of a run (tn_plan.c) ---- */
+
+typedef enum {
+    TN_BUF_ARENA, /* in the arena, at 'offset', while live */
+    TN_BUF_INPUT, /* a graph input or a weight without values: in the arena, always live */
+    TN_BUF_CONST  /* a constant: in the constants' block at 'offset' */
+} tn_buf_kind;
+
+typedef struct tn_plan_buf {
+    int root;            /* the graph tensor (a root: not an alias) */
+    tn_buf_kind kind;
+    int64_t bytes;       /* rounded up to 64 */
+    int64_t offset;      /* 64-byte aligned, in the arena or the constants' block */
+    int first, last;     /* steps that use it (-1: before the first; n_steps: after the last) */
+} tn_plan_buf;
+
+typedef struct tn_plan {
+    int n_bufs;
+    tn_plan_buf *bufs;
+    int *buf_of;         /* per graph tensor: its buffer (aliases too), or -1 if no step uses it */
+    int64_t arena_bytes, const_bytes;
+} tn_plan;
+
+/* Plan the buffers of the model's steps (see tn_plan.c); AT_OK or AT_ENOMEM. */
+at_err tn__plan_make(const tn_model *m, tn_plan *p);
+void tn__plan_free(tn_plan *p);
+/* The graph tensors a step reads (first *n_in) and writes (*n_out, TASK steps; a COPY
+** step's outputs are its node's). */
+const int *tn__step_tensors(const tn_model *m, const tn_step *s, int *n_in, int *n_out);
+
 /* Lower and build state 'st' for 'target' with entry symbol 'entry' (tn_run.c). */
 at_err tn__build_state(const ss_state *st, const kn_target *target, const char *entry,
                        kn_artifact **out, char *errmsg, size_t errmsg_size);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kernels/kernels.h"
 
@@ -83,6 +84,7 @@ at_err tn__build_state(const ss_state *st, const kn_target *target, const char *
 /* ---- kernels ---- */
 
 typedef int32_t (*lib_run_fn)(int task, void *const *bufs);
+typedef int32_t (*lib_model_fn)(const float *const *inputs, float *const *outputs);
 
 typedef struct kset {
     int n;
@@ -91,7 +93,9 @@ typedef struct kset {
     kn_rt_kernel_fn *fn, *pre;
     int *lib_task;         /* library mode: the library's index of each task */
     lib_run_fn lib_run;
+    lib_model_fn lib_model; /* the library's whole model (P_model_run), when it has one */
     void ***layout;        /* per step: rewritten weights per kernel argument (or NULL) */
+    double *cost;          /* per task: its record's measured seconds (0: naive) */
 } kset;
 
 static void kset_fini(kset *k, int n_steps)
@@ -113,6 +117,7 @@ static void kset_fini(kset *k, int n_steps)
     at_free(k->fn);
     at_free(k->pre);
     at_free(k->lib_task);
+    at_free(k->cost);
     memset(k, 0, sizeof *k);
 }
 
@@ -125,7 +130,10 @@ static at_err kset_alloc(kset *k, int n, int n_steps)
     k->pre = at_calloc((size_t)n + 1, sizeof *k->pre);
     k->lib_task = at_calloc((size_t)n + 1, sizeof *k->lib_task);
     k->layout = at_calloc((size_t)n_steps + 1, sizeof *k->layout);
-    return k->art && k->mod && k->fn && k->pre && k->lib_task && k->layout ? AT_OK : AT_ENOMEM;
+    k->cost = at_calloc((size_t)n + 1, sizeof *k->cost);
+    return k->art && k->mod && k->fn && k->pre && k->lib_task && k->layout && k->cost
+               ? AT_OK
+               : AT_ENOMEM;
 }
 
 /* Build (for the host) and load the kernel of each task: the chosen schedule's, or the
@@ -154,6 +162,7 @@ static at_err kset_build(kset *k, const tn_model *m, const tn_run_opts *o, const
                 rep->n_tuned++;
             else
                 rep->n_naive++;
+            k->cost[i] = cost;
         }
         err = tn__build_state(st, tgt, entry, &k->art[i], msg, sizeof msg);
         ss_state_free(st);
@@ -238,6 +247,7 @@ static at_err lib_open(lib *l, const char *path, kset *k, const tn_model *m, int
     if (l->set_threads(n_threads) != 0)
         l->set_threads(1);
     k->lib_run = l->run;
+    k->lib_model = (lib_model_fn)lib_sym(l, prefix, "model_run");
     return AT_OK;
 }
 
@@ -246,44 +256,20 @@ static at_err lib_open(lib *l, const char *path, kset *k, const tn_model *m, int
 typedef struct exec {
     const tn_model *m;
     const tn_graph *g;
-    void **buf;            /* per tensor: the root's buffer */
+    tn_plan plan;
+    char *arena, *consts;  /* the plan's two blocks */
+    void **buf;            /* per tensor: where its bytes are (aliases: their root's) */
     kn_rt_pool *pool;
     const kn_rt_par *par;
     void *ws;
     int64_t ws_bytes;
+    double *step_s;        /* --profile: seconds spent in each step, summed over runs */
+    double *prof;          /* step_s while the profiled runs run, else NULL */
 } exec;
 
 static int64_t tensor_bytes(const tn_tensor *t)
 {
     return t->n_elems * (int64_t)at_dtype_bytes(t->dtype);
-}
-
-static at_err use_buffer(exec *x, int t, uint64_t seed, uint32_t *stream)
-{
-    const tn_graph *g = x->g;
-    int r = tn__root(g, t);
-    const tn_tensor *rt = &g->tensors[r];
-    if (x->buf[r] == NULL) {
-        if ((x->buf[r] = kn_rt_alloc((size_t)tensor_bytes(rt))) == NULL)
-            return AT_ENOMEM;
-        if (rt->data)
-            memcpy(x->buf[r], rt->data, (size_t)tensor_bytes(rt));
-        else if (rt->is_input)
-            kn_rt_fill(x->buf[r], rt->dtype, rt->n_elems, seed, (*stream)++);
-    }
-    x->buf[t] = x->buf[r];
-    return AT_OK;
-}
-
-static const int *step_tensors(const tn_model *m, const tn_step *s, int *n)
-{
-    const tn_node *nd = &m->g->nodes[s->node];
-    if (s->kind == TN_STEP_TASK) {
-        *n = s->n_args;
-        return s->args;
-    }
-    *n = nd->n_in;
-    return nd->in;
 }
 
 static at_err exec_init(exec *x, const tn_model *m, const tn_run_opts *o, char *errmsg,
@@ -295,29 +281,30 @@ static at_err exec_init(exec *x, const tn_model *m, const tn_run_opts *o, char *
     memset(x, 0, sizeof *x);
     x->m = m;
     x->g = g;
-    if ((x->buf = at_calloc((size_t)g->n_tensors + 1, sizeof *x->buf)) == NULL)
+    if ((err = tn__plan_make(m, &x->plan)) != AT_OK)
+        return err;
+    if ((x->buf = at_calloc((size_t)g->n_tensors + 1, sizeof *x->buf)) == NULL ||
+        (x->arena = kn_rt_alloc((size_t)x->plan.arena_bytes + 64)) == NULL ||
+        (x->consts = kn_rt_alloc((size_t)x->plan.const_bytes + 64)) == NULL)
         return AT_ENOMEM;
-    /* graph inputs first, in their order, so their fill streams do not depend on the plan */
-    for (int i = 0; i < g->n_inputs; i++)
-        if ((err = use_buffer(x, g->inputs[i], o->seed, &stream)) != AT_OK)
-            return err;
-    for (int s = 0; s < m->n_steps; s++) {
-        const tn_step *st = &m->steps[s];
-        int n;
-        const int *ts = step_tensors(m, st, &n);
-        for (int k = 0; k < n; k++)
-            if (ts[k] >= 0 && (err = use_buffer(x, ts[k], o->seed, &stream)) != AT_OK)
-                return err;
-        for (int k = 0; st->kind == TN_STEP_COPY && k < g->nodes[st->node].n_out; k++)
-            if (g->nodes[st->node].out[k] >= 0 &&
-                (err = use_buffer(x, g->nodes[st->node].out[k], o->seed, &stream)) != AT_OK)
-                return err;
+    /* constants copied once; graph inputs and weights without values filled once, in the
+    ** plan's order (graph inputs first, then as the steps meet them): stream = that rank */
+    for (int i = 0; i < x->plan.n_bufs; i++) {
+        const tn_plan_buf *b = &x->plan.bufs[i];
+        const tn_tensor *rt = &g->tensors[b->root];
+        if (b->kind == TN_BUF_CONST)
+            memcpy(x->consts + b->offset, rt->data, (size_t)tensor_bytes(rt));
+        else if (b->kind == TN_BUF_INPUT)
+            kn_rt_fill(x->arena + b->offset, rt->dtype, rt->n_elems, o->seed, stream++);
     }
-    /* weights given as graph inputs without values (is_input): filled above; anything a
-    ** step reads that nothing writes and that has no value is a bug of the plan */
-    for (int i = 0; i < g->n_outputs; i++)
-        if ((err = use_buffer(x, g->outputs[i], o->seed, &stream)) != AT_OK)
-            return err;
+    for (int t = 0; t < g->n_tensors; t++) {
+        int k = x->plan.buf_of[t];
+        if (k >= 0)
+            x->buf[t] = (x->plan.bufs[k].kind == TN_BUF_CONST ? x->consts : x->arena) +
+                        x->plan.bufs[k].offset;
+    }
+    if (o->profile && (x->step_s = at_calloc((size_t)m->n_steps + 1, sizeof *x->step_s)) == NULL)
+        return AT_ENOMEM;
     if ((err = kn_rt_pool_new(o->n_threads, &x->pool)) != AT_OK) {
         snprintf(errmsg, errmsg_size, "cannot start %d threads", o->n_threads);
         return err;
@@ -328,14 +315,13 @@ static at_err exec_init(exec *x, const tn_model *m, const tn_run_opts *o, char *
 
 static void exec_fini(exec *x)
 {
-    if (x->buf) {
-        for (int t = 0; t < x->g->n_tensors; t++)
-            if (tn__root(x->g, t) == t)
-                kn_rt_free(x->buf[t]);
-    }
     at_free(x->buf);
+    kn_rt_free(x->arena);
+    kn_rt_free(x->consts);
     kn_rt_free(x->ws);
     kn_rt_pool_free(x->pool);
+    at_free(x->step_s);
+    tn__plan_free(&x->plan);
 }
 
 /* Workspace big enough for every kernel of 'k'; the rewritten weights of each step. */
@@ -392,7 +378,8 @@ static void do_transpose(const exec *x, const tn_node *nd)
     const tn_tensor *in = &x->g->tensors[nd->in[0]], *out = &x->g->tensors[nd->out[0]];
     const float *src = x->buf[nd->in[0]];
     float *dst = x->buf[nd->out[0]];
-    int64_t perm[TN_MAX_RANK], st[TN_MAX_RANK], idx[TN_MAX_RANK] = {0}, acc = 1;
+    int64_t perm[TN_MAX_RANK], st[TN_MAX_RANK], ss[TN_MAX_RANK] = {0}, idx[TN_MAX_RANK] = {0};
+    int64_t acc = 1, inner, sin, base = 0, outer = 1;
     int r = in->rank;
     if (tn__attr_ints(nd, "perm", perm, TN_MAX_RANK) != r)
         for (int d = 0; d < r; d++)
@@ -401,14 +388,28 @@ static void do_transpose(const exec *x, const tn_node *nd)
         st[d] = acc;
         acc *= in->shape[d];
     }
-    for (int64_t i = 0; i < out->n_elems; i++) {
-        int64_t s = 0;
-        for (int d = 0; d < r; d++)
-            s += idx[d] * st[perm[d]];
-        dst[i] = src[s];
-        for (int d = r - 1; d >= 0; d--) {
+    if (r == 0) {
+        dst[0] = src[0];
+        return;
+    }
+    /* output dimension d walks the input with stride ss[d]; the innermost one is a loop,
+    ** the others an odometer that keeps the input offset of the row */
+    for (int d = 0; d < r; d++)
+        ss[d] = st[perm[d]];
+    inner = out->shape[r - 1];
+    sin = ss[r - 1];
+    for (int d = 0; d < r - 1; d++)
+        outer *= out->shape[d];
+    for (int64_t o = 0; o < outer; o++) {
+        const float *sp = src + base;
+        for (int64_t i = 0; i < inner; i++)
+            dst[i] = sp[i * sin];
+        dst += inner;
+        for (int d = r - 2; d >= 0; d--) {
+            base += ss[d];
             if (++idx[d] < out->shape[d])
                 break;
+            base -= ss[d] * out->shape[d];
             idx[d] = 0;
         }
     }
@@ -473,14 +474,35 @@ static void do_slices(const exec *x, const tn_node *nd)
     }
 }
 
-/* One run of the whole model with kernel set k. */
+/* One run of the whole model with kernel set k (with x->prof, each step timed). */
 static at_err exec_run(exec *x, const kset *k, char *errmsg, size_t errmsg_size)
 {
     const tn_model *m = x->m;
+    double t0 = x->prof ? at_time_mono_s() : 0;
+    if (k->lib_model) {
+        /* the library runs the whole model itself, as a C caller would */
+        const float *ins[64];
+        float *outs[64];
+        int32_t rc;
+        for (int i = 0; i < x->g->n_inputs && i < 64; i++)
+            ins[i] = x->buf[x->g->inputs[i]];
+        for (int i = 0; i < x->g->n_outputs && i < 64; i++)
+            outs[i] = x->buf[x->g->outputs[i]];
+        if ((rc = k->lib_model(ins, outs)) != 0) {
+            snprintf(errmsg, errmsg_size, "the library's model_run returned %d", (int)rc);
+            return AT_EIO;
+        }
+        return AT_OK;
+    }
     for (int s = 0; s < m->n_steps; s++) {
         const tn_step *st = &m->steps[s];
         void *bufs[KN_MAX_ARGS];
         int32_t rc;
+        if (x->prof && s > 0) {
+            double t = at_time_mono_s();
+            x->prof[s - 1] += t - t0;
+            t0 = t;
+        }
         if (st->kind == TN_STEP_COPY) {
             const tn_node *nd = &x->g->nodes[st->node];
             switch (nd->kind) {
@@ -510,6 +532,8 @@ static at_err exec_run(exec *x, const kset *k, char *errmsg, size_t errmsg_size)
             return AT_EIO;
         }
     }
+    if (x->prof && m->n_steps > 0)
+        x->prof[m->n_steps - 1] += at_time_mono_s() - t0;
     return AT_OK;
 }
 
@@ -537,6 +561,68 @@ static at_err exec_time(exec *x, const kset *k, int repeat, double *median, char
     }
     at_free(t);
     return err;
+}
+
+/* mkdir -p */
+static at_err make_dir(const char *dir, char *errmsg, size_t errmsg_size)
+{
+    char path[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof path) {
+        snprintf(errmsg, errmsg_size, "--dump: bad folder name '%s'", dir);
+        return AT_EINVAL;
+    }
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        struct stat sb;
+        if (path[i] != '/' && path[i] != 0)
+            continue;
+        path[i] = 0;
+        if (stat(path, &sb) != 0) {
+            if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+                snprintf(errmsg, errmsg_size, "cannot make %s: %s", path, strerror(errno));
+                return AT_EIO;
+            }
+        } else if (!S_ISDIR(sb.st_mode)) {
+            snprintf(errmsg, errmsg_size, "%s is not a folder", path);
+            return AT_EIO;
+        }
+        path[i] = i < n ? '/' : 0;
+    }
+    return AT_OK;
+}
+
+/* Each step's mean time over the profiled runs, its share of their sum, and for a task
+** the time its record measured on the agent (the kernel alone, warm caches). */
+static void print_profile(FILE *f, const exec *x, const kset *k, int n_runs, double median_s)
+{
+    const tn_model *m = x->m;
+    double total = 0, measured = 0;
+    for (int s = 0; s < m->n_steps; s++)
+        total += x->step_s[s];
+    fprintf(f, "profile: %d runs, %d steps; buffers: arena %.2f MB (planned by liveness), "
+               "constants %.2f MB\n", n_runs, m->n_steps, x->plan.arena_bytes / 1e6,
+            x->plan.const_bytes / 1e6);
+    fprintf(f, "%4s  %-34s %-28s %10s %7s %12s\n", "step", "what", "node", "ms/run", "share",
+            "measured ms");
+    for (int s = 0; s < m->n_steps; s++) {
+        const tn_step *st = &m->steps[s];
+        char what[64];
+        double ms = x->step_s[s] / n_runs * 1e3;
+        if (st->kind == TN_STEP_TASK)
+            snprintf(what, sizeof what, "task %d %s", st->task, m->tasks->tasks[st->task].name);
+        else
+            snprintf(what, sizeof what, "copy %s", m->g->nodes[st->node].op_type);
+        fprintf(f, "%4d  %-34.34s %-28.28s %10.4f %6.1f%%", s, what, m->g->nodes[st->node].name,
+                ms, total > 0 ? 100 * x->step_s[s] / total : 0);
+        if (st->kind == TN_STEP_TASK && k->cost && k->cost[st->task] > 0) {
+            fprintf(f, " %12.4f", k->cost[st->task] * 1e3);
+            measured += k->cost[st->task];
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "sum of steps %.3f ms/run (median run %.3f ms); the tasks' measured kernels sum "
+               "to %.3f ms\n", total / n_runs * 1e3, median_s * 1e3, measured * 1e3);
 }
 
 at_err tn_model_run(const tn_model *m, const tn_run_opts *o, tn_run_report *rep, char *errmsg,
@@ -618,6 +704,8 @@ at_err tn_model_run(const tn_model *m, const tn_run_opts *o, tn_run_report *rep,
         rep->outputs[i].n_elems = t->n_elems;
         rep->outputs[i].checksum = sum;
     }
+    if (o->dump_dir && (err = make_dir(o->dump_dir, errmsg, errmsg_size)) != AT_OK)
+        goto out;
     if (o->dump_dir) {
         for (int i = 0; i < g->n_inputs + g->n_outputs && err == AT_OK; i++) {
             int t = i < g->n_inputs ? g->inputs[i] : g->outputs[i - g->n_inputs];
@@ -642,9 +730,18 @@ at_err tn_model_run(const tn_model *m, const tn_run_opts *o, tn_run_report *rep,
                 rep->max_rel_err = e;
         }
     }
-    if (o->repeat > 0) {
-        err = exec_time(&x, &tuned, o->repeat, &rep->latency_s, errmsg, errmsg_size);
-        if (err == AT_OK && !o->no_check)
+    if (o->repeat > 0 || o->profile) {
+        int n_runs = o->repeat > 0 ? o->repeat : 10;
+        x.prof = x.step_s;
+        err = exec_time(&x, &tuned, n_runs, &rep->latency_s, errmsg, errmsg_size);
+        x.prof = NULL;
+        if (err == AT_OK && o->profile && tuned.lib_model)
+            fprintf(o->profile, "profile: the library runs the whole model itself (%d runs, "
+                    "median %.3f ms); run without --lib for each step\n", n_runs,
+                    rep->latency_s * 1e3);
+        else if (err == AT_OK && o->profile)
+            print_profile(o->profile, &x, &tuned, n_runs, rep->latency_s);
+        if (err == AT_OK && !o->no_check && o->repeat > 0)
             err = exec_time(&x, &naive, o->repeat, &rep->naive_latency_s, errmsg, errmsg_size);
     }
 out:

@@ -103,6 +103,9 @@ typedef struct run {
     struct utsname uts;
     double t0;
     double measure_s;   /* agents' time spent on jobs (result run_s) */
+    double search_s;    /* in the evolutionary search (this process) */
+    double build_cpu_s; /* summed over the builds (in the workers) */
+    int64_t n_builds;
     int tty;
     char errmsg[512];
     at_err err;
@@ -365,6 +368,8 @@ static void on_built(void *ctx, const tn_build_res *b)
         return;
     }
     j->built = 1;
+    r->build_cpu_s += b->build_s;
+    r->n_builds++;
     for (int k = 0; k < r->n_rounds; k++)
         if (b->id >= r->rounds[k].first_job && b->id < r->rounds[k].first_job + r->rounds[k].n_jobs)
             r->rounds[k].n_built++;
@@ -449,7 +454,11 @@ static at_err start_round(run *r, int ti)
     cands = at_calloc((size_t)m, sizeof *cands);
     if (cands == NULL)
         return AT_ENOMEM;
-    err = tn_search_round(t->search, r->model, m, cands, &n, &stats);
+    {
+        double t0 = at_time_mono_s();
+        err = tn_search_round(t->search, r->model, m, cands, &n, &stats);
+        r->search_s += at_time_mono_s() - t0;
+    }
     if (err != AT_OK) {
         at_free(cands);
         return err;
@@ -598,6 +607,10 @@ static void report(run *r)
            (long long)(r->total_trials), total_s,
            total_s > 0 ? (double)(r->total_trials) / total_s : 0,
            total_s > 0 ? 100.0 * r->measure_s / total_s : 0, r->o->db, r->uuid);
+    printf("time: search %.1f s, builds %.1f s in %d worker%s (%lld builds, %.3f s each), "
+           "measuring %.1f s on the agents\n", r->search_s, r->build_cpu_s,
+           r->o->build_workers, r->o->build_workers == 1 ? "" : "s", (long long)r->n_builds,
+           r->n_builds ? r->build_cpu_s / (double)r->n_builds : 0, r->measure_s);
 }
 
 at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_report *rep,

@@ -305,7 +305,10 @@ typedef struct tn_run_opts {
     int repeat;             /* > 0: time that many runs of the whole model (tuned and naive) */
     int no_check;           /* skip the naive run and the comparison */
     const char *dump_dir;   /* write each graph input and output there as raw float32
-                            ** (input_<i>.bin, output_<i>.bin, the graph's order) */
+                            ** (input_<i>.bin, output_<i>.bin, the graph's order); it is made
+                            ** when missing */
+    FILE *profile;          /* print each step's time and share of the run there ('repeat'
+                            ** runs, 10 when 0) */
 } tn_run_opts;
 
 #define TN_RUN_MAX_OUTPUTS 16
@@ -346,10 +349,18 @@ typedef struct tn_export_opts {
     const char *prefix;      /* C names' prefix; NULL: from the file name ("model_kernels") */
     int max_threads;         /* threads the Linux runtime may start (0: the target's cores) */
     int keep_temp;           /* leave the objects in a temporary folder (printed) */
+    const tn_model *model;   /* the model of 'tl' (tn_model_tasks): the library also runs the
+                             ** whole model (P_model_run), its weights inside; NULL for a task
+                             ** list alone */
 } tn_export_opts;
 
 typedef struct tn_export_report {
     int n_tasks, n_tuned, n_naive;
+    int64_t arena_bytes;     /* with a model: its activations' arena */
+    int64_t weight_bytes;    /* ... and the weights the library holds */
+    int n_weight_uses;       /* ... and the layers whose kernel reads a weight in a layout
+                             ** of its own (the transforms P_model_init makes) */
+    char prefix[96];         /* of the C names */
     char link_cmd[512];      /* the linker command that ran */
     char temp_dir[256];      /* with keep_temp */
     double build_s;

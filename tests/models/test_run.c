@@ -397,6 +397,185 @@ static void test_export(void **unused)
     tn_model_free(m);
 }
 
+/* A C program that runs the whole model through the library: reads the model's input from
+** argv[1], runs P_model_run 'runs' times, writes the output to argv[2] and the number of
+** weight transforms after the first and after the last run to stdout; then calls the task
+** 'wtask' (a task used by several layers) through P_task_run alternating two weights four
+** times and prints how many transforms that made. */
+static void write_model_program(const char *path, const char *P, const char *header, int threads,
+                                int runs, const tn_task *wt, int wtask)
+{
+    at_buf b;
+    const ss_dag *d = wt->dag;
+    at_buf_init(&b);
+    at_buf_printf(&b, "#include <stdio.h>\n#include <stdlib.h>\n#include \"%s\"\n", header);
+    at_buf_puts(&b, "static float *make(long n, int k)\n{\n"
+                    "    float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));\n"
+                    "    for (long i = 0; i < n; i++)\n"
+                    "        p[i] = (float)((i * 7919 + k * 104729) % 2001) / 1000.0f - 1.0f;\n"
+                    "    return p;\n}\n");
+    at_buf_puts(&b, "int main(int argc, char **argv)\n{\n    FILE *f;\n    int t0, t1;\n"
+                    "    (void)argc;\n");
+    at_buf_printf(&b, "    long n_in = (long)%s_model_input_size(0), n_out = "
+                      "(long)%s_model_output_size(0);\n", P, P);
+    at_buf_puts(&b, "    float *in = malloc((size_t)n_in * 4), *out = malloc((size_t)n_out * 4);\n"
+                    "    f = fopen(argv[1], \"rb\");\n"
+                    "    if (!f || fread(in, 4, (size_t)n_in, f) != (size_t)n_in)\n"
+                    "        return 2;\n    fclose(f);\n");
+    at_buf_printf(&b, "    if (%s_set_threads(%d) != 0 || %s_model_n_inputs() != 1)\n"
+                      "        return 3;\n", P, threads, P);
+    at_buf_printf(&b, "    for (int r = 0; r < %d; r++) {\n"
+                      "        if (%s_model_run((const float *const *)&in, &out) != 0)\n"
+                      "            return 4;\n"
+                      "        if (r == 0)\n            printf(\"first %%d\\n\", %s_n_weight_transforms());\n"
+                      "    }\n", runs, P, P);
+    at_buf_printf(&b, "    printf(\"last %%d\\n\", %s_n_weight_transforms());\n", P);
+    at_buf_puts(&b, "    f = fopen(argv[2], \"wb\");\n"
+                    "    if (!f || fwrite(out, 4, (size_t)n_out, f) != (size_t)n_out)\n"
+                    "        return 5;\n    fclose(f);\n");
+    /* the shared task with two different weights, alternating */
+    for (int a = 0; a < d->n_args; a++)
+        at_buf_printf(&b, "    float *u%d = make(%lld, %d);\n", a,
+                      (long long)ss_op_n_elems(&d->ops[d->args[a]]), a);
+    at_buf_printf(&b, "    float *w2 = make(%lld, 77);\n", (long long)ss_op_n_elems(&d->ops[d->args[1]]));
+    at_buf_printf(&b, "    t0 = %s_n_weight_transforms();\n    for (int r = 0; r < 4; r++) {\n"
+                      "        void *bufs[%d];\n", P, d->n_args);
+    for (int a = 0; a < d->n_args; a++)
+        if (a == 1)
+            at_buf_puts(&b, "        bufs[1] = r % 2 ? (void *)w2 : (void *)u1;\n");
+        else
+            at_buf_printf(&b, "        bufs[%d] = u%d;\n", a, a);
+    at_buf_printf(&b, "        if (%s_task_run(%d, bufs) != 0)\n            return 6;\n    }\n"
+                      "    t1 = %s_n_weight_transforms();\n"
+                      "    printf(\"alternating %%d\\n\", t1 - t0);\n    return 0;\n}\n",
+                  P, wtask, P);
+    assert_int_equal(b.err, AT_OK);
+    mt_write(path, b.data, b.len);
+    at_buf_fini(&b);
+}
+
+static int count_line(const char *text, const char *word)
+{
+    const char *p = strstr(text, word);
+    return p ? atoi(p + strlen(word)) : -1;
+}
+
+/* The whole model in the library (NHWC inside, the model's layout outside), called from C:
+** the same outputs as tuner run on the same input, each layer's weights transformed once,
+** and a task shared by two layers keeping both of its weights. */
+static void test_export_model(void **unused)
+{
+    tn_model *m = load("small_cnn.onnx");
+    const tn_task_list *tl = tn_model_tasks(m);
+    char db[PATH_MAX], lib[PATH_MAX], prog[PATH_MAX], in[PATH_MAX], got[PATH_MAX],
+        dump[PATH_MAX], want[PATH_MAX], err[1024], *out = NULL, andr[PATH_MAX];
+    rec_store *st;
+    tn_export_report rep;
+    tn_run_report rr;
+    int n_sampled, wtask = -1, uses_with_pre;
+    size_t n;
+    (void)unused;
+    mt_path(db, dir, "model.db");
+    mt_path(dump, dir, "dump_model");
+    make_store(db, tl, 41, &n_sampled);
+    for (int i = 0; i < tl->n_tasks; i++)
+        if (tl->tasks[i].weight > 1 && strncmp(tl->tasks[i].name, "conv2d", 6) == 0)
+            wtask = i;
+    assert_true(wtask >= 0);
+    assert_non_null(strstr(tl->tasks[wtask].desc, "layout=NHWC"));
+    /* tuner run: the outputs on seed 8's input */
+    assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
+    if (tn_model_run(m, &(tn_run_opts){.store = st, .device_key = DEVICE, .n_threads = 2,
+                                       .seed = 8, .dump_dir = dump, .no_check = 1},
+                     &rr, err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    mt_path(lib, dir, "libsmall_model.so");
+    if (tn_export_lib(tl, &(tn_export_opts){.store = st, .device_key = DEVICE, .out_path = lib,
+                                            .max_threads = 2, .model = m},
+                      &rep, err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    rec_store_close(st);
+    assert_true(rep.weight_bytes > 0 && rep.arena_bytes > 0);
+    uses_with_pre = rep.n_weight_uses;
+    assert_true(uses_with_pre >= tl->tasks[wtask].weight);
+    {
+        char *h = mt_read(lib, &n);
+        at_free(h);
+        mt_path(prog, dir, "libsmall_model.h");
+        h = mt_read(prog, &n);
+        assert_non_null(strstr(h, "int32_t small_model_model_run(const float *const *inputs, "
+                                  "float *const *outputs);"));
+        assert_non_null(strstr(h, "input  0: 'input' float32[1, 3, 32, 32]"));
+        assert_non_null(strstr(h, "compute in NHWC"));
+        at_free(h);
+    }
+    mt_path(prog, dir, "model_prog.c");
+    mt_path(in, dir, "dump_model/input_0.bin");
+    mt_path(got, dir, "model_out.bin");
+    mt_path(want, dir, "dump_model/output_0.bin");
+    write_model_program(prog, "small_model", "libsmall_model.h", 2, 3, &tl->tasks[wtask], wtask);
+    {
+        char cmd[4 * PATH_MAX];
+        FILE *p;
+        snprintf(cmd, sizeof cmd, "cd '%s' && cc -std=c11 -Wall -Werror -o model_prog model_prog.c "
+                 "-L. -lsmall_model -Wl,-rpath,'%s' && ./model_prog '%s' '%s'", dir, dir, in, got);
+        fflush(stderr);
+        assert_non_null(p = popen(cmd, "r"));
+        out = at_calloc(1, 4096);
+        n = fread(out, 1, 4095, p);
+        assert_int_equal(pclose(p), 0);
+    }
+    fprintf(stderr, "model library from C: %s", out);
+    /* every layer's weights once, at the first run; none again; two weights alternating
+    ** through the shared task: two more (each layer keeps its own copy) */
+    assert_int_equal(count_line(out, "first "), uses_with_pre);
+    assert_int_equal(count_line(out, "last "), uses_with_pre);
+    assert_int_equal(count_line(out, "alternating "), 2);
+    at_free(out);
+    {
+        size_t n1, n2;
+        char *a = mt_read(got, &n1), *b = mt_read(want, &n2);
+        double e;
+        assert_int_equal(n1, n2);
+        e = kn_rt_rel_err(a, b, AT_DT_F32, (int64_t)(n1 / 4));
+        fprintf(stderr, "model library from C: max relative error %.3g against tuner run\n", e);
+        assert_true(e <= 1e-6);
+        at_free(a);
+        at_free(b);
+    }
+    /* Android: the weights' block and the model's copies link without libc but the stubs */
+    mt_path(andr, dir, "android_model/libsmall_model.so");
+    sh("mkdir -p '%s/android_model'", dir);
+    assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
+    if (tn_export_lib(tl, &(tn_export_opts){.store = st, .device_key = DEVICE, .out_path = andr,
+                                            .target = "llvm -mtriple=aarch64-linux-android "
+                                                      "-mcpu=cortex-a76",
+                                            .model = m},
+                      &rep, err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    rec_store_close(st);
+    write_model_program(prog, "small_model", "libsmall_model.h", 1, 2, &tl->tasks[wtask], wtask);
+    assert_int_equal(sh("cd '%s/android_model' && ln -sf /usr/aarch64-linux-gnu/lib/libm.so.6 "
+                        "libm.so && ln -sf /usr/aarch64-linux-gnu/lib/libc.so.6 libc.so && "
+                        "aarch64-linux-gnu-gcc -std=c11 -Wall -Werror -o prog ../model_prog.c -I. "
+                        "./libsmall_model.so -Wl,-rpath-link,. && qemu-aarch64 -L "
+                        "/usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=. ./prog '%s' '%s' >/dev/null",
+                        dir, in, got), 0);
+    {
+        size_t n1, n2;
+        char *a = mt_read(got, &n1), *b = mt_read(want, &n2);
+        double e;
+        assert_int_equal(n1, n2);
+        e = kn_rt_rel_err(a, b, AT_DT_F32, (int64_t)(n1 / 4));
+        fprintf(stderr, "Android model library under qemu: max relative error %.3g (naive "
+                "kernels: no aarch64 records) against tuner run\n", e);
+        assert_true(e <= 1e-4);
+        at_free(a);
+        at_free(b);
+    }
+    tn_model_free(m);
+}
+
 /* ---- the command ---- */
 
 #define TUNER(out, err, ...) mt_tuner(out, err, (const char *const[]){__VA_ARGS__, NULL})
@@ -589,6 +768,7 @@ int main(void)
         cmocka_unit_test(test_run_weights_as_inputs),
         cmocka_unit_test(test_run_torch_encoder),
         cmocka_unit_test(test_export),
+        cmocka_unit_test(test_export_model),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_tune_end_to_end),
         cmocka_unit_test(test_cannot_run_unsupported),
