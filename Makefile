@@ -304,13 +304,15 @@ build/fuzz/fuzz_tasks: tests/fuzz/fuzz_tasks.c $(FUZZ_OBJS) $(FUZZ_TASKS_OBJS) \
 	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_TASKS_OBJS) $(FUZZ_OBJS) \
 	    -lmsgpackc -lnng -lm -lpthread
 
-# 'make bench-model BUDGET=N': ResNet-18 tuned with N trials, its exported kernels timed
-# next to PyTorch (scripts/bench_model.sh; docs/models.md).
-BUDGET ?= 200
+# 'make bench-model [TRIALS=N] [MODELS=...]': ResNet-18 (2 threads and 1), MobileNetV2 and a
+# 2-layer BERT-base-shaped encoder tuned with N trials each (default 1500), the exported
+# library called from C, next to ONNX Runtime (a throwaway venv from PyPI) and PyTorch
+# (Debian's) in the same run (scripts/bench_model.sh; docs/models.md).  About 45 minutes.
 .PHONY: bench-model
-bench-model: deps
+bench-model:
+	$(Q)scripts/deps.sh bench
 	$(Q)$(MAKE) --no-print-directory -j$$(nproc) all
-	$(Q)scripts/bench_model.sh $(BUDGET)
+	$(Q)scripts/bench_model.sh
 # ---- end of models ----
 
 # ---- GPU bundle (docs/gpu.md) ----

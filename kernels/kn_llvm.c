@@ -28,6 +28,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <llvm/Config/llvm-config.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #define STACK_LIMIT (32 * 1024) /* temporaries up to this size live on the stack */
@@ -162,6 +163,116 @@ static LLVMValueRef libcall(cg *c, const char *name, LLVMTypeRef t, val x)
         r = LLVMBuildInsertElement(c->b, r, e, ci32(c, l), "");
     }
     return r;
+}
+
+/* ---- float32 exp, erf and tanh as straight-line code ----
+**
+** llvm.exp and libm's erff/tanhf are calls lane by lane (LLVM scalarizes vector exp): a
+** softmax or a GELU spent most of its time in them.  These are the usual polynomial forms,
+** written once for a scalar or a vector of floats, so they vectorize with the loop:
+**   exp   Cephes' expf: x = n ln2 + r (ln2 in two parts), e^r by a degree-6 polynomial,
+**         2^n put into the exponent bits (as 2^n1 2^n2, so that subnormal results and the
+**         overflow round as IEEE says); about 1 ulp
+**   erf   x clamped to [-4, 4] (erf is +-1 in float beyond), odd rational x P(x^2)/Q(x^2)
+**         of degrees 13/8 (the form of TensorFlow's and Eigen's fast erf), about 2 ulp
+**   tanh  1 - 2 / (e^2x + 1), and x - x^3/3 where |x| < 0.04 (no cancellation near 0)
+** The naive reference and every tuned kernel share them, so they agree to the bit. */
+
+static LLVMValueRef fconst(cg *c, LLVMTypeRef t, double v)
+{
+    LLVMValueRef k = LLVMConstReal(c->f32, v);
+    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? splat(c, k) : k;
+}
+
+static LLVMValueRef iconst32(cg *c, LLVMTypeRef t, int64_t v)
+{
+    LLVMValueRef k = ci32(c, v);
+    return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? splat(c, k) : k;
+}
+
+/* a * b + c */
+static LLVMValueRef fma3(cg *c, LLVMValueRef a, LLVMValueRef b, LLVMValueRef d)
+{
+    LLVMValueRef args[3] = {a, b, d};
+    return intrinsic(c, "llvm.fmuladd", LLVMTypeOf(a), args, 3);
+}
+
+static LLVMValueRef fsel(cg *c, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b,
+                         LLVMValueRef t, LLVMValueRef f)
+{
+    return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, p, a, b, ""), t, f, "");
+}
+
+static LLVMValueRef exp_f32(cg *c, LLVMValueRef x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    int vec = LLVMGetTypeKind(t) == LLVMVectorTypeKind;
+    LLVMTypeRef it = vec ? LLVMVectorType(c->i32, (unsigned)c->lanes) : c->i32;
+    static const double p[6] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                                4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
+    LLVMValueRef xc, fx, r, y, n, n1, n2, s1, s2, res;
+    /* e^x = e^r 2^n, n in [-150, 128]: 2^n as 2^n1 2^n2, both normal floats, so the
+    ** products round into subnormals and overflow as IEEE says */
+    xc = fsel(c, LLVMRealOLT, x, fconst(c, t, -103.9), fconst(c, t, -103.9), x);
+    xc = fsel(c, LLVMRealOGT, xc, fconst(c, t, 88.8), fconst(c, t, 88.8), xc);
+    fx = fma3(c, xc, fconst(c, t, 1.44269504088896341), fconst(c, t, 0.5));
+    fx = intrinsic(c, "llvm.floor", t, &fx, 1);
+    r = fma3(c, fx, fconst(c, t, -0.693359375), xc);
+    r = fma3(c, fx, fconst(c, t, 2.12194440e-4), r);
+    y = fconst(c, t, p[0]);
+    for (int i = 1; i < 6; i++)
+        y = fma3(c, y, r, fconst(c, t, p[i]));
+    y = fma3(c, y, LLVMBuildFMul(c->b, r, r, ""), r);
+    y = LLVMBuildFAdd(c->b, y, fconst(c, t, 1.0), "");
+    n = LLVMBuildFPToSI(c->b, fx, it, "");
+    n1 = LLVMBuildAShr(c->b, n, iconst32(c, it, 1), "");
+    n2 = LLVMBuildSub(c->b, n, n1, "");
+    s1 = LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, LLVMBuildAdd(c->b, n1, iconst32(c, it, 127), ""),
+                                             iconst32(c, it, 23), ""), t, "");
+    s2 = LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, LLVMBuildAdd(c->b, n2, iconst32(c, it, 127), ""),
+                                             iconst32(c, it, 23), ""), t, "");
+    res = LLVMBuildFMul(c->b, LLVMBuildFMul(c->b, y, s1, ""), s2, "");
+    res = fsel(c, LLVMRealOLT, x, fconst(c, t, -103.9), fconst(c, t, 0.0), res);
+    res = fsel(c, LLVMRealOGT, x, fconst(c, t, 88.8), fconst(c, t, INFINITY), res);
+    return res;
+}
+
+static LLVMValueRef erf_f32(cg *c, LLVMValueRef x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    static const double a[7] = {-2.72614225801306e-10, 2.77068142495902e-08,
+                                -2.10102402082508e-06, -5.69250639462346e-05,
+                                -7.34990630326855e-04, -2.95459980854025e-03,
+                                -1.60960333262415e-02};
+    static const double b[5] = {-1.45660718464996e-05, -2.13374055278905e-04,
+                                -1.68282697438203e-03, -7.37332916720468e-03,
+                                -1.42647390514189e-02};
+    LLVMValueRef xc, x2, pn, qd;
+    xc = fsel(c, LLVMRealOLT, x, fconst(c, t, -4.0), fconst(c, t, -4.0), x);
+    xc = fsel(c, LLVMRealOGT, xc, fconst(c, t, 4.0), fconst(c, t, 4.0), xc);
+    x2 = LLVMBuildFMul(c->b, xc, xc, "");
+    pn = fconst(c, t, a[0]);
+    for (int i = 1; i < 7; i++)
+        pn = fma3(c, x2, pn, fconst(c, t, a[i]));
+    pn = LLVMBuildFMul(c->b, xc, pn, "");
+    qd = fconst(c, t, b[0]);
+    for (int i = 1; i < 5; i++)
+        qd = fma3(c, x2, qd, fconst(c, t, b[i]));
+    return LLVMBuildFDiv(c->b, pn, qd, "");
+}
+
+static LLVMValueRef tanh_f32(cg *c, LLVMValueRef x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    LLVMValueRef e, big, small, ax;
+    e = exp_f32(c, LLVMBuildFMul(c->b, x, fconst(c, t, 2.0), ""));
+    big = LLVMBuildFSub(c->b, fconst(c, t, 1.0),
+                        LLVMBuildFDiv(c->b, fconst(c, t, 2.0),
+                                      LLVMBuildFAdd(c->b, e, fconst(c, t, 1.0), ""), ""), "");
+    small = fma3(c, LLVMBuildFMul(c->b, LLVMBuildFMul(c->b, x, x, ""), x, ""),
+                 fconst(c, t, -1.0 / 3.0), x);
+    ax = intrinsic(c, "llvm.fabs", t, &x, 1);
+    return fsel(c, LLVMRealOLT, ax, fconst(c, t, 0.04), small, big);
 }
 
 /* ---- expressions ---- */
@@ -482,6 +593,7 @@ static val emit(cg *c, const ss_expr *e)
     case SS_E_ERF:
     case SS_E_SIGMOID: {
         LLVMTypeRef t;
+        int f32;
         a = emit(c, e->a[0]);
         if (c->err)
             return r;
@@ -494,19 +606,20 @@ static val emit(cg *c, const ss_expr *e)
                                   neg, a.v, "");
             return r;
         }
+        f32 = e->dtype == AT_DT_F32;
         switch (e->kind) {
-        case SS_E_EXP: r.v = intrinsic(c, "llvm.exp", t, &a.v, 1); break;
+        case SS_E_EXP: r.v = f32 ? exp_f32(c, a.v) : intrinsic(c, "llvm.exp", t, &a.v, 1); break;
         case SS_E_LOG: r.v = intrinsic(c, "llvm.log", t, &a.v, 1); break;
         case SS_E_SQRT: r.v = intrinsic(c, "llvm.sqrt", t, &a.v, 1); break;
         case SS_E_ABS: r.v = intrinsic(c, "llvm.fabs", t, &a.v, 1); break;
-        case SS_E_TANH: r.v = libcall(c, e->dtype == AT_DT_F64 ? "tanh" : "tanhf", reg_type(c, (at_dtype)e->dtype), a); break;
-        case SS_E_ERF: r.v = libcall(c, e->dtype == AT_DT_F64 ? "erf" : "erff", reg_type(c, (at_dtype)e->dtype), a); break;
+        case SS_E_TANH: r.v = f32 ? tanh_f32(c, a.v) : libcall(c, "tanh", reg_type(c, (at_dtype)e->dtype), a); break;
+        case SS_E_ERF: r.v = f32 ? erf_f32(c, a.v) : libcall(c, "erf", reg_type(c, (at_dtype)e->dtype), a); break;
         case SS_E_SIGMOID: {
             LLVMValueRef one = LLVMConstReal(reg_type(c, (at_dtype)e->dtype), 1.0);
             LLVMValueRef ex, neg = LLVMBuildFNeg(c->b, a.v, "");
             if (a.vec)
                 one = splat(c, one);
-            ex = intrinsic(c, "llvm.exp", t, &neg, 1);
+            ex = f32 ? exp_f32(c, neg) : intrinsic(c, "llvm.exp", t, &neg, 1);
             r.v = LLVMBuildFDiv(c->b, one, LLVMBuildFAdd(c->b, one, ex, ""), "");
             break;
         }

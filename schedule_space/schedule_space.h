@@ -441,6 +441,11 @@ void ss_state_to_json(const ss_state *st, at_buf *b);
 at_err ss_state_from_json(ss_dag *dag, const char *json, size_t n, ss_state **out,
                           char *errmsg, size_t errmsg_size);
 void ss_step_to_json(const ss_step *s, at_buf *b);
+/* The same replay, for a state of another DAG of the same structure (a similar task): a
+** split recorded for another extent gets lengths fitted to this one (each the largest
+** divisor of what is left not above the recorded length) instead of an error. */
+at_err ss_state_from_json_fit(ss_dag *dag, const char *json, size_t n, ss_state **out,
+                              char *errmsg, size_t errmsg_size);
 
 /* The loop structure as text (one line per loop/stage): equal texts = equal programs.
 ** This is the identity used to avoid measuring a program twice. */

@@ -251,8 +251,53 @@ static at_err parse_step(reader *r, const at_json *j, ss_step *s)
     return AT_OK;
 }
 
+/* Lengths of a split recorded for another extent, fitted to extent E: each length (in the
+** order given) becomes the largest divisor of what is left of E that is not larger. */
+static void fit_split(ss_state *st, ss_step *s)
+{
+    const ss_stage *sg;
+    int64_t E, rem;
+    if (s->kind != SS_STEP_SPLIT || s->stage < 0 || s->stage >= st->n_stages)
+        return;
+    sg = &st->stages[s->stage];
+    if (s->iter < 0 || s->iter >= sg->n_leaves)
+        return;
+    E = sg->ivars[sg->leaves[s->iter]].extent;
+    if (E <= 0 || s->extent <= 0 || s->extent == E)
+        return;
+    rem = E;
+    for (int k = 0; k < s->n_ints; k++) {
+        int64_t l = s->ints[k], d = 1;
+        if (l <= 0)
+            continue;
+        for (int64_t c = l < rem ? l : rem; c >= 1; c--)
+            if (rem % c == 0) {
+                d = c;
+                break;
+            }
+        s->ints[k] = d;
+        rem /= d;
+    }
+    s->extent = E;
+}
+
+static at_err from_json(ss_dag *dag, const char *json, size_t n, int fit, ss_state **out,
+                        char *errmsg, size_t errmsg_size);
+
 at_err ss_state_from_json(ss_dag *dag, const char *json, size_t n, ss_state **out, char *errmsg,
                           size_t errmsg_size)
+{
+    return from_json(dag, json, n, 0, out, errmsg, errmsg_size);
+}
+
+at_err ss_state_from_json_fit(ss_dag *dag, const char *json, size_t n, ss_state **out,
+                              char *errmsg, size_t errmsg_size)
+{
+    return from_json(dag, json, n, 1, out, errmsg, errmsg_size);
+}
+
+static at_err from_json(ss_dag *dag, const char *json, size_t n, int fit, ss_state **out,
+                        char *errmsg, size_t errmsg_size)
 {
     at_arena ar;
     at_json *root;
@@ -292,6 +337,8 @@ at_err ss_state_from_json(ss_dag *dag, const char *json, size_t n, ss_state **ou
         r.step_i = i;
         if ((err = parse_step(&r, steps->items[i], &s)) != AT_OK)
             goto done;
+        if (fit)
+            fit_split(st, &s);
         if ((err = ss_state_apply(st, &s, msg, sizeof msg)) != AT_OK) {
             ss__fail(errmsg, errmsg_size, err, "step %d (%s) does not replay: %s", i,
                      tags[s.kind], msg);

@@ -1,95 +1,139 @@
 #!/usr/bin/env bash
-# 'make bench-model BUDGET=N': tune ResNet-18 with a budget of N trials for the whole model,
-# then print one figure per line (as scripts/bench.sh does):
-#   bench model_task/NAME GFLOPS GFLOPS     each task's best measured throughput
-#   bench model_latency/exported MS ms      the whole model with the exported library's kernels
-#   bench model_latency/pytorch MS ms       PyTorch's CPU latency for the same model (when
-#                                           python3-torch and torchvision are installed)
-#   bench model_latency/pytorch_ratio R x   exported / PyTorch, measured in the same run
-# The model is torchvision's ResNet-18 exported with random weights when torch is installed
-# (the same network PyTorch runs), else scripts/make_models.py's resnet18 (the same layout).
-# PyTorch runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (docs: ENVIRONMENT).
-#   scripts/bench_model.sh BUDGET [THREADS]
+# 'make bench-model [TRIALS=N] [MODELS="..."]': whole models tuned and run here, next to
+# ONNX Runtime and PyTorch on the same networks, measured in the same run.
+#
+# For each model (default: torchvision's ResNet-18 and MobileNetV2, and a 2-layer
+# BERT-base-shaped encoder of torch.nn.TransformerEncoderLayer: d_model 768, 12 heads, ff
+# 3072, GELU, sequence 128, float input; random weights, exported by torch at opset 13):
+#   - tune it: 'tuner --trials N --threads T' on the embedded default (ResNet-18 also with
+#     T = 1: a second store, its kernels tuned for one thread);
+#   - export the library (what users ship) and time the whole model through it from a C
+#     program (tests/tools/lib_run: P_model_run, median of REPEAT runs): the headline figure;
+#     'tuner run' on the same records beside it;
+#   - ONNX Runtime from PyPI in a throwaway venv made here (a benchmark peer, never a
+#     dependency of the product) and PyTorch (Debian's python3-torch, /usr/bin/python3) on
+#     the same network, each with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, the same
+#     threads, median of REPEAT runs after a warm-up.
+# One-thread figures run pinned to CPU 0 (taskset), all of them.  Lines:
+#   bench model_NAME_Tt_ms X ms              ours: the library called from C
+#   bench model_NAME_Tt_tuner_run_ms X ms    ours: tuner run on the same records
+#   bench model_NAME_Tt_ort_ms / _torch_ms   the references
+#   bench model_NAME_Tt/ort R x              ours / ORT (below 1: faster)
+#   bench model_NAME_Tt/torch R x            ours / PyTorch
+#   bench model_NAME_Tt_lib/tuner_run R x    the library against tuner run
+#   bench model_NAME_Tt_tune_s S s, bench model_NAME_Tt_trials_per_s R trials/s
+# Run it with nothing else on the machine (docs/models.md, "Benchmark").
 set -uo pipefail
 cd "$(dirname "$0")/.."
-budget=${1:-${BUDGET:-200}}
-threads=${2:-$(nproc)}
+trials=${TRIALS:-${BUDGET:-1500}}
+models=${MODELS:-tv_resnet18 tv_mobilenet_v2 tv_bert2}
+repeat=${REPEAT:-50}
 tuner=build/rel/bin/tuner
+lib_run=build/rel/tests/tools/lib_run
 py=/usr/bin/python3
-[ -x "$tuner" ] || { echo "bench-model: build first (make)" >&2; exit 1; }
-
-# The main tuning run ('tuner --trials N MODEL') belongs to the tuner's search (issue 7).
-if ! "$tuner" --help 2>&1 | grep -q -- '--trials'; then
-  echo "bench-model: SKIP: needs the tuner's search ('tuner --trials N MODEL', the tuner issue)," \
-       "which this build does not have yet; nothing was measured" >&2
-  exit 0
-fi
+[ -x "$tuner" ] && [ -x "$lib_run" ] || { echo "bench-model: build first (make)" >&2; exit 1; }
+$py -c 'import torch, torchvision, onnx' 2>/dev/null ||
+  { echo "bench-model: needs python3-torch, python3-torchvision, python3-onnx (make bench-model installs them)" >&2; exit 1; }
 
 work=$(mktemp -d /tmp/bench_model.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-have_torch=0
-$py -c 'import torch, torchvision' 2>/dev/null && have_torch=1
-model=resnet18
-[ $have_torch = 1 ] && model=tv_resnet18
-$py scripts/make_models.py --out "$work" $model >/dev/null || { echo "bench-model: cannot make $model" >&2; exit 1; }
-onnx=$work/$model.onnx
-db=$work/tuning.db
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+isa=AVX2
+grep -qw avx512f /proc/cpuinfo && isa=AVX-512
+echo "# cpu: $cpu ($isa), $(nproc) CPUs; trials $trials per model and thread count" >&2
 
-# Ansor's round size: min(64, budget / tasks), so that every task gets its warm-up round
-"$tuner" tasks -q -o "$work/tasks.jsonl" "$onnx" || { echo "bench-model: tuner tasks failed" >&2; exit 1; }
-n_tasks=$(grep -c '"tunable":true' "$work/tasks.jsonl")
-per_round=$(( budget / (n_tasks > 0 ? n_tasks : 1) ))
-[ $per_round -gt 64 ] && per_round=64
-[ $per_round -lt 1 ] && per_round=1
-echo "# tuning $model: $n_tasks tasks, $budget trials, $per_round per round, $threads threads" >&2
-"$tuner" --trials "$budget" --per-round "$per_round" --threads "$threads" --db "$db" "$onnx" >&2 ||
-  { echo "bench-model: tuning failed" >&2; exit 1; }
+# the references' venv: thrown away with $work
+echo "# ONNX Runtime: a venv from PyPI in $work/venv" >&2
+python3 -m venv "$work/venv" >&2 && "$work/venv/bin/pip" install -q onnxruntime numpy >&2 ||
+  { echo "bench-model: cannot install onnxruntime from PyPI" >&2; exit 1; }
+ort_version=$("$work/venv/bin/python" -c 'import onnxruntime; print(onnxruntime.__version__)')
+torch_version=$($py -c 'import re, torch; c = torch.__config__.show(); a = re.search(r"CPU capability usage: (\w+)", c); print(torch.__version__, a.group(1) if a else "")')
+echo "# onnxruntime $ort_version; pytorch $torch_version (Debian); both with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset" >&2
 
-# per-task best GFLOPS: the task list joined with 'tuner best --json'
-"$tuner" best --db "$db" --json > "$work/best.json" || true
-$py - "$work/tasks.jsonl" "$work/best.json" <<'EOF'
-import json, sys
-tasks = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-try:
-    best = json.load(open(sys.argv[2]))["results"]
-except Exception:
-    best = []
-g = {}
-for r in best:
-    g[r["workload_key"]] = max(g.get(r["workload_key"], 0.0), r.get("gflops", 0.0))
-for i, t in enumerate(tasks):
-    print("bench model_task/%02d_%s %.2f GFLOPS" % (i, t["name"], g.get(t["key"], 0.0)))
-EOF
-
-lib=$work/libresnet18_kernels.so
-"$tuner" export-lib --db "$db" --threads "$threads" -o "$lib" "$onnx" >&2 || { echo "bench-model: export-lib failed" >&2; exit 1; }
-ours=$("$tuner" run --lib "$lib" --threads "$threads" --repeat 20 "$onnx" | sed -n 's/^latency: \([0-9.]*\) ms.*/\1/p')
-[ -n "$ours" ] || { echo "bench-model: tuner run failed" >&2; exit 1; }
-echo "bench model_latency/exported $ours ms"
-
-if [ $have_torch = 1 ]; then
-  ref=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $py - "$threads" <<'EOF'
+cat > "$work/ort.py" <<'EOF'
 import statistics, sys, time
-import torch, torchvision
-torch.set_num_threads(int(sys.argv[1]))
-torch.manual_seed(0)
-net = torchvision.models.resnet18(weights=None).eval()
-x = torch.randn(1, 3, 224, 224)
+import numpy as np
+import onnxruntime as ort
+path, threads, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+so = ort.SessionOptions()
+so.intra_op_num_threads = threads
+so.inter_op_num_threads = 1
+so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+feeds = {i.name: np.random.rand(*[d if isinstance(d, int) else 1 for d in i.shape]).astype(np.float32)
+         for i in s.get_inputs()}
+for _ in range(10):
+    s.run(None, feeds)
+t = []
+for _ in range(repeat):
+    t0 = time.perf_counter()
+    s.run(None, feeds)
+    t.append(time.perf_counter() - t0)
+print("%.4f" % (statistics.median(t) * 1e3))
+EOF
+cat > "$work/torch_time.py" <<'EOF'
+import statistics, sys, time
+sys.path.insert(0, sys.argv[4])
+import torch
+import make_models
+name, threads, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+torch.set_num_threads(threads)
+net, x = make_models.torch_module(name)
 with torch.no_grad():
-    for _ in range(5):
+    for _ in range(10):
         net(x)
     t = []
-    for _ in range(20):
+    for _ in range(repeat):
         t0 = time.perf_counter()
         net(x)
         t.append(time.perf_counter() - t0)
-print("%.3f" % (statistics.median(t) * 1e3))
+print("%.4f" % (statistics.median(t) * 1e3))
 EOF
-)
-  build=$($py -c 'import re, torch; c = torch.__config__.show(); b = re.search(r"BLAS_INFO=(\w+)", c); a = re.search(r"CPU capability usage: (\w+)", c); print("%s, BLAS %s, CPU capability %s" % (torch.__version__, b.group(1) if b else "?", a.group(1) if a else "?"))')
-  echo "# pytorch $build; env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE, $threads threads" >&2
-  echo "bench model_latency/pytorch $ref ms"
-  $py -c "print('bench model_latency/pytorch_ratio %.3f x' % ($ours / $ref))"
-else
-  echo "# python3-torch/torchvision not installed: no PyTorch reference" >&2
-fi
+
+ratio() { $py -c "print('%.3f' % ($1 / $2))"; }
+status=0
+
+# bench_one MODEL SHORTNAME THREADS
+bench_one() {
+  local model=$1 name=$2 th=$3 onnx=$work/$1.onnx db=$work/$2_$3t.db lib pin=""
+  local tag="model_${name}_${th}t"
+  [ "$th" = 1 ] && pin="taskset -c 0"
+  echo "# $tag: tuning $model, $trials trials, $th thread(s)" >&2
+  local t0=$(date +%s.%N)
+  if ! "$tuner" --trials "$trials" --threads "$th" --db "$db" "$onnx" > "$work/$tag.tune" 2>&1; then
+    echo "bench-model: tuning $model failed:" >&2; tail -5 "$work/$tag.tune" >&2; status=1; return
+  fi
+  local t1=$(date +%s.%N)
+  grep -E 'trials in|^time:' "$work/$tag.tune" | sed 's/^/# /' >&2
+  local tps=$(sed -n 's/.*trials in [0-9.]* s (\([0-9.]*\) trials\/s).*/\1/p' "$work/$tag.tune")
+  echo "bench ${tag}_tune_s $($py -c "print('%.1f' % ($t1 - $t0))") s"
+  echo "bench ${tag}_trials_per_s $tps trials/s"
+  lib=$work/lib${name}_${th}t.so
+  if ! "$tuner" export-lib --db "$db" --threads 2 -o "$lib" "$onnx" > "$work/$tag.export" 2>&1; then
+    echo "bench-model: export-lib failed:" >&2; tail -3 "$work/$tag.export" >&2; status=1; return
+  fi
+  local ours=$($pin "$lib_run" "$lib" --threads "$th" --repeat "$repeat" | sed -n 's/^latency: \([0-9.]*\) ms.*/\1/p')
+  local trun=$($pin "$tuner" run --db "$db" --threads "$th" --repeat "$repeat" --no-check "$onnx" |
+               sed -n 's/^latency: \([0-9.]*\) ms.*/\1/p')
+  local ort=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $pin "$work/venv/bin/python" "$work/ort.py" "$onnx" "$th" "$repeat")
+  local tch=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $pin $py "$work/torch_time.py" "$model" "$th" "$repeat" "$PWD/scripts")
+  if [ -z "$ours" ] || [ -z "$trun" ] || [ -z "$ort" ] || [ -z "$tch" ]; then
+    echo "bench-model: $tag: a measurement failed (ours '$ours', tuner run '$trun', ort '$ort', torch '$tch')" >&2
+    status=1; return
+  fi
+  echo "bench ${tag}_ms $ours ms"
+  echo "bench ${tag}_tuner_run_ms $trun ms"
+  echo "bench ${tag}_ort_ms $ort ms"
+  echo "bench ${tag}_torch_ms $tch ms"
+  echo "bench ${tag}/ort $(ratio "$ours" "$ort") x"
+  echo "bench ${tag}/torch $(ratio "$ours" "$tch") x"
+  echo "bench ${tag}_lib/tuner_run $(ratio "$ours" "$trun") x"
+}
+
+for model in $models; do
+  $py scripts/make_models.py --out "$work" "$model" >/dev/null || { echo "bench-model: cannot make $model" >&2; status=1; continue; }
+  name=${model#tv_}
+  bench_one "$model" "$name" 2
+  [ "$model" = tv_resnet18 ] && bench_one "$model" "$name" 1
+done
+exit $status

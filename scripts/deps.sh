@@ -17,6 +17,11 @@ PKGS=(
 ARM64_PKGS=(libuv1-dev:arm64 libnng-dev:arm64 libmsgpack-dev:arm64 libseccomp-dev:arm64
             libmbedtls-dev:arm64)
 
+# 'scripts/deps.sh bench': also what the benchmarks run as references (PyTorch; ONNX
+# Runtime comes from PyPI into a throwaway venv made by the benchmark itself).
+BENCH_PKGS=(python3-torch python3-torchvision python3-venv)
+[ "${1:-}" = bench ] && PKGS+=("${BENCH_PKGS[@]}")
+
 missing=()
 for p in "${ARM64_PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

@@ -25,6 +25,9 @@ Models for error tests:
 With python3-torch and python3-torchvision installed (optional), also:
   tv_resnet18, tv_mobilenet_v2   torchvision's models (random weights) exported at opset 13
   tv_encoder       torch.nn.TransformerEncoderLayer(64, 4 heads, 256, GELU) at opset 13
+  tv_bert2         a BERT-base-shaped encoder: 2 torch.nn.TransformerEncoderLayer (d_model 768,
+                   12 heads, ff 3072, GELU), sequence 128, float input [1, 128, 768]
+                   (what make bench-model tunes)
 The models are written as NAME.onnx; nothing here is committed to the repository.
 """
 import argparse
@@ -314,16 +317,41 @@ def unsupported_op():
     return small_cnn(fancy=True)
 
 
-def torchvision_model(kind):
+def torch_module(name):
+    """The torch module a tv_* model is exported from, and its input: the same seed gives the
+    same weights, so make bench-model runs PyTorch on the network the ONNX file holds."""
+    import torch
+    torch.manual_seed(0)
+    if name in ("tv_resnet18", "tv_mobilenet_v2"):
+        import torchvision
+        net = getattr(torchvision.models, name[3:])(weights=None).eval()
+        return net, torch.randn(1, 3, 224, 224)
+    if name == "tv_encoder":
+        layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=256,
+                                                 batch_first=True, activation="gelu").eval()
+        return layer, torch.randn(1, 32, 64)
+    if name == "tv_bert2":
+        layer = torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, dim_feedforward=3072,
+                                                 batch_first=True, activation="gelu")
+        enc = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+        return enc.eval(), torch.randn(1, 128, 768)
+    raise KeyError(name)
+
+
+def export_torch(name):
     import io
     import torch
-    import torchvision
-    torch.manual_seed(0)
-    net = getattr(torchvision.models, kind)(weights=None).eval()
+    net, x = torch_module(name)
     buf = io.BytesIO()
-    torch.onnx.export(net, torch.randn(1, 3, 224, 224), buf, opset_version=13,
-                      input_names=["input"], output_names=["output"])
+    # with gradients on, torch takes the plain path of its encoder layers, not the fused
+    # kernel of inference mode (which does not export)
+    torch.onnx.export(net, x, buf, opset_version=13, input_names=["input"],
+                      output_names=["output"])
     return onnx.load_from_string(buf.getvalue())
+
+
+def torchvision_model(kind):
+    return export_torch("tv_" + kind)
 
 
 # ---- a numpy reference for checking 'tuner run' (--check) ----------------------------------
@@ -457,15 +485,11 @@ def check(model_path, dump_dir, tol):
 
 
 def torch_encoder():
-    import io
-    import torch
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=256,
-                                             batch_first=True, activation="gelu").eval()
-    buf = io.BytesIO()
-    torch.onnx.export(layer, torch.randn(1, 32, 64), buf, opset_version=13,
-                      input_names=["input"], output_names=["output"])
-    return onnx.load_from_string(buf.getvalue())
+    return export_torch("tv_encoder")
+
+
+def torch_bert2():
+    return export_torch("tv_bert2")
 
 
 MODELS = {
@@ -483,6 +507,7 @@ MODELS = {
     "tv_resnet18": lambda: torchvision_model("resnet18"),
     "tv_mobilenet_v2": lambda: torchvision_model("mobilenet_v2"),
     "tv_encoder": torch_encoder,
+    "tv_bert2": torch_bert2,
 }
 DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp",
            "weights_as_inputs", "dynamic_batch", "bad_opset", "unsupported_op"]

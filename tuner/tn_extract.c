@@ -60,6 +60,10 @@ typedef struct ex {
     int *cons_start, *cons;  /* consumers of each tensor (CSR over live nodes) */
     int n_groups, cap_groups;
     grp *groups;
+    /* transposes a batched MatMul reads or writes through its indexing (per node: the
+    ** Transpose node of operand 0, of operand 1 and of the output, or -1) */
+    int (*absorb)[3];
+    char *absorbed;          /* per node: a Transpose taken into a MatMul's task */
 } ex;
 
 /* ---- consumers ---- */
@@ -386,9 +390,12 @@ static at_err grow(ex *x, grp *gr, int gid, const int64_t *oshape, int orank, ch
                    char *taint)
 {
     tn_graph *g = x->g;
-    int start = gr->nodes[0], seed_out = g->nodes[start].out[0], pending, best = 1, live_t = -1;
+    /* the seed: the anchor, or the anchor and the output transpose it absorbed */
+    int n_seed = gr->n_nodes, start = gr->nodes[n_seed - 1], seed_out = g->nodes[start].out[0];
+    int pending, best = n_seed, live_t = -1;
     at_err err;
-    group_t[seed_out] = 1;
+    for (int k = 0; k < n_seed; k++)
+        group_t[g->nodes[gr->nodes[k]].out[0]] = 1;
     pending = x->cons_start[seed_out + 1] - x->cons_start[seed_out];
     for (int j = start + 1; j < g->n_nodes && pending > 0; j++) {
         tn_node *n = &g->nodes[j];
@@ -409,8 +416,13 @@ static at_err grow(ex *x, grp *gr, int gid, const int64_t *oshape, int orank, ch
         if (!reads_group && !reads_taint)
             continue;
         o = n->out[0];
+        /* elementwise nodes, and reshapes of a group tensor that keep its shape up to
+        ** dimensions of size 1 (torch's [128, 1, 768] views of a [128, 768] dense output):
+        ** an alias's output is the same DAG tensor as its input */
         if (reads_group && !reads_taint && !n->unsupported && n->group < 0 &&
-            tn_op_class_of(n->kind) == TN_CLS_ELEM && o >= 0 && g->tensors[o].known &&
+            (tn_op_class_of(n->kind) == TN_CLS_ELEM ||
+             (tn_op_class_of(n->kind) == TN_CLS_ALIAS && n->in[0] >= 0 && group_t[n->in[0]])) &&
+            o >= 0 && g->tensors[o].known &&
             same_squeezed(g->tensors[o].shape, g->tensors[o].rank, oshape, orank) &&
             gr->n_nodes < 48) {
             if ((err = grp_push(gr, j)) != AT_OK)
@@ -425,9 +437,9 @@ static at_err grow(ex *x, grp *gr, int gid, const int64_t *oshape, int orank, ch
                 taint[n->out[k]] = 1;
     }
     /* the longest prefix with one tensor needed outside */
-    for (int k = gr->n_nodes; k >= 1; k--) {
+    for (int k = gr->n_nodes; k >= n_seed; k--) {
         int lt = -1, cnt = n_live_outputs(x, gr, k, &lt);
-        if (cnt == 1 || k == 1) {
+        if (cnt == 1 || k == n_seed) {
             best = k;
             live_t = lt >= 0 ? lt : g->nodes[gr->nodes[k - 1]].out[0];
             break;
@@ -565,7 +577,8 @@ static int operand(ex *x, dagtext *d, int t, const int64_t *oshape, int orank, a
     return 0;
 }
 
-/* Append the compute line of elementwise node 'node'. */
+/* Append the compute line of elementwise node 'node' (an alias in the group adds no line:
+** its output is its input's DAG tensor). */
 static int append_elem(ex *x, dagtext *d, int node)
 {
     tn_graph *g = x->g;
@@ -575,6 +588,17 @@ static int append_elem(ex *x, dagtext *d, int node)
     int rc = 0;
     double lo = -INFINITY, hi = INFINITY, e;
     char name[16];
+    if (tn_op_class_of(n->kind) == TN_CLS_ALIAS) {
+        const char *src = dt_name_of(d, n->in[0]);
+        if (src == NULL || d->n_t >= 64) {
+            snprintf(d->why, sizeof d->why, "internal: alias '%s' of no group tensor", n->name);
+            return -1;
+        }
+        d->gt[d->n_t] = n->out[0];
+        memmove(d->gname[d->n_t], src, strlen(src) + 1); /* src is another gname */
+        d->n_t++;
+        return 0;
+    }
     at_buf_init(&a);
     at_buf_init(&b);
     at_buf_init(&line);
@@ -847,6 +871,144 @@ static int library_text(ex *x, dagtext *d, int node, const char *spec)
     return 0;
 }
 
+/* ---- batched MatMul through transposes ----
+**
+** Attention permutes its operands around the products ([128, 12, 64] -> [12, 128, 64] for
+** Q and V, -> [12, 64, 128] for K, and the product back): as copies that is 4 transposes of
+** 100k floats a layer.  A batched MatMul reads an operand that a Transpose made (seen
+** through aliases) from the Transpose's input instead, with the permuted indices, and one
+** whose only reader is a Transpose writes the permuted tensor directly (its loops in that
+** order): the transposes are no steps, only indexing of the task's DAG. */
+
+/* The Transpose behind operand tensor t (through aliases with one reader each), or -1. */
+static int transpose_behind(const ex *x, int t)
+{
+    const tn_graph *g = x->g;
+    for (int hops = 0; hops < 8 && t >= 0; hops++) {
+        int p = g->tensors[t].producer;
+        const tn_node *n;
+        if (p < 0 || g->tensors[t].is_output || g->tensors[t].n_consumers != 1)
+            return -1;
+        n = &g->nodes[p];
+        if (n->dead || n->unsupported)
+            return -1;
+        if (n->kind == TN_OP_TRANSPOSE)
+            return g->tensors[n->in[0]].rank == 3 && !g->tensors[n->in[0]].data &&
+                           g->tensors[n->in[0]].known ? p : -1;
+        if (tn_op_class_of(n->kind) != TN_CLS_ALIAS)
+            return -1;
+        t = n->in[0];
+    }
+    return -1;
+}
+
+static int perm3(const tn_node *n, int64_t *perm)
+{
+    if (tn__attr_ints(n, "perm", perm, 3) != 3) {
+        perm[0] = 2, perm[1] = 1, perm[2] = 0;
+    }
+    return perm[0] + perm[1] + perm[2] == 3 && perm[0] != perm[1] && perm[1] != perm[2] &&
+           perm[0] != perm[2];
+}
+
+static int batched_matmul(const tn_graph *g, const tn_node *n)
+{
+    const tn_tensor *a, *b, *o;
+    if (n->kind != TN_OP_MATMUL || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 || n->n_out < 1 ||
+        n->out[0] < 0 || n->dead || n->unsupported)
+        return 0;
+    a = &g->tensors[n->in[0]];
+    b = &g->tensors[n->in[1]];
+    o = &g->tensors[n->out[0]];
+    return a->known && b->known && o->known && a->rank == 3 && b->rank == 3 && o->rank == 3 &&
+           !a->data && !b->data && a->shape[0] == b->shape[0];
+}
+
+static at_err plan_absorb(ex *x)
+{
+    tn_graph *g = x->g;
+    x->absorb = at_malloc((size_t)(g->n_nodes + 1) * sizeof *x->absorb);
+    x->absorbed = at_calloc((size_t)g->n_nodes + 1, 1);
+    if (x->absorb == NULL || x->absorbed == NULL)
+        return AT_ENOMEM;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tn_node *n = &g->nodes[i];
+        int64_t perm[3];
+        x->absorb[i][0] = x->absorb[i][1] = x->absorb[i][2] = -1;
+        if (!batched_matmul(g, n))
+            continue;
+        for (int k = 0; k < 2; k++) {
+            int p = transpose_behind(x, n->in[k]);
+            if (p >= 0 && !x->absorbed[p] && perm3(&g->nodes[p], perm)) {
+                x->absorb[i][k] = p;
+                x->absorbed[p] = 1;
+            }
+        }
+        /* the output: its only reader a Transpose */
+        {
+            int t = n->out[0], c = -1;
+            if (!g->tensors[t].is_output && x->cons_start[t + 1] - x->cons_start[t] == 1)
+                c = x->cons[x->cons_start[t]];
+            if (c >= 0 && g->nodes[c].kind == TN_OP_TRANSPOSE && !g->nodes[c].dead &&
+                !g->nodes[c].unsupported && g->nodes[c].out[0] >= 0 && !x->absorbed[c] &&
+                perm3(&g->nodes[c], perm)) {
+                x->absorb[i][2] = c;
+                x->absorbed[c] = 1;
+            }
+        }
+    }
+    return AT_OK;
+}
+
+/* The DAG text of batched MatMul 'node' with its absorbed transposes:
+**   C[b, i, j] = sum[k](A[b, i, k] * B[b, k, j]), A and B read through their transposes,
+**   the result's loops in the order of the output transpose. */
+static int bmm_text(ex *x, dagtext *d, int node)
+{
+    tn_graph *g = x->g;
+    const tn_node *n = &g->nodes[node];
+    const char *lname[3] = {"b", "i", "k"}, *rname[3] = {"b", "k", "j"}, *oname[3] = {"b", "i", "j"};
+    const char *idx[2][3];
+    int64_t ext[3]; /* B, M, N */
+    int64_t K = g->tensors[n->in[0]].shape[2];
+    ext[0] = g->tensors[n->out[0]].shape[0];
+    ext[1] = g->tensors[n->out[0]].shape[1];
+    ext[2] = g->tensors[n->out[0]].shape[2];
+    for (int k = 0; k < 2; k++) {
+        int p = x->absorb[node][k], src = p >= 0 ? g->nodes[p].in[0] : n->in[k];
+        const tn_tensor *t = &g->tensors[src];
+        const char **nm = k ? rname : lname;
+        int64_t perm[3] = {0, 1, 2};
+        if (p >= 0)
+            perm3(&g->nodes[p], perm);
+        /* operand dim e is source dim perm[e] */
+        for (int e = 0; e < 3; e++)
+            idx[k][perm[e]] = nm[e];
+        d->args[d->n_args] = src;
+        snprintf(d->names[d->n_args], sizeof d->names[0], "%s", k ? "B" : "A");
+        d->n_args++;
+        at_buf_printf(&d->decl, "input %s[%lld, %lld, %lld] float32\n", k ? "B" : "A",
+                      (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2]);
+    }
+    {
+        int q = x->absorb[node][2];
+        int64_t perm[3] = {0, 1, 2};
+        if (q >= 0)
+            perm3(&g->nodes[q], perm);
+        /* output dim e holds logical axis perm[e] */
+        at_buf_puts(&d->body, "C[");
+        for (int e = 0; e < 3; e++)
+            at_buf_printf(&d->body, "%s%s:%lld", e ? ", " : "", oname[perm[e]],
+                          (long long)ext[perm[e]]);
+        at_buf_printf(&d->body, "] = sum[k:%lld](A[%s, %s, %s] * B[%s, %s, %s])\n", (long long)K,
+                      idx[0][0], idx[0][1], idx[0][2], idx[1][0], idx[1][1], idx[1][2]);
+        d->gt[0] = q >= 0 ? g->nodes[q].out[0] : n->out[0];
+    }
+    snprintf(d->gname[0], sizeof d->gname[0], "C");
+    d->n_t = 1;
+    return 0;
+}
+
 /* ---- tasks ---- */
 
 static char *arena_str(tn_task_list *tl, const char *s)
@@ -991,7 +1153,18 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
         anchor_spec(x, gr->anchor, 0, sp2, sizeof sp2, k2, sizeof k2, s, &r, why, sizeof why);
         d->rank = r;
         memcpy(d->shape, s, sizeof s);
-        rc = spec[0] ? library_text(x, d, gr->anchor, spec) : own_anchor_text(x, d, gr->anchor);
+        if (x->absorb[gr->anchor][0] >= 0 || x->absorb[gr->anchor][1] >= 0 ||
+            x->absorb[gr->anchor][2] >= 0) {
+            rc = bmm_text(x, d, gr->anchor);
+            if (x->absorb[gr->anchor][2] >= 0) {
+                const tn_tensor *o = &g->tensors[g->nodes[x->absorb[gr->anchor][2]].out[0]];
+                d->rank = o->rank;
+                memcpy(d->shape, o->shape, sizeof d->shape);
+            }
+        } else {
+            rc = spec[0] ? library_text(x, d, gr->anchor, spec)
+                         : own_anchor_text(x, d, gr->anchor);
+        }
         at_buf_puts(&name, kind);
         if (an->kind == TN_OP_CONV || an->kind == TN_OP_DENSE) {
             if (an->n_in > 2 && an->in[2] >= 0)
@@ -1004,6 +1177,12 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
             at_buf_printf(&desc, "[%s]", sh);
         }
         first_elem = 1;
+        if (x->absorb[gr->anchor][0] >= 0 || x->absorb[gr->anchor][1] >= 0)
+            at_buf_puts(&desc, " (operands read through their transposes)");
+        if (x->absorb[gr->anchor][2] >= 0) {
+            at_buf_puts(&desc, " (written transposed)");
+            first_elem = 2; /* the output transpose is the anchor's own */
+        }
         if (relu_absorbed) {
             /* the library's relu=1 line: named like an appended one would be */
             at_buf_puts(&name, "_relu");
@@ -1021,15 +1200,18 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
         at_buf_printf(&desc, "elementwise[%s]", sh);
         first_elem = 0;
     }
-    for (int i = first_elem; i < gr->n_nodes && rc == 0; i++) {
+    for (int i = first_elem, printed = 0; i < gr->n_nodes && rc == 0; i++) {
         const tn_node *n = &g->nodes[gr->nodes[i]];
         char op[64];
         snprintf(op, sizeof op, "%s", n->op_type);
         lower_str(op);
         if (n->kind == TN_OP_ADD && strcmp(n->op_type, "BatchNormalization") == 0)
             continue; /* the shift of a split BatchNormalization: named once, by its Mul */
+        if (tn_op_class_of(n->kind) == TN_CLS_ALIAS)
+            continue; /* a view: no work */
         at_buf_printf(&name, "_%s", op);
-        at_buf_printf(&desc, "%s%s", i == 0 ? ": " : (i == first_elem && gr->anchor >= 0 ? " + " : ", "), op);
+        at_buf_printf(&desc, "%s%s", i == 0 ? ": " : (!printed && gr->anchor >= 0 ? " + " : ", "), op);
+        printed = 1;
     }
     for (int i = first_elem; i < gr->n_nodes && rc == 0; i++)
         rc = append_elem(x, d, gr->nodes[i]);
@@ -1124,7 +1306,7 @@ at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
     memset(&x, 0, sizeof x);
     x.m = m;
     x.g = g;
-    if ((err = build_consumers(&x)) != AT_OK)
+    if ((err = build_consumers(&x)) != AT_OK || (err = plan_absorb(&x)) != AT_OK)
         goto out;
     group_t = at_calloc((size_t)g->n_tensors + 1, 1);
     taint = at_calloc((size_t)g->n_tensors + 1, 1);
@@ -1145,6 +1327,8 @@ at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
             m->n_unsupported++;
             continue;
         }
+        if (c == TN_CLS_MOVE && x.absorbed[i])
+            continue; /* a batched MatMul's task reads or writes through it */
         if (c == TN_CLS_MOVE) {
             tn_step st;
             memset(&st, 0, sizeof st);
@@ -1184,6 +1368,15 @@ at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
         if ((err = grp_push(&gr, i)) != AT_OK)
             goto out;
         n->group = x.n_groups;
+        if (gr.anchor >= 0 && x.absorb[i][2] >= 0) {
+            /* the output transpose belongs to the MatMul: fusion continues after it */
+            const tn_tensor *o = &g->tensors[g->nodes[x.absorb[i][2]].out[0]];
+            if ((err = grp_push(&gr, x.absorb[i][2])) != AT_OK)
+                goto out;
+            g->nodes[x.absorb[i][2]].group = x.n_groups;
+            memcpy(oshape, o->shape, sizeof oshape);
+            orank = o->rank;
+        }
         if (orank >= 0 && (err = grow(&x, &gr, x.n_groups, oshape, orank, group_t, taint)) != AT_OK) {
             at_free(gr.nodes);
             goto out;
@@ -1216,6 +1409,8 @@ out:
     at_free(x.groups);
     at_free(x.cons_start);
     at_free(x.cons);
+    at_free(x.absorb);
+    at_free(x.absorbed);
     at_free(group_t);
     at_free(taint);
     return err;

@@ -672,22 +672,43 @@ static int transpose_perm(const tn_node *n, int rank, int64_t *perm)
 void tn__copy_region(void *dst, const void *src, const tn_tensor *x, const int64_t *lo,
                      const int64_t *step, const int64_t *out, int esz)
 {
-    int64_t st[TN_MAX_RANK], idx[TN_MAX_RANK] = {0}, acc = 1, total = 1;
+    int64_t st[TN_MAX_RANK], ss[TN_MAX_RANK], idx[TN_MAX_RANK] = {0}, acc = 1, outer = 1, base = 0;
+    int64_t inner;
     int r = x->rank;
-    for (int d = r - 1; d >= 0; d--) {
-        st[d] = acc;
-        acc *= x->shape[d];
-        total *= out[d];
+    char *d = dst;
+    const char *sp;
+    if (r == 0) {
+        memcpy(dst, src, (size_t)esz);
+        return;
     }
-    for (int64_t i = 0; i < total; i++) {
-        int64_t s = 0;
-        for (int d = 0; d < r; d++)
-            s += (lo[d] + idx[d] * step[d]) * st[d];
-        memcpy((char *)dst + i * esz, (const char *)src + s * esz, (size_t)esz);
-        for (int d = r - 1; d >= 0; d--) {
-            if (++idx[d] < out[d])
+    for (int k = r - 1; k >= 0; k--) {
+        st[k] = acc;
+        acc *= x->shape[k];
+    }
+    for (int k = 0; k < r; k++) {
+        ss[k] = st[k] * step[k];
+        base += lo[k] * st[k];
+        if (out[k] == 0)
+            return;
+        if (k < r - 1)
+            outer *= out[k];
+    }
+    /* rows of the last dimension: one memcpy when they are contiguous */
+    inner = out[r - 1];
+    for (int64_t o = 0; o < outer; o++) {
+        sp = (const char *)src + base * esz;
+        if (ss[r - 1] == 1)
+            memcpy(d, sp, (size_t)(inner * esz));
+        else
+            for (int64_t i = 0; i < inner; i++)
+                memcpy(d + i * esz, sp + i * ss[r - 1] * esz, (size_t)esz);
+        d += inner * esz;
+        for (int k = r - 2; k >= 0; k--) {
+            base += ss[k];
+            if (++idx[k] < out[k])
                 break;
-            idx[d] = 0;
+            base -= ss[k] * out[k];
+            idx[k] = 0;
         }
     }
 }

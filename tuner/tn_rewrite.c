@@ -8,6 +8,10 @@
 **                                       of the library's dense operator
 **   ReduceMean, Sub, Pow (or Mul), ReduceMean, Add eps, Sqrt, Div [, Mul gamma, Add beta]
 **                                       over the last axis: one LayerNormalization
+**   Transpose moving only dimensions of size 1   an alias
+**   dense layer read only by Slices of its last dimension   one dense layer per Slice
+**   x / c or x * c by one value, x a dense output seen through reshapes and transposes
+**                                       folded into that dense layer's weight and bias
 **
 ** Folding needs the values: a weight given as a graph input without an initializer is left
 ** as it is (its node still computes, as a task of its own where it cannot be fused).
@@ -638,6 +642,186 @@ static void mark_weights(tn_graph *g)
     }
 }
 
+/* ---- attention: the packed projection, the scaling, transposes that move nothing ---- */
+
+/* A Transpose that moves only dimensions of size 1 ([1, 128, 768] -> [128, 1, 768]) keeps
+** every byte in place: an alias. */
+static void trivial_transpose(tn_graph *g, int ti)
+{
+    tn_node *n = &g->nodes[ti];
+    const tn_tensor *x = &g->tensors[n->in[0]];
+    int64_t perm[TN_MAX_RANK];
+    int last = -1, r = x->rank;
+    if (!x->known || x->data)
+        return;
+    if (tn__attr_ints(n, "perm", perm, TN_MAX_RANK) != r)
+        for (int d = 0; d < r; d++)
+            perm[d] = r - 1 - d;
+    for (int d = 0; d < r; d++) {
+        if (perm[d] < 0 || perm[d] >= r)
+            return;
+        if (x->shape[perm[d]] == 1)
+            continue;
+        if (perm[d] < last)
+            return;
+        last = (int)perm[d];
+    }
+    n->kind = TN_OP_IDENTITY;
+}
+
+/* A dense layer read only by Slices that each take a range of its last dimension (torch's
+** packed Q/K/V projection, cut in three) becomes one dense layer per Slice, each with its
+** rows of the weight and bias, writing the Slice's output: no copy at run time, and three
+** tasks of the shape of the output projection instead of one three times as wide. */
+static at_err split_dense(tn_graph *g, int di)
+{
+    const tn_node *n = &g->nodes[di];
+    int t = n->out[0], w = n->in[1], b = n->n_in > 2 ? n->in[2] : -1, x = n->in[0];
+    const tn_tensor *o = &g->tensors[t];
+    int slices[16], n_sl = 0, r = o->rank;
+    int64_t lo[16], len[16], K;
+    char why[256], nm[300];
+    if (!has_data(g, w) || (b >= 0 && !has_data(g, b)) || o->is_output || !o->known || r < 1 ||
+        o->n_consumers < 2 || o->n_consumers > 16)
+        return AT_OK;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tn_node *c = &g->nodes[i];
+        int64_t l[TN_MAX_RANK], st[TN_MAX_RANK], out[TN_MAX_RANK];
+        int reads = 0;
+        if (c->dead)
+            continue;
+        for (int k = 0; k < c->n_in; k++)
+            reads += c->in[k] == t;
+        if (!reads)
+            continue;
+        if (!live(c) || c->kind != TN_OP_SLICE || c->in[0] != t || reads != 1 ||
+            c->out[0] < 0 || n_sl == 16 ||
+            tn__slice_params(g, c, o, l, st, out, why, sizeof why) != AT_OK)
+            return AT_OK;
+        for (int d = 0; d < r - 1; d++)
+            if (l[d] != 0 || st[d] != 1 || out[d] != o->shape[d])
+                return AT_OK;
+        if (st[r - 1] != 1 || out[r - 1] < 1)
+            return AT_OK;
+        slices[n_sl] = i;
+        lo[n_sl] = l[r - 1];
+        len[n_sl++] = out[r - 1];
+    }
+    if (n_sl != o->n_consumers)
+        return AT_OK;
+    K = g->tensors[w].shape[1];
+    for (int s = 0; s < n_sl; s++) {
+        int nw, nb = -1, nd, in[3], sl = slices[s], y = g->nodes[sl].out[0];
+        int64_t wshape[2] = {len[s], K};
+        snprintf(nm, sizeof nm, "%.250s.part%d.W", g->nodes[di].name, s);
+        nw = tn__tensor_const(g, nm, AT_DT_F32, 2, wshape,
+                              (const float *)g->tensors[w].data + lo[s] * K);
+        if (nw < 0)
+            return AT_ENOMEM;
+        if (b >= 0) {
+            snprintf(nm, sizeof nm, "%.250s.part%d.B", g->nodes[di].name, s);
+            if ((nb = tn__tensor_const(g, nm, AT_DT_F32, 1, &len[s],
+                                       (const float *)g->tensors[b].data + lo[s])) < 0)
+                return AT_ENOMEM;
+        }
+        snprintf(nm, sizeof nm, "%.250s.part%d", g->nodes[di].name, s);
+        if ((nd = tn__node_add(g, nm, g->nodes[di].op_type, "")) < 0)
+            return AT_ENOMEM;
+        in[0] = x;
+        in[1] = nw;
+        in[2] = nb;
+        if (tn__node_io(g, nd, nb >= 0 ? 3 : 2, in, 1, &y) != AT_OK)
+            return AT_ENOMEM;
+        g->nodes[nd].kind = TN_OP_DENSE;
+        g->tensors[y].producer = nd;
+        if (merge_into(g, nd, di) != AT_OK || merge_into(g, nd, sl) != AT_OK)
+            return AT_ENOMEM;
+        g->nodes[sl].dead = 1;
+    }
+    g->nodes[di].dead = 1;
+    return AT_OK;
+}
+
+/* x / c or x * c with c a constant of one value, where x is a dense layer's output seen
+** through reshapes and transposes nobody else reads (attention's 1/sqrt(d) on Q): the
+** dense layer's weight and bias are scaled instead, and the node becomes an alias. */
+static at_err fold_scale(tn_graph *g, int mi)
+{
+    const tn_node *n = &g->nodes[mi];
+    int x, c, t, p;
+    double v;
+    if (n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0)
+        return AT_OK;
+    x = n->in[0];
+    c = n->in[1];
+    if (n->kind == TN_OP_MUL && has_data(g, x) && !has_data(g, c)) {
+        x = n->in[1];
+        c = n->in[0];
+    }
+    if (!has_data(g, c) || has_data(g, x) || g->tensors[c].n_elems < 1)
+        return AT_OK;
+    v = ((const float *)g->tensors[c].data)[0];
+    for (int64_t i = 1; i < g->tensors[c].n_elems; i++)
+        if (((const float *)g->tensors[c].data)[i] != v)
+            return AT_OK;
+    if (n->kind == TN_OP_DIV) {
+        if (v == 0 || !isfinite(v))
+            return AT_OK;
+        v = 1.0 / v;
+    }
+    /* back through aliases and transposes with one consumer each */
+    for (t = x;;) {
+        if (g->tensors[t].is_output || g->tensors[t].n_consumers != 1)
+            return AT_OK;
+        p = g->tensors[t].producer;
+        if (p < 0 || !live(&g->nodes[p]))
+            return AT_OK;
+        if (g->nodes[p].kind == TN_OP_DENSE)
+            break;
+        if (tn_op_class_of(g->nodes[p].kind) != TN_CLS_ALIAS &&
+            g->nodes[p].kind != TN_OP_TRANSPOSE)
+            return AT_OK;
+        t = g->nodes[p].in[0];
+        if (t < 0)
+            return AT_OK;
+    }
+    {
+        tn_node *d = &g->nodes[p];
+        int w = d->in[1], b = d->n_in > 2 ? d->in[2] : -1, nw, nb = -1, in[3];
+        char nm[300];
+        if (!has_data(g, w) || (b >= 0 && !has_data(g, b)))
+            return AT_OK;
+        snprintf(nm, sizeof nm, "%.250s.scaled", g->tensors[w].name);
+        if ((nw = const_transposed(g, nm, &g->tensors[w], v, 0)) < 0)
+            return AT_ENOMEM;
+        if (b >= 0) {
+            float *sb = at_malloc((size_t)g->tensors[b].n_elems * sizeof *sb);
+            if (sb == NULL)
+                return AT_ENOMEM;
+            for (int64_t i = 0; i < g->tensors[b].n_elems; i++)
+                sb[i] = (float)(((const float *)g->tensors[b].data)[i] * v);
+            snprintf(nm, sizeof nm, "%.250s.scaled", g->tensors[b].name);
+            nb = tn__tensor_const(g, nm, AT_DT_F32, g->tensors[b].rank, g->tensors[b].shape, sb);
+            at_free(sb);
+            if (nb < 0)
+                return AT_ENOMEM;
+        }
+        d = &g->nodes[p];
+        in[0] = d->in[0];
+        in[1] = nw;
+        in[2] = nb;
+        if (set_inputs(g, p, nb >= 0 ? 3 : 2, in) != AT_OK)
+            return AT_ENOMEM;
+        if (merge_into(g, p, mi) != AT_OK)
+            return AT_ENOMEM;
+        in[0] = x;
+        if (set_inputs(g, mi, 1, in) != AT_OK)
+            return AT_ENOMEM;
+        g->nodes[mi].kind = TN_OP_IDENTITY;
+    }
+    return AT_OK;
+}
+
 at_err tn__rewrite(tn_graph *g, char *errmsg, size_t errmsg_size)
 {
     at_err err = AT_OK;
@@ -671,6 +855,21 @@ at_err tn__rewrite(tn_graph *g, char *errmsg, size_t errmsg_size)
     for (int i = 0; i < g->n_nodes && err == AT_OK; i++)
         if (live(&g->nodes[i]) && g->nodes[i].kind == TN_OP_LAYERNORM)
             err = layernorm_bias(g, i);
+    for (int i = 0; i < g->n_nodes && err == AT_OK; i++)
+        if (live(&g->nodes[i]) && g->nodes[i].kind == TN_OP_TRANSPOSE)
+            trivial_transpose(g, i);
+    tn__count_consumers(g);
+    for (int i = 0, n1 = g->n_nodes; i < n1 && err == AT_OK; i++)
+        if (live(&g->nodes[i]) && g->nodes[i].kind == TN_OP_DENSE) {
+            err = split_dense(g, i);
+            tn__count_consumers(g);
+        }
+    for (int i = 0; i < g->n_nodes && err == AT_OK; i++)
+        if (live(&g->nodes[i]) &&
+            (g->nodes[i].kind == TN_OP_DIV || g->nodes[i].kind == TN_OP_MUL)) {
+            err = fold_scale(g, i);
+            tn__count_consumers(g);
+        }
     if (err != AT_OK)
         return err;
     mark_weights(g);

@@ -117,6 +117,9 @@ void tn_search_free(tn_search *s)
     for (int i = 0; i < s->n_good; i++)
         at_free(s->good[i].json);
     at_free(s->good);
+    for (int i = 0; i < s->n_seeds; i++)
+        at_free(s->seeds[i]);
+    at_free(s->seeds);
     at_free(s->seen);
     ss_space_free(s->sp);
     ss_dag_unref(s->dag);
@@ -152,6 +155,42 @@ at_err tn_search_add_measured(tn_search *s, const char *state_json, double cost_
 int tn_search_n_seen(const tn_search *s)
 {
     return s->n_seen;
+}
+
+int tn_search_seed(tn_search *s, const char *state_json)
+{
+    ss_state *st;
+    char **p;
+    at_err err;
+    if (s->n_seeds >= TN_SEARCH_MAX_SEEDS)
+        return 0;
+    at_buf b;
+    err = ss_state_from_json_fit(s->dag, state_json, strlen(state_json), &st, NULL, 0);
+    if (err == AT_ENOMEM)
+        return -1;
+    if (err != AT_OK)
+        return 0; /* another loop structure: nothing to learn from it here */
+    /* kept as this task's own state (tile sizes fitted to its extents) */
+    at_buf_init(&b);
+    ss_state_to_json(st, &b);
+    ss_state_free(st);
+    if (b.err || (p = at_realloc(s->seeds, (size_t)(s->n_seeds + 1) * sizeof *p)) == NULL) {
+        at_buf_fini(&b);
+        return -1;
+    }
+    s->seeds = p;
+    s->seeds[s->n_seeds++] = at_buf_take(&b);
+    return 1;
+}
+
+static int cmp_good(const void *a, const void *b);
+
+const char *tn_search_best_json(tn_search *s, int k)
+{
+    if (k < 0 || k >= s->n_good)
+        return NULL;
+    qsort(s->good, (size_t)s->n_good, sizeof *s->good, cmp_good);
+    return s->good[k].json;
 }
 
 /* ---- one round ---- */
@@ -248,6 +287,14 @@ at_err tn_search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out
                                    &pop[n_init], NULL, 0) == AT_OK)
                 n_init++;
     }
+    /* states of similar tasks replayed here (the first round of a task) */
+    for (int i = 0; i < s->n_seeds; i++) {
+        if (n_init < P && ss_state_from_json(s->dag, s->seeds[i], strlen(s->seeds[i]),
+                                             &pop[n_init], NULL, 0) == AT_OK)
+            n_init++;
+        at_free(s->seeds[i]);
+    }
+    s->n_seeds = 0;
     tries = 0;
     while (n_init < P && tries++ < 4 * P) {
         ss_state *st;

@@ -57,6 +57,8 @@ typedef struct ttask {
     int in_flight;             /* rounds of this task not finished */
     double first_round_best;   /* best after the first round of this run */
     int64_t next_trial;        /* trial index of the next job (continues across runs) */
+    int warm;                  /* trials of its first round: its share of the model's work */
+    int n_seeded;              /* programs of similar tasks offered to its first round */
 } ttask;
 
 typedef struct job {
@@ -393,8 +395,15 @@ static int task_done(const run *r, const ttask *t)
     return 0;
 }
 
+/* No better program in its last two rounds: it gives its turn to the others. */
+static int stalled(const ttask *t)
+{
+    return t->rounds >= 3 && !(t->hist[3] < t->hist[1] * (1 - 1e-3));
+}
+
 /* The next task to tune: a warm-up tround each, then the largest expected gain in the
-** weighted total latency (Ansor's gradient, alpha 0.2, beta 2, window 3). */
+** weighted total latency (Ansor's gradient, alpha 0.2, beta 2, window 3) among the tasks
+** still improving; the stalled ones only when every task has stalled. */
 static int pick_task(run *r)
 {
     double best = 0;
@@ -406,11 +415,12 @@ static int pick_task(run *r)
         if (t->rounds == 0)
             return i;
     }
+    for (int pass = 0; pass < 2 && pick < 0; pass++)
     for (int i = 0; i < r->n_tasks; i++) {
         ttask *t = &r->tasks[i];
         double g = isfinite(t->best_cost) ? t->best_cost : 1.0, back = 0, fwd, grad;
         double best_flops_rate = 0;
-        if (task_done(r, t) || t->in_flight)
+        if (task_done(r, t) || t->in_flight || (pass == 0 && stalled(t)))
             continue;
         if (t->rounds >= 4)
             back = (t->hist[3] - t->hist[0]) / 3;
@@ -435,13 +445,55 @@ static int pick_task(run *r)
     return pick;
 }
 
+/* The first round of each task: per_round trials scaled by its share of the run's weighted
+** FLOPs times the number of tasks (a task of average size gets per_round), at least
+** TN_WARM_MIN (a pooling layer gets a handful, never a full round), at most per_round. */
+#define TN_WARM_MIN 8
+static void plan_warmup(run *r)
+{
+    double total = 0;
+    for (int i = 0; i < r->n_tasks; i++)
+        total += r->tasks[i].weight * r->tasks[i].dag->flops;
+    for (int i = 0; i < r->n_tasks; i++) {
+        ttask *t = &r->tasks[i];
+        double share = total > 0 ? t->weight * t->dag->flops / total : 1.0 / r->n_tasks;
+        int lo = AT_MIN(TN_WARM_MIN, r->o->per_round);
+        double w = ceil(r->o->per_round * r->n_tasks * share);
+        t->warm = w >= r->o->per_round ? r->o->per_round : w <= lo ? lo : (int)w;
+    }
+}
+
 /* ---- rounds ---- */
+
+/* A task's first round here: offer it the best programs of the tasks of its tag that ran
+** before it (this run's, and what the store held for them), replayed on its DAG. */
+static void seed_from_similar(run *r, ttask *t)
+{
+    int offered = 0;
+    if (t->tag == NULL || t->n_trials > 0)
+        return;
+    for (int k = 0; k < r->n_tasks && offered < TN_SEARCH_MAX_SEEDS; k++) {
+        ttask *u = &r->tasks[k];
+        if (u == t || u->tag == NULL || strcmp(u->tag, t->tag) != 0 || u->search == NULL)
+            continue;
+        for (int j = 0; j < 4; j++) {
+            const char *js = tn_search_best_json(u->search, j);
+            int rc;
+            if (js == NULL)
+                break;
+            if ((rc = tn_search_seed(t->search, js)) < 0)
+                return;
+            offered += rc;
+        }
+    }
+    t->n_seeded = offered;
+}
 
 static at_err start_round(run *r, int ti)
 {
     ttask *t = &r->tasks[ti];
     int64_t left = r->budget - r->total_trials;
-    int m = (int)AT_MIN((int64_t)r->o->per_round, left), n = 0;
+    int m = (int)AT_MIN((int64_t)(t->rounds == 0 ? t->warm : r->o->per_round), left), n = 0;
     ss_state **cands;
     tn_search_stats stats;
     tround *rd;
@@ -454,6 +506,8 @@ static at_err start_round(run *r, int ti)
     cands = at_calloc((size_t)m, sizeof *cands);
     if (cands == NULL)
         return AT_ENOMEM;
+    if (t->rounds == 0)
+        seed_from_similar(r, t);
     {
         double t0 = at_time_mono_s();
         err = tn_search_round(t->search, r->model, m, cands, &n, &stats);
@@ -555,6 +609,9 @@ static void finish_round(run *r, int k)
 {
     tround *rd = &r->rounds[k];
     ttask *t = &r->tasks[rd->task];
+    if (t->rounds == 0 && t->n_seeded > 0)
+        say(r, "task %s: its first round was seeded with %d programs of similar tasks",
+            t->name, t->n_seeded);
     t->rounds++;
     t->in_flight--;
     memmove(t->hist, t->hist + 1, sizeof t->hist - sizeof t->hist[0]);
@@ -581,15 +638,15 @@ static void report(run *r)
         return;
     if (r->tty)
         fputs("\r\033[K", stderr);
-    printf("\n%-28s %6s %8s %12s %10s %8s  %s\n", "TASK", "WEIGHT", "TRIALS", "BEST (ms)",
-           "GFLOPS", "ERRORS", "WORKLOAD KEY");
+    printf("\n%-28s %6s %8s %6s %12s %10s %8s  %s\n", "TASK", "WEIGHT", "TRIALS", "WARM",
+           "BEST (ms)", "GFLOPS", "ERRORS", "WORKLOAD KEY");
     for (int i = 0; i < r->n_tasks; i++) {
         const ttask *t = &r->tasks[i];
         int64_t n_err = 0;
         for (int k = 1; k <= AT_N_MEASURE; k++)
             n_err += t->n_errors[k];
-        printf("%-28.28s %6d %8lld %12.4f %10.2f %8lld  %s\n", t->name, t->weight,
-               (long long)t->n_trials, isfinite(t->best_cost) ? t->best_cost * 1e3 : 0,
+        printf("%-28.28s %6d %8lld %6d %12.4f %10.2f %8lld  %s\n", t->name, t->weight,
+               (long long)t->n_trials, t->warm, isfinite(t->best_cost) ? t->best_cost * 1e3 : 0,
                isfinite(t->best_cost) ? t->dag->flops / t->best_cost * 1e-9 : 0,
                (long long)n_err, t->dag->key);
     }
@@ -660,6 +717,7 @@ at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_
         err = setup_task(&r, i);
     if (err != AT_OK)
         goto out;
+    plan_warmup(&r);
     if (o->resume && r.total_trials > 0)
         say(&r, "resuming: %lld trials recorded already (of %lld)", (long long)r.total_trials,
             (long long)r.budget);
@@ -765,6 +823,8 @@ out:
         rep->best_cost[i] = r.tasks[i].best_cost;
         rep->trials[i] = r.tasks[i].n_trials;
         rep->first_round_best[i] = r.tasks[i].first_round_best;
+        rep->warm[i] = r.tasks[i].warm;
+        rep->seeded[i] = r.tasks[i].n_seeded;
     }
     if (err != AT_OK && errmsg)
         snprintf(errmsg, errmsg_size, "%s", r.errmsg[0] ? r.errmsg : at_strerror(err));

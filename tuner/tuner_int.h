@@ -103,6 +103,9 @@ typedef struct tn_search {
     int n_seen, cap_seen;
     tn_search_good *good;  /* measured successfully: state JSON and mean cost */
     int n_good, cap_good;
+    char **seeds;          /* states of similar tasks, replayed on this DAG: offered to the
+                           ** next round's first population (then dropped) */
+    int n_seeds;
 } tn_search;
 
 typedef struct tn_search_stats {
@@ -117,6 +120,13 @@ void tn_search_free(tn_search *s);
 ** one may seed later populations. */
 at_err tn_search_add_measured(tn_search *s, const char *state_json, double cost_s, int ok);
 int tn_search_n_seen(const tn_search *s);
+/* Offer a state of another task (its JSON) to this task's next first population: kept when
+** it replays on this task's DAG (1), dropped otherwise (0); -1 on ENOMEM.  At most
+** TN_SEARCH_MAX_SEEDS are kept. */
+#define TN_SEARCH_MAX_SEEDS 32
+int tn_search_seed(tn_search *s, const char *state_json);
+/* The JSON of the k-th best measured program (0: the best), or NULL. */
+const char *tn_search_best_json(tn_search *s, int k);
 /* One round: up to n_pick programs never measured or picked before, into out[] (the caller
 ** owns them).  'model' NULL scores at random. */
 at_err tn_search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out, int *n_out,
@@ -169,6 +179,8 @@ typedef struct tn_tune_report {
     double best_cost[TN_TUNE_MAX_REPORT];
     double first_round_best[TN_TUNE_MAX_REPORT];
     int64_t trials[TN_TUNE_MAX_REPORT];
+    int warm[TN_TUNE_MAX_REPORT];    /* trials planned for each task's first round */
+    int seeded[TN_TUNE_MAX_REPORT];  /* programs of similar tasks offered to it */
 } tn_tune_report;
 
 /* Tune the tasks within o->trials trials; every trial ends as one record in o->db. */

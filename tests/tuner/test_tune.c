@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/kernels.h"
 #include "records/records.h"
 
 static char bin[PATH_MAX + 16], dir[64];
@@ -272,6 +273,44 @@ static void test_small_budget_reaches_every_task(void **unused)
     free_recs(v, n);
 }
 
+/* Budget where it pays: a pooling task's warm-up is a handful of trials where a
+** convolution's is a full round, and the second convolution of a tag starts from the first
+** one's best programs.  The budget is exactly the warm-ups: 16 + 8 + 16. */
+static void test_warmup_by_share_and_seeds(void **unused)
+{
+    static const char *const specs[3] = {"conv2d:C=8,H=16,W=16,K=16,layout=NHWC",
+                                         "max_pool2d:C=8,H=16,W=16,layout=NHWC",
+                                         "conv2d:C=16,H=16,W=16,K=8,layout=NHWC"};
+    static const int want[3] = {16, 8, 16};
+    rec *v;
+    int n, count[3] = {0};
+    char keys[3][33], err[512], *out;
+    (void)unused;
+    for (int k = 0; k < 3; k++) {
+        ss_dag *d;
+        assert_int_equal(kn_op_build(specs[k], &d, err, sizeof err), AT_OK);
+        memcpy(keys[k], d->key, 33);
+        ss_dag_unref(d);
+    }
+    assert_int_equal(RUN("warm", 600, "--trials", "40", "--per-round", "16", "--population",
+                         "64", "--db", "warm.db", specs[0], specs[1], specs[2]),
+                     0);
+    n = load("warm.db", &v);
+    assert_int_equal(n, 40);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++)
+            count[k] += strcmp(keys[k], v[i].key) == 0;
+    for (int k = 0; k < 3; k++)
+        if (count[k] != want[k])
+            fail_msg("%s: %d trials in its warm-up, want %d", specs[k], count[k], want[k]);
+    free_recs(v, n);
+    out = slurp("warm.err");
+    if (strstr(out, "conv2d:C=16,H=16,W=16,K=8,layout=NHWC: its first round was seeded with") ==
+        NULL)
+        fail_msg("the second convolution was not seeded: %s", out);
+    at_free(out);
+}
+
 static void test_kill_and_resume(void **unused)
 {
     const char *const args[] = {"--trials", "64", "--per-round", "8", "--population", "64",
@@ -383,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_short_run_improves_and_records_everything),
         cmocka_unit_test(test_small_budget_reaches_every_task),
+        cmocka_unit_test(test_warmup_by_share_and_seeds),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
