@@ -13,7 +13,9 @@
 #   - ONNX Runtime from PyPI in a throwaway venv made here (a benchmark peer, never a
 #     dependency of the product) and PyTorch (Debian's python3-torch, /usr/bin/python3) on
 #     the same network, each with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, the same
-#     threads, median of REPEAT runs after a warm-up.
+#     threads, median of REPEAT runs after a warm-up;
+#   - the four are measured ROUNDS times (3), interleaved, and each figure is the median of
+#     its rounds (this machine is shared: a slower spell then falls on all of them).
 # One-thread figures run pinned to CPU 0 (taskset), all of them.  Lines:
 #   bench model_NAME_Tt_ms X ms              ours: the library called from C
 #   bench model_NAME_Tt_tuner_run_ms X ms    ours: tuner run on the same records
@@ -28,6 +30,7 @@ cd "$(dirname "$0")/.."
 trials=${TRIALS:-${BUDGET:-1500}}
 models=${MODELS:-tv_resnet18 tv_mobilenet_v2 tv_bert2}
 repeat=${REPEAT:-50}
+rounds=${ROUNDS:-3}
 tuner=build/rel/bin/tuner
 lib_run=build/rel/tests/tools/lib_run
 py=/usr/bin/python3
@@ -91,6 +94,11 @@ print("%.4f" % (statistics.median(t) * 1e3))
 EOF
 
 ratio() { $py -c "print('%.3f' % ($1 / $2))"; }
+# the median of the arguments (empty when one is missing: a run failed)
+median() {
+  [ $# -eq "$rounds" ] || return 0
+  $py -c "import statistics, sys; print('%.3f' % statistics.median(map(float, sys.argv[1:])))" "$@"
+}
 status=0
 
 # bench_one MODEL SHORTNAME THREADS
@@ -112,11 +120,18 @@ bench_one() {
   if ! "$tuner" export-lib --db "$db" --threads 2 -o "$lib" "$onnx" > "$work/$tag.export" 2>&1; then
     echo "bench-model: export-lib failed:" >&2; tail -3 "$work/$tag.export" >&2; status=1; return
   fi
-  local ours=$($pin "$lib_run" "$lib" --threads "$th" --repeat "$repeat" | sed -n 's/^latency: \([0-9.]*\) ms.*/\1/p')
-  local trun=$($pin "$tuner" run --db "$db" --threads "$th" --repeat "$repeat" --no-check "$onnx" |
-               sed -n 's/^latency: \([0-9.]*\) ms.*/\1/p')
-  local ort=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $pin "$work/venv/bin/python" "$work/ort.py" "$onnx" "$th" "$repeat")
-  local tch=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $pin $py "$work/torch_time.py" "$model" "$th" "$repeat" "$PWD/scripts")
+  # ROUNDS rounds of the four, interleaved, so that a slower spell of a shared machine falls
+  # on all of them; each figure is the median of its rounds' medians
+  local a_ours="" a_trun="" a_ort="" a_tch=""
+  for _ in $(seq "$rounds"); do
+    a_ours+=" $($pin "$lib_run" "$lib" --threads "$th" --repeat "$repeat" --warmup 20 | sed -n 's/^latency: \([0-9.]*\) ms.*/\1/p')"
+    a_trun+=" $($pin "$tuner" run --db "$db" --threads "$th" --repeat "$repeat" --no-check "$onnx" |
+                sed -n 's/^latency: \([0-9.]*\) ms.*/\1/p')"
+    a_ort+=" $(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $pin "$work/venv/bin/python" "$work/ort.py" "$onnx" "$th" "$repeat")"
+    a_tch+=" $(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $pin $py "$work/torch_time.py" "$model" "$th" "$repeat" "$PWD/scripts")"
+  done
+  echo "# $tag rounds (ms): library$a_ours; tuner run$a_trun; ort$a_ort; torch$a_tch" >&2
+  local ours=$(median $a_ours) trun=$(median $a_trun) ort=$(median $a_ort) tch=$(median $a_tch)
   if [ -z "$ours" ] || [ -z "$trun" ] || [ -z "$ort" ] || [ -z "$tch" ]; then
     echo "bench-model: $tag: a measurement failed (ours '$ours', tuner run '$trun', ort '$ort', torch '$tch')" >&2
     status=1; return
