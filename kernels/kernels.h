@@ -35,6 +35,13 @@ at_err kn_op_build(const char *spec, ss_dag **out, char *errmsg, size_t errmsg_s
 /* The DAG text of a spec (what kn_op_build parses); caller frees with at_free. */
 at_err kn_op_text(const char *spec, char **out, char *errmsg, size_t errmsg_size);
 
+/* Winograd F(m x m, 3 x 3), m = 2 or 4 (the winograd_* operators): the constant matrices
+** Bt [a][a], G [a][3] and At [m][a] (a = m + 2, row-major; AT_EINVAL for another m), and
+** the transformed weight of a 3x3 convolution, u[a][a][C][K] = G w G^T from w[3][3][C][K]
+** (NHWC's [R, S, C, K]). */
+at_err kn_winograd_matrices(int m, const float **bt, const float **g, const float **at);
+at_err kn_winograd_weight(int m, int64_t C, int64_t K, const float *w, float *u);
+
 /* ---- loop IR (kn_lower.c) ------------------------------------------------------------ */
 
 /* The lowered program: loops, stores and guards over flat buffers.  Values and indices are
@@ -331,6 +338,11 @@ at_err kn_hand_matmul(ss_state *st, const kn_target *t, char *errmsg, size_t err
 /* Inline elementwise stages, parallelize the outer loops and vectorize the inner loop of
 ** each remaining stage: a reasonable schedule for any DAG. */
 at_err kn_hand_elementwise(ss_state *st, const kn_target *t, char *errmsg, size_t errmsg_size);
+/* The Winograd transforms (the naive state of a winograd_input or winograd_output DAG): per
+** tile and block of channels, both a-term reductions in registers and L1, the channels
+** vectorized; the tuner's first population of such a task starts from it.  AT_EINVAL for
+** another DAG. */
+at_err kn_hand_winograd(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size);
 
 /* ---- running artifacts here (kn_run.c) ----------------------------------------------- */
 

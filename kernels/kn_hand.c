@@ -115,3 +115,64 @@ at_err kn_hand_elementwise(ss_state *st, const kn_target *t, char *errmsg, size_
     }
     return AT_OK;
 }
+
+/* The Winograd transforms (the winograd_input and winograd_output operators): the pair of
+** a-term reductions S1 -> S2 ("T" -> "V", or "Y1" -> "Y") computed per tile and channel
+** block: S2 cache-written, its [p, c.outer] loops fused and parallel, S2.local and S1
+** computed inside them with the channels (c.inner, up to 16) vectorized; the padding (the
+** input) and the gather back to NHWC with the epilogue (the output) inlined into their
+** readers, the last stage parallel over [n, h, w] and vectorized over the channels. */
+at_err kn_hand_winograd(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size)
+{
+    const ss_dag *dag = st->dag;
+    int input = ss_dag_find(dag, "V") >= 0 && ss_dag_find(dag, "T") >= 0;
+    int s1 = ss_dag_find(dag, input ? "T" : "Y1"), s2 = ss_dag_find(dag, input ? "V" : "Y");
+    int64_t vw = vector_bytes >= 4 ? vector_bytes / 4 : 1, C, cv;
+    if (st->n_steps != 0 || s1 < 0 || s2 != s1 + 1 || dag->ops[s1].n_axes != 4 ||
+        dag->ops[s2].n_axes != 4 || dag->ops[s2].n_raxes != 1 || dag->ops[s1].n_raxes != 1)
+        return kn__fail(errmsg, errmsg_size, AT_EINVAL,
+                        "kn_hand_winograd: expects the naive state of a winograd_input or "
+                        "winograd_output DAG");
+    C = dag->ops[s2].axes[3].extent;
+    cv = C % (2 * vw) == 0 ? 2 * vw : C % vw == 0 ? vw : C;
+    if (input && ss_dag_find(dag, "pad") >= 0)
+        STEP(ss_state_compute_inline(st, ss_dag_find(dag, "pad"), errmsg, errmsg_size));
+    /* the output's gather and epilogue: inlined into the last stage */
+    for (int s = s2 + 1; s < st->n_stages - 1; s++)
+        STEP(ss_state_compute_inline(st, s, errmsg, errmsg_size));
+    STEP(ss_state_cache_write(st, s2, "local", errmsg, errmsg_size)); /* s2 local, s2 + 1 */
+    /* S2: e f p c -> p c.0 e f c.1; [p, c.0] fused and parallel */
+    if (cv < C) {
+        STEP(ss_state_split(st, s2 + 1, 3, 1, (int64_t[]){cv}, errmsg, errmsg_size));
+        STEP(ss_state_reorder(st, s2 + 1, 5, (int64_t[]){2, 3, 0, 1, 4}, errmsg, errmsg_size));
+        STEP(ss_state_fuse(st, s2 + 1, 2, (int64_t[]){0, 1}, errmsg, errmsg_size));
+        STEP(ss_state_annotate(st, s2 + 1, 3, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    } else {
+        STEP(ss_state_reorder(st, s2 + 1, 4, (int64_t[]){2, 0, 1, 3}, errmsg, errmsg_size));
+        STEP(ss_state_annotate(st, s2 + 1, 3, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    }
+    STEP(ss_state_annotate(st, s2 + 1, 0, SS_ANN_PARALLEL, errmsg, errmsg_size));
+    STEP(ss_state_compute_at(st, s2, s2 + 1, 0, errmsg, errmsg_size));
+    /* S2.local and S1: e f p c | r -> e f p r c, c vectorized; S1 per e of S2.local */
+    STEP(ss_state_reorder(st, s2, 5, (int64_t[]){0, 1, 2, 4, 3}, errmsg, errmsg_size));
+    STEP(ss_state_annotate(st, s2, 4, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    STEP(ss_state_compute_at(st, s1, s2, 0, errmsg, errmsg_size));
+    STEP(ss_state_reorder(st, s1, 5, (int64_t[]){0, 1, 2, 4, 3}, errmsg, errmsg_size));
+    STEP(ss_state_annotate(st, s1, 4, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    STEP(ss_state_pragma_unroll(st, s2 + 1, 0, 16, errmsg, errmsg_size));
+    if (!input) {
+        /* the last stage: n h w fused and parallel, k split by the vector and vectorized */
+        int last = st->n_stages - 1;
+        int64_t K = st->stages[last].ivars[st->stages[last].leaves[3]].extent;
+        if (K % vw == 0 && K > vw) {
+            STEP(ss_state_split(st, last, 3, 1, (int64_t[]){vw}, errmsg, errmsg_size));
+            STEP(ss_state_fuse(st, last, 3, (int64_t[]){0, 1, 2}, errmsg, errmsg_size));
+            STEP(ss_state_annotate(st, last, 2, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+        } else {
+            STEP(ss_state_fuse(st, last, 3, (int64_t[]){0, 1, 2}, errmsg, errmsg_size));
+            STEP(ss_state_annotate(st, last, 1, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+        }
+        STEP(ss_state_annotate(st, last, 0, SS_ANN_PARALLEL, errmsg, errmsg_size));
+    }
+    return AT_OK;
+}

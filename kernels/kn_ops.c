@@ -56,7 +56,16 @@
     X(relu, "shape=1x64x56x56", "", "out = max(X, 0), elementwise")                        \
     X(gelu, "shape=128x3072", "", "out = 0.5 * X * (1 + erf(X / sqrt(2))), elementwise")   \
     X(transpose, "shape=64x128x32,perm=2x1x0", "",                                         \
-      "out = X with axes permuted (out dim d is X dim perm[d]); perm defaults to reversed")
+      "out = X with axes permuted (out dim d is X dim perm[d]); perm defaults to reversed") \
+    X(winograd_input, "N=1,H=56,W=56,C=64,m=4", "",                                       \
+      "Winograd F(m x m, 3 x 3) input transform of an NHWC 3x3 pad-1 convolution: "        \
+      "V[a,a,P,C] = Bt d Bt^T per m x m output tile (a = m + 2, P tiles; m = 2 or 4)")     \
+    X(winograd_gemm, "P=196,C=64,K=64,m=4", "",                                            \
+      "Winograd products: M[a,a,P,K] = V[a,a,P,C] x U[a,a,C,K] per (e, f); U is the "      \
+      "transformed weight")                                                                \
+    X(winograd_output, "N=1,H=56,W=56,K=64,m=4,bias=0,relu=0", "",                          \
+      "Winograd output transform: Y = At M At^T per tile, written as the NHWC "            \
+      "convolution output [N,H,W,K] (+ b[K]) (then relu)")
 
 typedef struct spec spec;
 typedef int (*gen_fn)(spec *sp, at_buf *b);
@@ -791,6 +800,156 @@ static int gen_conv2d(spec *sp, at_buf *b)
         get_flag(sp, "relu", &p.relu))
         return -1;
     return conv_emit(sp, b, &p);
+}
+
+/* ---- Winograd F(m x m, 3 x 3) ----------------------------------------------------------
+**
+** A 3x3 stride-1 pad-1 NHWC convolution as three tasks: the input transform (one a x a
+** tile of the padded input per m x m output tile, a = m + 2, V = Bt d Bt^T), a batched
+** product per tile position (e, f) with the transformed weight U = G w G^T (made once at
+** load, kn_winograd_weight), and the output transform (Y = At M At^T, written back as the
+** convolution's output, then its bias and relu).  The matrices are constant inputs (Bt,
+** At: weights), so the transforms are ordinary reductions of 'a' terms the search tunes
+** like any other. */
+
+static int get_wino_m(spec *sp, int64_t *m)
+{
+    if (get_int(sp, "m", 2, m))
+        return -1;
+    if (*m != 2 && *m != 4)
+        return fail(sp, "m must be 2 or 4 (F(2x2,3x3) or F(4x4,3x3)), got %lld", (long long)*m);
+    return 0;
+}
+
+static int gen_winograd_input(spec *sp, at_buf *b)
+{
+    int64_t N, H, W, C, m, a, TH, TW, P;
+    if (get_int(sp, "N", 1, &N) || get_int(sp, "H", 1, &H) || get_int(sp, "W", 1, &W) ||
+        get_int(sp, "C", 1, &C) || get_wino_m(sp, &m))
+        return -1;
+    a = m + 2;
+    TH = (H + m - 1) / m;
+    TW = (W + m - 1) / m;
+    P = N * TH * TW;
+    if (put_placeholder(sp, b, "input", "X", 4, (int64_t[]){N, H, W, C}) ||
+        put_placeholder(sp, b, "const", "Bt", 2, (int64_t[]){a, a}) ||
+        put_head(sp, b, "pad", 4, (const char *[]){"n", "h", "w", "c"},
+                 (int64_t[]){N, TH * m + 2, TW * m + 2, C}))
+        return -1;
+    at_buf_printf(b, "select(h >= 1 && h < %lld && w >= 1 && w < %lld, X[n, h - 1, w - 1, c], "
+                  "0.0)\n", (long long)(H + 1), (long long)(W + 1));
+    if (put_head(sp, b, "T", 4, (const char *[]){"e", "j", "p", "c"}, (int64_t[]){a, a, P, C}))
+        return -1;
+    put_reduce(b, "sum", 1, (const char *[]){"i"}, &a);
+    if (N == 1)
+        at_buf_printf(b, "pad[0, p / %lld * %lld + i, p %% %lld * %lld + j, c] * Bt[e, i])\n",
+                      (long long)TW, (long long)m, (long long)TW, (long long)m);
+    else
+        at_buf_printf(b, "pad[p / %lld, p / %lld %% %lld * %lld + i, p %% %lld * %lld + j, c] * "
+                      "Bt[e, i])\n", (long long)(TH * TW), (long long)TW, (long long)TH,
+                      (long long)m, (long long)TW, (long long)m);
+    if (put_head(sp, b, "V", 4, (const char *[]){"e", "f", "p", "c"}, (int64_t[]){a, a, P, C}))
+        return -1;
+    put_reduce(b, "sum", 1, (const char *[]){"j"}, &a);
+    at_buf_puts(b, "T[e, j, p, c] * Bt[f, j])\n");
+    return 0;
+}
+
+static int gen_winograd_gemm(spec *sp, at_buf *b)
+{
+    int64_t P, C, K, m, a;
+    if (get_int(sp, "P", 1, &P) || get_int(sp, "C", 1, &C) || get_int(sp, "K", 1, &K) ||
+        get_wino_m(sp, &m))
+        return -1;
+    a = m + 2;
+    if (put_placeholder(sp, b, "input", "V", 4, (int64_t[]){a, a, P, C}) ||
+        put_placeholder(sp, b, "const", "U", 4, (int64_t[]){a, a, C, K}) ||
+        put_head(sp, b, "M", 4, (const char *[]){"e", "f", "p", "k"}, (int64_t[]){a, a, P, K}))
+        return -1;
+    put_reduce(b, "sum", 1, (const char *[]){"c"}, &C);
+    at_buf_puts(b, "V[e, f, p, c] * U[e, f, c, k])\n");
+    return 0;
+}
+
+static int gen_winograd_output(spec *sp, at_buf *b)
+{
+    int64_t N, H, W, K, m, a, TH, TW, P;
+    int bias, relu;
+    const char *axes[4] = {"n", "h", "w", "k"};
+    if (get_int(sp, "N", 1, &N) || get_int(sp, "H", 1, &H) || get_int(sp, "W", 1, &W) ||
+        get_int(sp, "K", 1, &K) || get_wino_m(sp, &m) || get_flag(sp, "bias", &bias) ||
+        get_flag(sp, "relu", &relu))
+        return -1;
+    a = m + 2;
+    TH = (H + m - 1) / m;
+    TW = (W + m - 1) / m;
+    P = N * TH * TW;
+    if (put_placeholder(sp, b, "input", "M", 4, (int64_t[]){a, a, P, K}) ||
+        put_placeholder(sp, b, "const", "At", 2, (int64_t[]){m, a}) ||
+        (bias && put_placeholder(sp, b, "const", "b", 1, &K)) ||
+        put_head(sp, b, "Y1", 4, (const char *[]){"q", "f", "p", "k"}, (int64_t[]){m, a, P, K}))
+        return -1;
+    put_reduce(b, "sum", 1, (const char *[]){"e"}, &a);
+    at_buf_puts(b, "M[e, f, p, k] * At[q, e])\n");
+    if (put_head(sp, b, "Y", 4, (const char *[]){"q", "g", "p", "k"}, (int64_t[]){m, m, P, K}))
+        return -1;
+    put_reduce(b, "sum", 1, (const char *[]){"f"}, &a);
+    at_buf_puts(b, "Y1[q, f, p, k] * At[g, f])\n");
+    if (put_head(sp, b, "conv", 4, axes, (int64_t[]){N, H, W, K}))
+        return -1;
+    if (N == 1)
+        at_buf_printf(b, "Y[h %% %lld, w %% %lld, h / %lld * %lld + w / %lld, k]\n", (long long)m,
+                      (long long)m, (long long)m, (long long)TW, (long long)m);
+    else
+        at_buf_printf(b, "Y[h %% %lld, w %% %lld, n * %lld + h / %lld * %lld + w / %lld, k]\n",
+                      (long long)m, (long long)m, (long long)(TH * TW), (long long)m,
+                      (long long)TW, (long long)m);
+    return put_epilogue(sp, b, bias, relu, 4, axes, (int64_t[]){N, H, W, K}, 3, "conv");
+}
+
+/* The matrices of F(m x m, 3 x 3) (Lavin and Gray; points 0, -1, 1 for m = 2 and 0, 1, -1,
+** 2, -2 for m = 4): Bt[a][a], G[a][3], At[m][a], row-major. */
+static const float wino_bt2[16] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
+static const float wino_g2[12] = {1, 0, 0, 0.5f, 0.5f, 0.5f, 0.5f, -0.5f, 0.5f, 0, 0, 1};
+static const float wino_at2[8] = {1, 1, 1, 0, 0, 1, -1, -1};
+static const float wino_bt4[36] = {4, 0, -5, 0,  1, 0, 0, -4, -4, 1,  1, 0,
+                                   0, 4, -4, -1, 1, 0, 0, -2, -1, 2,  1, 0,
+                                   0, 2, -1, -2, 1, 0, 0, 4,  0,  -5, 0, 1};
+static const float wino_g4[18] = {1.0f / 4,  0,         0,         -1.0f / 6, -1.0f / 6, -1.0f / 6,
+                                  -1.0f / 6, 1.0f / 6,  -1.0f / 6, 1.0f / 24, 1.0f / 12, 1.0f / 6,
+                                  1.0f / 24, -1.0f / 12, 1.0f / 6, 0,         0,         1};
+static const float wino_at4[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0,
+                                   0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+
+at_err kn_winograd_matrices(int m, const float **bt, const float **g, const float **at)
+{
+    if (m != 2 && m != 4)
+        return AT_EINVAL;
+    *bt = m == 2 ? wino_bt2 : wino_bt4;
+    *g = m == 2 ? wino_g2 : wino_g4;
+    *at = m == 2 ? wino_at2 : wino_at4;
+    return AT_OK;
+}
+
+at_err kn_winograd_weight(int m, int64_t C, int64_t K, const float *w, float *u)
+{
+    const float *bt, *g, *at;
+    int a = m + 2;
+    if (kn_winograd_matrices(m, &bt, &g, &at) != AT_OK)
+        return AT_EINVAL;
+    /* U[e][f][c][k] = sum_r sum_s G[e][r] w[r][s][c][k] G[f][s], in double */
+    for (int e = 0; e < a; e++)
+        for (int f = 0; f < a; f++)
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t k = 0; k < K; k++) {
+                    double acc = 0;
+                    for (int r = 0; r < 3; r++)
+                        for (int s = 0; s < 3; s++)
+                            acc += (double)g[e * 3 + r] * g[f * 3 + s] *
+                                   w[((r * 3 + s) * C + c) * K + k];
+                    u[(((int64_t)e * a + f) * C + c) * K + k] = (float)acc;
+                }
+    return AT_OK;
 }
 
 static int gen_depthwise_conv2d(spec *sp, at_buf *b)

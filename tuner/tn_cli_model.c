@@ -61,14 +61,48 @@ int tn_parse_layout(const tn_cmd *cmd, const char *s, int *layout)
     return -1;
 }
 
+int tn_parse_winograd(const tn_cmd *cmd, const char *s, int *mode)
+{
+    *mode = TN_WINOGRAD_AUTO;
+    if (s == NULL || strcasecmp(s, "auto") == 0)
+        return 0;
+    if (strcasecmp(s, "on") == 0) {
+        *mode = TN_WINOGRAD_ON;
+        return 0;
+    }
+    if (strcasecmp(s, "off") == 0) {
+        *mode = TN_WINOGRAD_OFF;
+        return 0;
+    }
+    tn_err(cmd, "--winograd must be auto, on or off, not '%s'", s);
+    return -1;
+}
+
+/* --layout and --winograd checked before anything is loaded: TN_EXIT_USAGE when wrong. */
+static int check_flags(const tn_cmd *cmd, const char *layout, const char *wino)
+{
+    int x;
+    return tn_parse_layout(cmd, layout, &x) != 0 || tn_parse_winograd(cmd, wino, &x) != 0
+               ? TN_EXIT_USAGE
+               : TN_EXIT_OK;
+}
+
+/* How to load: the flags, and the costs of the Winograd choice (NULL: none). */
+typedef struct load_how {
+    int dim;
+    const char *layout, *winograd;
+    tn_task_cost_fn cost;
+    void *cost_ctx;
+} load_how;
+
 /* Load a model and print its warnings; NULL after printing the error. */
-static tn_model *load_model(const tn_cmd *cmd, const char *path, int dim_default,
-                            const char *layout, int quiet)
+static tn_model *load_model(const tn_cmd *cmd, const char *path, const load_how *how, int quiet)
 {
     tn_model *m;
-    tn_model_opts o = {.dim_default = dim_default};
+    tn_model_opts o = {.dim_default = how->dim, .cost = how->cost, .cost_ctx = how->cost_ctx};
     char err[1024];
-    if (tn_parse_layout(cmd, layout, &o.layout) != 0)
+    if (tn_parse_layout(cmd, how->layout, &o.layout) != 0 ||
+        tn_parse_winograd(cmd, how->winograd, &o.winograd) != 0)
         return NULL;
     if (tn_model_load(path, &o, &m, err, sizeof err) != AT_OK) {
         tn_err(cmd, "%s", err);
@@ -98,6 +132,8 @@ static tn_task_list *load_task_file(const tn_cmd *cmd, const char *path)
 }
 
 #define LAYOUT_HELP "convolutions' layout: nhwc (default) or nchw (the model's own)"
+#define WINOGRAD_HELP "3x3 stride-1 convolutions as Winograd: auto (default: where the " \
+    "records measured it faster), on or off"
 
 /* ---- tasks ---- */
 
@@ -162,13 +198,15 @@ static int write_jsonl(const tn_cmd *cmd, const tn_task_list *tl, const char *pa
 
 int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
 {
-    const char *out = NULL, *layout = NULL;
+    const char *out = NULL, *layout = NULL, *wino = NULL;
     int verbose = 0, dim = 1, quiet = 0, n_pos, done, rc;
     const tn_opt opts[] = {
         {"out", 'o', TN_OPT_STR, &out, "FILE", "write the tasks as JSON lines ('-': stdout)"},
         {"verbose", 'v', TN_OPT_BOOL, &verbose, NULL, "also the nodes of each use and the DAG"},
         {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
         {"layout", 0, TN_OPT_STR, &layout, "L", LAYOUT_HELP},
+        {"winograd", 0, TN_OPT_STR, &wino, "W", "auto (default: the Winograd tasks listed "
+         "after the model's), on or off"},
         {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "no table (with -o) and no warnings"},
     };
     tn_model *m = NULL;
@@ -177,7 +215,8 @@ int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
     rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
     if (done)
         return rc;
-    if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK)
+    if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK ||
+        (rc = check_flags(cmd, layout, wino)) != TN_EXIT_OK)
         return rc;
     if (ends_with(argv[1], ".jsonl")) {
         if ((own = load_task_file(cmd, argv[1])) == NULL)
@@ -188,18 +227,28 @@ int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
     } else {
         tn_model_info info;
         int n_tunable = 0;
-        if ((m = load_model(cmd, argv[1], dim, layout, quiet)) == NULL)
+        if ((m = load_model(cmd, argv[1], &(load_how){.dim = dim, .layout = layout,
+                                                      .winograd = wino}, quiet)) == NULL)
             return TN_EXIT_FAIL;
         tl = tn_model_tasks(m);
         tn_model_get_info(m, &info);
         for (int i = 0; i < tl->n_tasks; i++)
             n_tunable += tl->tasks[i].tunable;
+        double flops = 0;
+        for (int i = 0; i < tl->n_tasks - info.n_alt_tasks; i++)
+            flops += tl->tasks[i].flops * tl->tasks[i].weight;
         if (!(quiet && out))
             printf("model %s (opset %lld%s%s): %d nodes, %d tasks (%d tunable), %.3f MFLOPs "
                    "per run%s\n", argv[1], (long long)info.opset, info.producer[0] ? ", " : "",
-                   info.producer, info.n_nodes, tl->n_tasks, n_tunable,
-                   tn_task_list_flops(tl) / 1e6,
+                   info.producer, info.n_nodes, tl->n_tasks, n_tunable, flops / 1e6,
                    info.n_unsupported ? " (unsupported nodes left out: see the warnings)" : "");
+        if (!(quiet && out) && info.n_alt_tasks)
+            printf("winograd: the last %d tasks are the Winograd alternatives of %d 3x3 "
+                   "convolutions, tuned beside the direct ones (run and export-lib take "
+                   "whichever measured faster)\n", info.n_alt_tasks, info.n_winograd_eligible);
+        else if (!(quiet && out) && info.n_winograd)
+            printf("winograd: %d of %d eligible 3x3 convolutions run as Winograd\n",
+                   info.n_winograd, info.n_winograd_eligible);
     }
     if (!(quiet && out))
         print_tasks(stdout, tl, verbose);
@@ -234,7 +283,7 @@ static int open_db(const tn_cmd *cmd, const char *db, rec_store **st)
 int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = NULL, *target = NULL, *device = NULL, *lib = NULL, *dump = NULL,
-               *layout = NULL;
+               *layout = NULL, *wino = NULL;
     int threads = 0, seed = 1, repeat = 0, no_check = 0, dim = 1, profile = 0, n_pos, done, rc;
     const tn_opt opts[] = {
         {"db", 0, TN_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
@@ -250,23 +299,51 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
         {"layout", 0, TN_OPT_STR, &layout, "L", LAYOUT_HELP},
         {"profile", 0, TN_OPT_BOOL, &profile, NULL, "each step's time and share of the run "
          "(over the --repeat runs, or 10)"},
+        {"winograd", 0, TN_OPT_STR, &wino, "W", WINOGRAD_HELP " (with --lib: as the library "
+         "was made)"},
     };
     tn_model *m = NULL;
     rec_store *st = NULL;
+    tn_lib_keys *keys = NULL;
     tn_run_report rep;
+    tn_model_info info;
     char err[1024];
     at_err e;
     rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
     if (done)
         return rc;
-    if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK)
+    if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK ||
+        (rc = check_flags(cmd, layout, wino)) != TN_EXIT_OK)
         return rc;
-    if ((m = load_model(cmd, argv[1], dim, layout, 0)) == NULL)
+    if (lib == NULL && (rc = open_db(cmd, db, &st)) != TN_EXIT_OK)
+        return rc;
+    if (lib && tn_lib_keys_open(lib, &keys, err, sizeof err) != AT_OK) {
+        tn_err(cmd, "%s", err);
         return TN_EXIT_FAIL;
-    if (lib == NULL && (rc = open_db(cmd, db, &st)) != TN_EXIT_OK) {
-        tn_model_free(m);
-        return rc;
     }
+    {
+        kn_target tgt;
+        tn_store_cost_ctx cc = {.store = st, .device_key = device};
+        if ((target ? kn_target_parse(target, &tgt, err, sizeof err)
+                    : kn_target_host(&tgt)) != AT_OK) {
+            tn_err(cmd, "--target: %s", err);
+            rec_store_close(st);
+            tn_lib_keys_close(keys);
+            return TN_EXIT_USAGE;
+        }
+        cc.target = tgt.text;
+        m = load_model(cmd, argv[1],
+                       &(load_how){.dim = dim, .layout = layout, .winograd = wino,
+                                   .cost = keys ? tn_lib_has_task : tn_store_cost,
+                                   .cost_ctx = keys ? (void *)keys : (void *)&cc},
+                       0);
+        tn_lib_keys_close(keys);
+    }
+    if (m == NULL) {
+        rec_store_close(st);
+        return TN_EXIT_FAIL;
+    }
+    tn_model_get_info(m, &info);
     e = tn_model_run(m, &(tn_run_opts){.store = st, .target = target, .device_key = device,
                                        .lib_path = lib, .n_threads = threads,
                                        .seed = (uint64_t)seed, .repeat = repeat,
@@ -285,6 +362,9 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
     else
         printf("%d with a tuned schedule, %d naive; kernels built in %.2f s\n", rep.n_tuned,
                rep.n_naive, rep.build_s);
+    if (info.n_winograd_eligible)
+        printf("winograd: %d of %d eligible 3x3 convolutions run as Winograd\n",
+               info.n_winograd, info.n_winograd_eligible);
     for (int i = 0; i < rep.n_outputs; i++) {
         printf("output '%s' (%lld values): checksum %.9g", rep.outputs[i].name,
                (long long)rep.outputs[i].n_elems, rep.outputs[i].checksum);
@@ -315,7 +395,7 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
 int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = NULL, *target = NULL, *device = NULL, *out = NULL, *header = NULL,
-               *prefix = NULL, *layout = NULL;
+               *prefix = NULL, *layout = NULL, *wino = NULL;
     int threads = 0, keep = 0, dim = 1, n_pos, done, rc;
     const tn_opt opts[] = {
         {"db", 0, TN_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
@@ -329,6 +409,7 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
         {"keep", 0, TN_OPT_BOOL, &keep, NULL, "keep the objects and the glue source"},
         {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
         {"layout", 0, TN_OPT_STR, &layout, "L", LAYOUT_HELP},
+        {"winograd", 0, TN_OPT_STR, &wino, "W", WINOGRAD_HELP},
     };
     tn_model *m = NULL;
     tn_task_list *own = NULL;
@@ -340,7 +421,8 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
     rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
     if (done)
         return rc;
-    if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK)
+    if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK ||
+        (rc = check_flags(cmd, layout, wino)) != TN_EXIT_OK)
         return rc;
     if (out == NULL) {
         tn_err(cmd, "missing -o FILE (the library to write)");
@@ -350,13 +432,28 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
         if ((own = load_task_file(cmd, argv[1])) == NULL)
             return TN_EXIT_FAIL;
         tl = own;
-    } else {
-        if ((m = load_model(cmd, argv[1], dim, layout, 0)) == NULL)
-            return TN_EXIT_FAIL;
-        tl = tn_model_tasks(m);
     }
     if ((rc = open_db(cmd, db, &st)) != TN_EXIT_OK)
         goto done;
+    if (own == NULL) {
+        kn_target tgt;
+        tn_store_cost_ctx cc = {.store = st, .device_key = device};
+        if ((target ? kn_target_parse(target, &tgt, err, sizeof err)
+                    : kn_target_host(&tgt)) != AT_OK) {
+            tn_err(cmd, "--target: %s", err);
+            rc = TN_EXIT_USAGE;
+            goto done;
+        }
+        cc.target = tgt.text;
+        if ((m = load_model(cmd, argv[1],
+                            &(load_how){.dim = dim, .layout = layout, .winograd = wino,
+                                        .cost = tn_store_cost, .cost_ctx = &cc},
+                            0)) == NULL) {
+            rc = TN_EXIT_FAIL;
+            goto done;
+        }
+        tl = tn_model_tasks(m);
+    }
     e = tn_export_lib(tl, &(tn_export_opts){.store = st, .target = target, .device_key = device,
                                             .out_path = out, .header_path = header,
                                             .prefix = prefix, .max_threads = threads,
@@ -369,9 +466,15 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
     }
     printf("%s: %d kernels (%d tuned, %d naive) in %.2f s\n", out, rep.n_tasks, rep.n_tuned,
            rep.n_naive, rep.build_s);
-    if (m)
+    if (m) {
+        tn_model_info info;
+        tn_model_get_info(m, &info);
         printf("the whole model: %s_model_run; weights %.2f MB inside, activations' arena "
                "%.2f MB\n", rep.prefix, rep.weight_bytes / 1e6, rep.arena_bytes / 1e6);
+        if (info.n_winograd_eligible)
+            printf("winograd: %d of %d eligible 3x3 convolutions run as Winograd\n",
+                   info.n_winograd, info.n_winograd_eligible);
+    }
     printf("linked: %s\n", rep.link_cmd);
     if (rep.temp_dir[0])
         printf("objects and glue kept in %s\n", rep.temp_dir);

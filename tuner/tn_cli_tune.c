@@ -28,16 +28,47 @@ typedef struct taskset {
     tn_task_list *lists[64];
     int n_lists;
     tn_model_opts mopts;  /* how models are loaded (--layout, --dim) */
+    tn_tune_use *uses[MAX_TASKS]; /* per task: its uses' choices (models with alternatives) */
+    int n_choices;
 } taskset;
 
+/* Append n uses to task i's (none: its weight's worth without a choice). */
+static int add_uses(const tn_cmd *cmd, taskset *ts, int i, int had, const tn_tune_use *uses,
+                    int n)
+{
+    tn_tune_use *p;
+    int old = ts->t[i].n_uses;
+    if (n == 0 && old == 0)
+        return 0;
+    if (old == 0)
+        old = had; /* uses before the first with choices: plain */
+    if ((p = at_realloc(ts->uses[i], (size_t)(old + (n ? n : ts->t[i].weight - had)) *
+                                         sizeof *p)) == NULL) {
+        tn_err(cmd, "out of memory");
+        return -1;
+    }
+    for (int k = ts->t[i].n_uses; k < old; k++)
+        p[k] = (tn_tune_use){-1, 0};
+    if (n)
+        memcpy(p + old, uses, (size_t)n * sizeof *p);
+    else
+        for (int k = 0; k < ts->t[i].weight - had; k++)
+            p[old + k] = (tn_tune_use){-1, 0};
+    ts->uses[i] = p;
+    ts->t[i].uses = p;
+    ts->t[i].n_uses = old + (n ? n : ts->t[i].weight - had);
+    return 0;
+}
+
 static int add_task(const tn_cmd *cmd, taskset *ts, const char *name, ss_dag *dag, int weight,
-                    const char *tag)
+                    const char *tag, const tn_tune_use *uses, int n_uses)
 {
     for (int i = 0; i < ts->n; i++)
         if (strcmp(ts->t[i].dag->key, dag->key) == 0) {
+            int had = ts->t[i].weight;
             ts->t[i].weight += weight; /* the same computation twice: one task, more weight */
             ss_dag_unref(dag);
-            return 0;
+            return add_uses(cmd, ts, i, had, uses, n_uses);
         }
     if (ts->n == MAX_TASKS) {
         tn_err(cmd, "more than %d tasks", MAX_TASKS);
@@ -51,19 +82,94 @@ static int add_task(const tn_cmd *cmd, taskset *ts, const char *name, ss_dag *da
     ts->tags[ts->n] = tag && tag[0] ? at_strdup(tag) : NULL;
     ts->t[ts->n].tag = ts->tags[ts->n];
     ts->n++;
+    return add_uses(cmd, ts, ts->n - 1, 0, uses, n_uses);
+}
+
+/* The convolution X a Winograd task's use serves ("X.wino_in", ...): the length of X, or 0. */
+static size_t wino_base(const char *node)
+{
+    static const char *const sfx[3] = {".wino_in", ".wino_gemm", ".wino_out"};
+    size_t n = strlen(node);
+    for (int k = 0; k < 3; k++) {
+        size_t m = strlen(sfx[k]);
+        if (n > m && strcmp(node + n - m, sfx[k]) == 0)
+            return n - m;
+    }
     return 0;
+}
+
+/* The choices of a task list with Winograd alternatives: each convolution that has them
+** gets an id; uses[] (n_uses[i] for task i) says which choice and side each use is. */
+static int list_choices(const tn_cmd *cmd, taskset *ts, const tn_task_list *tl,
+                        tn_tune_use **uses)
+{
+    const char **conv = NULL;
+    int n_conv = 0, cap = 0, rc = 0;
+    *uses = NULL;
+    for (int i = 0; i < tl->n_tasks; i++)
+        for (int u = 0; u < tl->tasks[i].n_uses; u++) {
+            const char *nm = tl->tasks[i].uses[u].n_nodes ? tl->tasks[i].uses[u].nodes[0] : "";
+            size_t b = wino_base(nm);
+            if (b == 0 || strstr(nm, ".wino_in") != nm + b)
+                continue;
+            if (n_conv == cap) {
+                const char **p = at_realloc(conv, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *p);
+                if (p == NULL)
+                    goto oom;
+                conv = p;
+            }
+            conv[n_conv++] = nm;
+        }
+    if (n_conv == 0)
+        return 0;
+    {
+        int total = 0, k = 0;
+        for (int i = 0; i < tl->n_tasks; i++)
+            total += tl->tasks[i].n_uses;
+        if ((*uses = at_calloc((size_t)total + 1, sizeof **uses)) == NULL)
+            goto oom;
+        for (int i = 0; i < tl->n_tasks; i++)
+            for (int u = 0; u < tl->tasks[i].n_uses; u++, k++) {
+                const char *nm =
+                    tl->tasks[i].uses[u].n_nodes ? tl->tasks[i].uses[u].nodes[0] : "";
+                size_t b = wino_base(nm);
+                (*uses)[k] = (tn_tune_use){-1, 0};
+                for (int c = 0; c < n_conv; c++) {
+                    size_t cb = wino_base(conv[c]);
+                    if ((b ? b == cb && strncmp(nm, conv[c], b) == 0
+                           : strlen(nm) == cb && strncmp(nm, conv[c], cb) == 0)) {
+                        (*uses)[k] = (tn_tune_use){ts->n_choices + c, b ? 1 : 0};
+                        break;
+                    }
+                }
+            }
+    }
+    ts->n_choices += n_conv;
+    at_free(conv);
+    return rc;
+oom:
+    at_free(conv);
+    tn_err(cmd, "out of memory");
+    return -1;
 }
 
 static int add_list(const tn_cmd *cmd, taskset *ts, const tn_task_list *tl, const char *what)
 {
-    int n0 = ts->n;
-    for (int i = 0; i < tl->n_tasks; i++) {
+    int n0 = ts->n, k = 0;
+    tn_tune_use *uses;
+    if (list_choices(cmd, ts, tl, &uses) != 0)
+        return -1;
+    for (int i = 0; i < tl->n_tasks; k += tl->tasks[i].n_uses, i++) {
         const tn_task *t = &tl->tasks[i];
         if (!t->tunable)
             continue;
-        if (add_task(cmd, ts, t->name, ss_dag_ref(t->dag), t->weight, t->tag) != 0)
+        if (add_task(cmd, ts, t->name, ss_dag_ref(t->dag), t->weight, t->tag,
+                     uses ? uses + k : NULL, uses ? t->n_uses : 0) != 0) {
+            at_free(uses);
             return -1;
+        }
     }
+    at_free(uses);
     if (ts->n == n0) {
         tn_err(cmd, "%s: no task to tune (no convolution, dense layer or other reduction)", what);
         return -1;
@@ -120,7 +226,7 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
             return -1;
         }
         at_free(text);
-        return add_task(cmd, ts, spec, dag, 1, NULL); /* similar to nothing */
+        return add_task(cmd, ts, spec, dag, 1, NULL, NULL, 0); /* similar to nothing */
     }
     {
         ss_dag *dag;
@@ -140,7 +246,7 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
         /* the similarity tag of model tasks: the operator and its FLOPs' order of magnitude */
         snprintf(tag, sizeof tag, "%.*s:%d", (int)strcspn(spec, ":"), spec,
                  (int)floor(log(dag->flops + 1) / log(1.618)));
-        return add_task(cmd, ts, spec, dag, 1, tag);
+        return add_task(cmd, ts, spec, dag, 1, tag, NULL, 0);
     }
 }
 
@@ -148,7 +254,7 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *target = "llvm -mcpu=native", *db = "tuning.db", *tracker = NULL,
                *key_path = NULL, *next_key = NULL, *device_key = NULL, *min_ms = "0",
-               *seed_s = "1", *log_level = NULL, *layout = NULL;
+               *seed_s = "1", *log_level = NULL, *layout = NULL, *wino = NULL;
     int trials = 1000, timeout_s = 10, resume = 0, per_round = 0, number = 1, repeat = 3,
         flush = 0, early_stop = 0, build_workers = -1, build_timeout_s = 60, wait_s = 600,
         priority = 1, threads = 0, population = 2048, no_model = 0, quiet = 0, no_layout = 0,
@@ -189,6 +295,8 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         {"layout", 0, TN_OPT_STR, &layout, "L", "models: convolutions' layout, nhwc (default) "
          "or nchw"},
         {"dim", 0, TN_OPT_INT, &dim, "N", "models: value of symbolic input dimensions (1)"},
+        {"winograd", 0, TN_OPT_STR, &wino, "W", "models: 3x3 stride-1 convolutions' Winograd "
+         "tasks, auto (default: tuned beside the direct ones), on (only them) or off"},
         {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "no progress and no report"},
         {"log-level", 0, TN_OPT_STR, &log_level, "LEVEL", "debug, info, warn, error or off"},
     };
@@ -286,7 +394,8 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     }
     memset(&ts, 0, sizeof ts);
     ts.mopts.dim_default = dim;
-    if (dim < 1 || tn_parse_layout(cmd, layout, &ts.mopts.layout) != 0) {
+    if (dim < 1 || tn_parse_layout(cmd, layout, &ts.mopts.layout) != 0 ||
+        tn_parse_winograd(cmd, wino, &ts.mopts.winograd) != 0) {
         if (dim < 1)
             tn_err(cmd, "--dim must be at least 1, not %d", dim);
         return TN_EXIT_USAGE;
@@ -341,6 +450,7 @@ out:
         ss_dag_unref(ts.t[i].dag);
         at_free(ts.names[i]);
         at_free(ts.tags[i]);
+        at_free(ts.uses[i]);
     }
     for (int i = 0; i < ts.n_models; i++)
         tn_model_free(ts.models[i]);

@@ -191,6 +191,34 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
         *orank = 4;
         return AT_OK;
     }
+    case TN_OP_WINO_IN:
+    case TN_OP_WINO_GEMM:
+    case TN_OP_WINO_OUT: {
+        /* tn_winograd.c: [a, a, P, C] tiles between the NHWC input and output */
+        const tn_tensor *o = &g->tensors[n->out[0]];
+        if (n->kind == TN_OP_WINO_IN) {
+            snprintf(spec, spec_size, "winograd_input:N=%lld,H=%lld,W=%lld,C=%lld,m=%lld",
+                     (long long)in0->shape[0], (long long)in0->shape[1],
+                     (long long)in0->shape[2], (long long)in0->shape[3],
+                     (long long)o->shape[0] - 2);
+            snprintf(kind, kind_size, "winograd_input");
+        } else if (n->kind == TN_OP_WINO_GEMM) {
+            snprintf(spec, spec_size, "winograd_gemm:P=%lld,C=%lld,K=%lld,m=%lld",
+                     (long long)in0->shape[2], (long long)in0->shape[3],
+                     (long long)o->shape[3], (long long)in0->shape[0] - 2);
+            snprintf(kind, kind_size, "winograd_gemm");
+        } else {
+            snprintf(spec, spec_size,
+                     "winograd_output:N=%lld,H=%lld,W=%lld,K=%lld,m=%lld,bias=%d,relu=%d",
+                     (long long)o->shape[0], (long long)o->shape[1], (long long)o->shape[2],
+                     (long long)o->shape[3], (long long)in0->shape[0] - 2,
+                     n->n_in > 2 && n->in[2] >= 0, bias_relu_relu);
+            snprintf(kind, kind_size, "winograd_output");
+        }
+        memcpy(oshape, o->shape, 4 * sizeof *oshape);
+        *orank = 4;
+        return AT_OK;
+    }
     case TN_OP_DENSE:
     case TN_OP_MATMUL: {
         const tn_tensor *b = &g->tensors[n->in[1]];
@@ -1166,7 +1194,7 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
                          : own_anchor_text(x, d, gr->anchor);
         }
         at_buf_puts(&name, kind);
-        if (an->kind == TN_OP_CONV || an->kind == TN_OP_DENSE) {
+        if (an->kind == TN_OP_CONV || an->kind == TN_OP_DENSE || an->kind == TN_OP_WINO_OUT) {
             if (an->n_in > 2 && an->in[2] >= 0)
                 at_buf_puts(&name, "_bias");
         }
@@ -1384,7 +1412,8 @@ at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
         if (orank < 0)
             gr.out = n->out[0];
         /* conv2d / dense with bias followed at once by Relu: the library's relu=1 */
-        if (gr.anchor >= 0 && gr.n_nodes > 1 && (n->kind == TN_OP_CONV || n->kind == TN_OP_DENSE) &&
+        if (gr.anchor >= 0 && gr.n_nodes > 1 &&
+            (n->kind == TN_OP_CONV || n->kind == TN_OP_DENSE || n->kind == TN_OP_WINO_OUT) &&
             n->n_in > 2 && n->in[2] >= 0 && g->nodes[gr.nodes[1]].kind == TN_OP_RELU &&
             g->nodes[gr.nodes[1]].in[0] == n->out[0] && g->tensors[n->out[0]].n_consumers == 1 &&
             !g->tensors[n->out[0]].is_output) {

@@ -34,7 +34,7 @@ tn_op_kind tn_op_lookup(const char *op_type)
     if (op_type == NULL)
         return TN_OP_UNKNOWN;
     for (int k = 0; k < TN_OP_UNKNOWN; k++)
-        if (k != TN_OP_DENSE && strcmp(op_table[k].name, op_type) == 0)
+        if (op_table[k].name[0] != '(' && strcmp(op_table[k].name, op_type) == 0)
             return (tn_op_kind)k;
     return TN_OP_UNKNOWN;
 }
@@ -297,10 +297,36 @@ void tn__shape_str(const int64_t *shape, int rank, char *out, size_t size)
 
 /* Reorder g->nodes so that every node comes after the producers of its inputs (stable:
 ** an already sorted file keeps its order).  A cycle is an error. */
+at_err tn__reorder_nodes(tn_graph *g, const int *order)
+{
+    int n = g->n_nodes;
+    tn_node *sorted = at_malloc((size_t)(n ? n : 1) * sizeof *sorted);
+    int *remap = at_malloc((size_t)(n ? n : 1) * sizeof *remap);
+    if (sorted == NULL || remap == NULL) {
+        at_free(sorted);
+        at_free(remap);
+        return AT_ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        sorted[i] = g->nodes[order[i]];
+        remap[order[i]] = i;
+    }
+    memcpy(g->nodes, sorted, (size_t)n * sizeof *sorted);
+    for (int t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].producer >= 0)
+            g->tensors[t].producer = remap[g->tensors[t].producer];
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < g->nodes[i].n_merged; k++)
+            g->nodes[i].merged[k] = remap[g->nodes[i].merged[k]];
+    at_free(sorted);
+    at_free(remap);
+    return AT_OK;
+}
+
 at_err tn__topo_sort(tn_graph *g, char *errmsg, size_t errmsg_size)
 {
     int n = g->n_nodes;
-    int *order, *pending, *remap;
+    int *order, *pending;
     char *done;
     at_err err = AT_OK;
     int n_done = 0;
@@ -308,9 +334,8 @@ at_err tn__topo_sort(tn_graph *g, char *errmsg, size_t errmsg_size)
         return AT_OK;
     order = at_malloc((size_t)n * sizeof *order);
     pending = at_malloc((size_t)n * sizeof *pending);
-    remap = at_malloc((size_t)n * sizeof *remap);
     done = at_calloc((size_t)n, 1);
-    if (order == NULL || pending == NULL || remap == NULL || done == NULL) {
+    if (order == NULL || pending == NULL || done == NULL) {
         err = AT_ENOMEM;
         goto out;
     }
@@ -347,29 +372,10 @@ at_err tn__topo_sort(tn_graph *g, char *errmsg, size_t errmsg_size)
             goto out;
         }
     }
-    {
-        tn_node *sorted = at_malloc((size_t)n * sizeof *sorted);
-        if (sorted == NULL) {
-            err = AT_ENOMEM;
-            goto out;
-        }
-        for (int i = 0; i < n; i++) {
-            sorted[i] = g->nodes[order[i]];
-            remap[order[i]] = i;
-        }
-        memcpy(g->nodes, sorted, (size_t)n * sizeof *sorted);
-        at_free(sorted);
-        for (int t = 0; t < g->n_tensors; t++)
-            if (g->tensors[t].producer >= 0)
-                g->tensors[t].producer = remap[g->tensors[t].producer];
-        for (int i = 0; i < n; i++)
-            for (int k = 0; k < g->nodes[i].n_merged; k++)
-                g->nodes[i].merged[k] = remap[g->nodes[i].merged[k]];
-    }
+    err = tn__reorder_nodes(g, order);
 out:
     at_free(order);
     at_free(pending);
-    at_free(remap);
     at_free(done);
     return err;
 }

@@ -61,6 +61,9 @@ typedef enum {
     X(REDUCEMAX, "ReduceMax", TN_CLS_ANCHOR)                                               \
     X(REDUCEMIN, "ReduceMin", TN_CLS_ANCHOR)                                               \
     X(DENSE, "(dense)", TN_CLS_ANCHOR)                                                     \
+    X(WINO_IN, "(winograd_input)", TN_CLS_ANCHOR)                                          \
+    X(WINO_GEMM, "(winograd_gemm)", TN_CLS_ANCHOR)                                         \
+    X(WINO_OUT, "(winograd_output)", TN_CLS_ANCHOR)                                        \
     X(BATCHNORM, "BatchNormalization", TN_CLS_ELEM)                                        \
     X(ADD, "Add", TN_CLS_ELEM)                                                             \
     X(SUB, "Sub", TN_CLS_ELEM)                                                             \
@@ -252,6 +255,9 @@ void tn__copy_region(void *dst, const void *src, const tn_tensor *x, const int64
 at_err tn__infer(tn_graph *g, char *errmsg, size_t errmsg_size);
 at_err tn__rewrite(tn_graph *g, char *errmsg, size_t errmsg_size);
 void tn__count_consumers(tn_graph *g);
+/* Put node order[i] at position i (a permutation), producers and merged lists remapped;
+** AT_OK or AT_ENOMEM. */
+at_err tn__reorder_nodes(tn_graph *g, const int *order);
 /* Put the nodes in topological order (stable); AT_EINVAL naming a node on a cycle. */
 at_err tn__topo_sort(tn_graph *g, char *errmsg, size_t errmsg_size);
 /* Mark node 'node' unsupported with a reason (also a warning naming it); AT_EUNSUPPORTED,
@@ -278,6 +284,15 @@ void tn__resolve_aliases(tn_graph *g);
 ** AT_OK or AT_ENOMEM. */
 at_err tn__plan_layout(tn_graph *g, int layout, char *errmsg, size_t errmsg_size);
 
+/* Winograd (tn_winograd.c), after the layout plan: the m of F(m x m, 3 x 3) a Conv node
+** would use (2 or 4), or 0 when it is not eligible (NHWC, 3x3, stride 1, dilation 1, pad 1,
+** one group, a constant weight, C and K >= 8); and the rewrite of the eligible Conv nodes
+** named in sel[n_sel] (every one when n_sel < 0) into the three Winograd nodes, *n_done of
+** them.  AT_OK or AT_ENOMEM. */
+int tn__winograd_m(const tn_graph *g, int node);
+at_err tn__plan_winograd(tn_graph *g, int n_sel, const char *const *sel, int *n_done,
+                         char *errmsg, size_t errmsg_size);
+
 /* "[1, 64, 56, 56]" into out[size]. */
 void tn__shape_str(const int64_t *shape, int rank, char *out, size_t size);
 
@@ -303,6 +318,9 @@ struct tn_model {
     int n_steps, cap_steps;
     tn_step *steps;
     int n_unsupported;       /* nodes that could not be turned into work */
+    int n_winograd, n_winograd_eligible; /* convolutions run as Winograd, and could be */
+    int n_alt_tasks;         /* the last tasks of the list: Winograd alternatives no step
+                             ** runs (TN_WINOGRAD_AUTO without costs) */
 };
 
 /* Build the groups, tasks and steps of a prepared graph into 'm'. */

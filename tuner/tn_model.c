@@ -11,15 +11,15 @@ static const char *base_name(const char *path)
     return s ? s + 1 : path;
 }
 
-at_err tn_model_load_mem(const void *bytes, size_t n, const char *name,
-                         const tn_model_opts *opts, tn_model **out, char *errmsg,
-                         size_t errmsg_size)
+/* Decode, prepare, plan the layout, rewrite the Winograd convolutions named in sel[n_sel]
+** (all eligible ones when n_sel < 0, none when 0) and extract. */
+static at_err load_one(const void *bytes, size_t n, const char *name, const tn_model_opts *opts,
+                       int n_sel, const char *const *sel, tn_model **out, char *errmsg,
+                       size_t errmsg_size)
 {
     tn_model *m;
     at_err err;
     *out = NULL;
-    if (errmsg_size)
-        errmsg[0] = 0;
     if ((m = at_calloc(1, sizeof *m)) == NULL)
         return AT_ENOMEM;
     if ((m->tasks = at_calloc(1, sizeof *m->tasks)) == NULL) {
@@ -27,12 +27,12 @@ at_err tn_model_load_mem(const void *bytes, size_t n, const char *name,
         return AT_ENOMEM;
     }
     at_arena_init(&m->tasks->arena, 0);
-    if ((m->tasks->model = at_arena_strdup(&m->tasks->arena, name ? name : "model")) == NULL) {
+    if ((m->tasks->model = at_arena_strdup(&m->tasks->arena, name)) == NULL) {
         err = AT_ENOMEM;
         goto fail;
     }
-    err = tn__onnx_decode(bytes, n, name ? name : "model", opts ? opts->dim_default : 1, &m->g,
-                          errmsg, errmsg_size);
+    err = tn__onnx_decode(bytes, n, name, opts ? opts->dim_default : 1, &m->g, errmsg,
+                          errmsg_size);
     if (err != AT_OK)
         goto fail;
     if ((err = tn__graph_prepare(m->g, errmsg, errmsg_size)) != AT_OK)
@@ -40,15 +40,172 @@ at_err tn_model_load_mem(const void *bytes, size_t n, const char *name,
     if ((err = tn__plan_layout(m->g, opts ? opts->layout : TN_LAYOUT_NHWC, errmsg,
                                errmsg_size)) != AT_OK)
         goto fail;
+    for (int i = 0; i < m->g->n_nodes; i++)
+        m->n_winograd_eligible += tn__winograd_m(m->g, i) != 0;
+    if (n_sel != 0 && (err = tn__plan_winograd(m->g, n_sel, sel, &m->n_winograd, errmsg,
+                                               errmsg_size)) != AT_OK)
+        goto fail;
     if ((err = tn__extract(m, errmsg, errmsg_size)) != AT_OK)
         goto fail;
     *out = m;
     return AT_OK;
 fail:
-    if (err == AT_ENOMEM && errmsg_size)
-        snprintf(errmsg, errmsg_size, "%s: out of memory", name ? name : "model");
     tn_model_free(m);
     return err;
+}
+
+/* The task that runs node 'name' of model m (its group's step), or -1. */
+static int task_of(const tn_model *m, const char *name)
+{
+    const tn_graph *g = m->g;
+    int node = -1, grp;
+    for (int i = 0; i < g->n_nodes && node < 0; i++)
+        if (!g->nodes[i].dead && strcmp(g->nodes[i].name, name) == 0)
+            node = i;
+    if (node < 0 || (grp = g->nodes[node].group) < 0)
+        return -1;
+    for (int s = 0; s < m->n_steps; s++)
+        if (m->steps[s].kind == TN_STEP_TASK && g->nodes[m->steps[s].node].group == grp)
+            return m->steps[s].task;
+    return -1;
+}
+
+static char *dup_str(tn_task_list *tl, const char *s)
+{
+    return s ? at_arena_strdup(&tl->arena, s) : NULL;
+}
+
+/* Append a copy of task t (from another list) to tl. */
+static at_err copy_task(tn_task_list *tl, const tn_task *t)
+{
+    tn_task c = *t;
+    c.name = dup_str(tl, t->name);
+    c.desc = dup_str(tl, t->desc);
+    c.tag = dup_str(tl, t->tag);
+    c.dag_text = dup_str(tl, t->dag_text);
+    c.op_types = at_arena_alloc(&tl->arena, (size_t)(t->n_op_types + 1) * sizeof *c.op_types);
+    c.uses = at_arena_alloc(&tl->arena, (size_t)(t->n_uses + 1) * sizeof *c.uses);
+    if (!c.name || !c.desc || !c.tag || !c.dag_text || !c.op_types || !c.uses)
+        return AT_ENOMEM;
+    for (int i = 0; i < t->n_op_types; i++)
+        if ((c.op_types[i] = dup_str(tl, t->op_types[i])) == NULL)
+            return AT_ENOMEM;
+    for (int u = 0; u < t->n_uses; u++) {
+        c.uses[u].n_nodes = t->uses[u].n_nodes;
+        c.uses[u].nodes = at_arena_alloc(&tl->arena,
+                                         (size_t)(t->uses[u].n_nodes + 1) * sizeof(char *));
+        if (c.uses[u].nodes == NULL)
+            return AT_ENOMEM;
+        for (int k = 0; k < t->uses[u].n_nodes; k++)
+            if ((c.uses[u].nodes[k] = dup_str(tl, t->uses[u].nodes[k])) == NULL)
+                return AT_ENOMEM;
+    }
+    c.dag = ss_dag_ref(t->dag);
+    if (at_vec_push(&tl->tasks, &tl->n_tasks, &tl->cap_tasks, c) != AT_OK) {
+        ss_dag_unref(c.dag);
+        return AT_ENOMEM;
+    }
+    return AT_OK;
+}
+
+/* Winograd AUTO: 'd' has direct convolutions, 'w' every eligible one as Winograd.  Without
+** costs, w's extra tasks join d's list (d is the model); with costs, the convolutions whose
+** three Winograd tasks sum below the direct task make the model (*out: d, w or a third
+** load). */
+static at_err choose(const void *bytes, size_t n, const char *name, const tn_model_opts *opts,
+                     tn_model *d, tn_model *w, tn_model **out, char *errmsg, size_t errmsg_size)
+{
+    const tn_graph *g = d->g;
+    const char **sel = NULL;
+    int n_sel = 0;
+    at_err err = AT_OK;
+    *out = NULL;
+    if (opts->cost == NULL) {
+        for (int i = 0; i < w->tasks->n_tasks && err == AT_OK; i++) {
+            int dup = 0;
+            for (int k = 0; k < d->tasks->n_tasks && !dup; k++)
+                dup = strcmp(d->tasks->tasks[k].key, w->tasks->tasks[i].key) == 0;
+            if (!dup && (err = copy_task(d->tasks, &w->tasks->tasks[i])) == AT_OK)
+                d->n_alt_tasks++;
+        }
+        tn_model_free(w);
+        if (err != AT_OK) {
+            tn_model_free(d);
+            return err;
+        }
+        *out = d;
+        return AT_OK;
+    }
+    if ((sel = at_calloc((size_t)g->n_nodes + 1, sizeof *sel)) == NULL) {
+        err = AT_ENOMEM;
+        goto done;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        static const char *const parts[3] = {"wino_in", "wino_gemm", "wino_out"};
+        const tn_task_list *dl = d->tasks, *wl = w->tasks;
+        double direct = 0, wino = 0, c;
+        int td, ok = 1;
+        if (tn__winograd_m(g, i) == 0)
+            continue;
+        td = task_of(d, g->nodes[i].name);
+        for (int k = 0; k < 3 && ok; k++) {
+            char part[300];
+            int tw;
+            snprintf(part, sizeof part, "%.280s.%s", g->nodes[i].name, parts[k]);
+            tw = task_of(w, part);
+            ok = tw >= 0 && opts->cost(opts->cost_ctx, &wl->tasks[tw], &c);
+            wino += ok ? c : 0;
+        }
+        if (!ok)
+            continue;
+        if (td >= 0 && opts->cost(opts->cost_ctx, &dl->tasks[td], &direct) && direct <= wino)
+            continue;
+        sel[n_sel++] = g->nodes[i].name;
+    }
+    if (n_sel == 0) {
+        *out = d, d = NULL;
+    } else if (n_sel == w->n_winograd) {
+        *out = w, w = NULL;
+    } else {
+        err = load_one(bytes, n, name, opts, n_sel, sel, out, errmsg, errmsg_size);
+    }
+done:
+    at_free(sel);
+    tn_model_free(d);
+    tn_model_free(w);
+    return err;
+}
+
+at_err tn_model_load_mem(const void *bytes, size_t n, const char *name,
+                         const tn_model_opts *opts, tn_model **out, char *errmsg,
+                         size_t errmsg_size)
+{
+    static const tn_model_opts dflt;
+    tn_model *d = NULL, *w = NULL;
+    at_err err;
+    *out = NULL;
+    if (errmsg_size)
+        errmsg[0] = 0;
+    if (name == NULL)
+        name = "model";
+    if (opts == NULL)
+        opts = &dflt;
+    err = load_one(bytes, n, name, opts, opts->winograd == TN_WINOGRAD_ON ? -1 : 0, NULL, &d,
+                   errmsg, errmsg_size);
+    if (err == AT_OK && opts->winograd == TN_WINOGRAD_AUTO && d->n_winograd_eligible > 0) {
+        err = load_one(bytes, n, name, opts, -1, NULL, &w, errmsg, errmsg_size);
+        if (err == AT_OK)
+            err = choose(bytes, n, name, opts, d, w, &d, errmsg, errmsg_size);
+        else
+            tn_model_free(d), d = NULL;
+    }
+    if (err != AT_OK) {
+        if (err == AT_ENOMEM && errmsg_size)
+            snprintf(errmsg, errmsg_size, "%s: out of memory", name);
+        return err;
+    }
+    *out = d;
+    return AT_OK;
 }
 
 at_err tn_model_load(const char *path, const tn_model_opts *opts, tn_model **out, char *errmsg,
@@ -107,4 +264,7 @@ void tn_model_get_info(const tn_model *m, tn_model_info *out)
     out->n_inputs = g->n_inputs;
     out->n_outputs = g->n_outputs;
     out->n_steps = m->n_steps;
+    out->n_winograd = m->n_winograd;
+    out->n_winograd_eligible = m->n_winograd_eligible;
+    out->n_alt_tasks = m->n_alt_tasks;
 }

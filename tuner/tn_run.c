@@ -68,6 +68,81 @@ at_err tn_task_schedule(const tn_task *t, rec_store *st, const char *target,
     return err;
 }
 
+int tn_store_cost(void *ctx, const tn_task *t, double *seconds)
+{
+    const tn_store_cost_ctx *c = ctx;
+    ss_state *st = NULL;
+    double cost = 0;
+    char msg[256];
+    int ok;
+    *seconds = 0;
+    if (c->store == NULL || tn_task_schedule(t, c->store, c->target, c->device_key, &st, &cost,
+                                             msg, sizeof msg) != AT_OK)
+        return 0;
+    ok = st->n_steps > 0 && cost > 0;
+    ss_state_free(st);
+    *seconds = cost;
+    return ok;
+}
+
+struct tn_lib_keys {
+    void *h;
+    int n;
+    const char *(*key)(int);
+};
+
+at_err tn_lib_keys_open(const char *path, tn_lib_keys **out, char *errmsg, size_t errmsg_size)
+{
+    char prefix[96], full[4096], sym[160];
+    tn_lib_keys *k;
+    int (*n_tasks)(void);
+    *out = NULL;
+    tn__lib_prefix(path, prefix, sizeof prefix);
+    if (realpath(path, full) == NULL) {
+        snprintf(errmsg, errmsg_size, "%s: %s", path, strerror(errno));
+        return AT_ELOAD;
+    }
+    if ((k = at_calloc(1, sizeof *k)) == NULL)
+        return AT_ENOMEM;
+    if ((k->h = dlopen(full, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+        snprintf(errmsg, errmsg_size, "%s", dlerror());
+        at_free(k);
+        return AT_ELOAD;
+    }
+    snprintf(sym, sizeof sym, "%s_n_tasks", prefix);
+    n_tasks = (int (*)(void))dlsym(k->h, sym);
+    snprintf(sym, sizeof sym, "%s_task_key", prefix);
+    k->key = (const char *(*)(int))dlsym(k->h, sym);
+    if (n_tasks == NULL || k->key == NULL) {
+        snprintf(errmsg, errmsg_size, "%s has no %s_n_tasks or %s_task_key (the prefix comes "
+                 "from the file name)", path, prefix, prefix);
+        tn_lib_keys_close(k);
+        return AT_ELOAD;
+    }
+    k->n = n_tasks();
+    *out = k;
+    return AT_OK;
+}
+
+int tn_lib_has_task(void *ctx, const tn_task *t, double *seconds)
+{
+    const tn_lib_keys *k = ctx;
+    *seconds = 0;
+    for (int j = 0; j < k->n; j++)
+        if (strcmp(k->key(j), t->key) == 0)
+            return 1;
+    return 0;
+}
+
+void tn_lib_keys_close(tn_lib_keys *k)
+{
+    if (k == NULL)
+        return;
+    if (k->h)
+        dlclose(k->h);
+    at_free(k);
+}
+
 at_err tn__build_state(const ss_state *st, const kn_target *target, const char *entry,
                        kn_artifact **out, char *errmsg, size_t errmsg_size)
 {
@@ -144,7 +219,8 @@ static at_err kset_build(kset *k, const tn_model *m, const tn_run_opts *o, const
     const tn_task_list *tl = m->tasks;
     double t0 = at_time_mono_s();
     at_err err = AT_OK;
-    for (int i = 0; i < tl->n_tasks && err == AT_OK; i++) {
+    /* the Winograd alternatives at the end of the list run in no step */
+    for (int i = 0; i < tl->n_tasks - m->n_alt_tasks && err == AT_OK; i++) {
         ss_state *st = NULL;
         char entry[48], msg[512];
         double cost = 0;
@@ -232,7 +308,7 @@ static at_err lib_open(lib *l, const char *path, kset *k, const tn_model *m, int
         return AT_ELOAD;
     }
     n = l->n_tasks();
-    for (int i = 0; i < m->tasks->n_tasks; i++) {
+    for (int i = 0; i < m->tasks->n_tasks - m->n_alt_tasks; i++) {
         k->lib_task[i] = -1;
         for (int j = 0; j < n; j++)
             if (strcmp(l->key(j), m->tasks->tasks[i].key) == 0)
@@ -662,7 +738,7 @@ at_err tn_model_run(const tn_model *m, const tn_run_opts *o, tn_run_report *rep,
                  "runs kernels here (use export-lib for other targets)", tgt.text);
         return AT_EINVAL;
     }
-    rep->n_tasks = m->tasks->n_tasks;
+    rep->n_tasks = m->tasks->n_tasks - m->n_alt_tasks;
     if ((err = kset_alloc(&tuned, m->tasks->n_tasks, m->n_steps)) != AT_OK ||
         (err = kset_alloc(&naive, m->tasks->n_tasks, m->n_steps)) != AT_OK)
         goto out;
@@ -670,7 +746,7 @@ at_err tn_model_run(const tn_model *m, const tn_run_opts *o, tn_run_report *rep,
         goto out;
     if (o->lib_path) {
         err = lib_open(&l, o->lib_path, &tuned, m, x.par->n_threads, errmsg, errmsg_size);
-        rep->n_tuned = m->tasks->n_tasks;
+        rep->n_tuned = m->tasks->n_tasks - m->n_alt_tasks;
     } else {
         err = kset_build(&tuned, m, o, &tgt, 0, rep, errmsg, errmsg_size);
     }

@@ -2,7 +2,9 @@
 **
 ** One round (Ansor's, REFERENCE.md §6):
 **   1. an initial population: 'population' states sampled from the sketches, plus the
-**      best measured states (measured_ratio of the population);
+**      best measured states (measured_ratio of the population); a round that picks few
+**      programs (a small task's warm-up of 8) uses a smaller one, 32 per pick and at
+**      least 256, so that small tasks do not cost the search time of large ones;
 **   2. 'n_generations' generations: score every member with the cost model, offer the
 **      unmeasured ones to a heap of the 2 x n_pick best (one entry per program), then breed
 **      the next population: a parent drawn with probability growing with its score,
@@ -259,8 +261,10 @@ static void heap_offer(cand *heap, int *n, int cap, const ss_state *st, double s
 at_err tn_search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out, int *n_out,
                        tn_search_stats *stats)
 {
-    int P = s->cfg.population, n_init = 0, n_rand, n_eps, heap_cap = 2 * n_pick, n_heap = 0;
-    ss_state **pop = NULL, **next = NULL, **init = NULL;
+    int P = AT_MIN(s->cfg.population, AT_MAX(256, 32 * n_pick));
+    int n_init = 0, n_rand, n_eps, heap_cap = 2 * n_pick, n_heap = 0;
+    int n_must = 0;
+    ss_state **pop = NULL, **next = NULL, **init = NULL, *must[TN_SEARCH_MAX_SEEDS] = {0};
     cand *heap = NULL;
     double *scores = NULL;
     at_err err = AT_OK;
@@ -287,11 +291,15 @@ at_err tn_search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out
                                    &pop[n_init], NULL, 0) == AT_OK)
                 n_init++;
     }
-    /* states of similar tasks replayed here (the first round of a task) */
+    /* states of similar tasks replayed here (the first round of a task): in the
+    ** population, and measured in this round whatever the (untrained) model says */
     for (int i = 0; i < s->n_seeds; i++) {
         if (n_init < P && ss_state_from_json(s->dag, s->seeds[i], strlen(s->seeds[i]),
-                                             &pop[n_init], NULL, 0) == AT_OK)
+                                             &pop[n_init], NULL, 0) == AT_OK) {
+            if (n_must < TN_SEARCH_MAX_SEEDS && ss_state_copy(pop[n_init], &must[n_must]) == AT_OK)
+                n_must++;
             n_init++;
+        }
         at_free(s->seeds[i]);
     }
     s->n_seeds = 0;
@@ -385,7 +393,16 @@ at_err tn_search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out
         while (n_init < P && pop[n_init])
             n_init++;
     }
-    /* 3. pick: the best predicted, and a few random ones */
+    /* 3. pick: the seeds, the best predicted, and a few random ones */
+    for (int i = 0; i < n_must && *n_out < (n_pick + 1) / 2; i++) {
+        uint64_t id = state_id(must[i]);
+        if (seen_has(s, id))
+            continue;
+        if ((err = seen_add(s, id)) != AT_OK)
+            goto done;
+        out[(*n_out)++] = must[i];
+        must[i] = NULL;
+    }
     qsort(heap, (size_t)n_heap, sizeof *heap, cmp_cand_desc);
     {
         int want_model = n_pick - n_eps, hi = 0, ri = 0;
@@ -425,6 +442,8 @@ done:
         ss_state_free(init[i]);
     for (int i = 0; heap && i < n_heap; i++)
         ss_state_free(heap[i].st);
+    for (int i = 0; i < n_must; i++)
+        ss_state_free(must[i]);
     at_free(pop);
     at_free(next);
     at_free(init);

@@ -58,6 +58,8 @@ typedef struct ttask {
     double first_round_best;   /* best after the first round of this run */
     int64_t next_trial;        /* trial index of the next job (continues across runs) */
     int warm;                  /* trials of its first round: its share of the model's work */
+    int n_uses;                /* uses with a choice of alternatives (tn_tune_use), or 0 */
+    const tn_tune_use *uses;
     int n_seeded;              /* programs of similar tasks offered to its first round */
 } ttask;
 
@@ -401,9 +403,47 @@ static int stalled(const ttask *t)
     return t->rounds >= 3 && !(t->hist[3] < t->hist[1] * (1 - 1e-3));
 }
 
+/* The cost of side 'side' of choice 'c': the best costs of its tasks, per use. */
+static double side_cost(const run *r, int c, int side)
+{
+    double sum = 0;
+    for (int k = 0; k < r->n_tasks; k++)
+        for (int u = 0; u < r->tasks[k].n_uses; u++)
+            if (r->tasks[k].uses[u].choice == c && r->tasks[k].uses[u].side == side)
+                sum += r->tasks[k].best_cost;
+    return sum;
+}
+
+/* What an expected change 'delta' (< 0) of task t's cost brings the model: delta per use,
+** except for the uses of a choice, where the model runs the cheaper side (min(A + delta,
+** B) - min(A, B)): a task of the dearer side gains only by overtaking the other. */
+static double model_gain(const run *r, const ttask *t, double delta)
+{
+    double g = 0;
+    if (t->n_uses == 0)
+        return t->weight * delta;
+    for (int u = 0; u < t->n_uses; u++) {
+        const tn_tune_use *us = &t->uses[u];
+        double a, b;
+        if (us->choice < 0) {
+            g += delta;
+            continue;
+        }
+        a = side_cost(r, us->choice, us->side);
+        b = side_cost(r, us->choice, !us->side);
+        if (!isfinite(a) || !isfinite(b)) {
+            g += delta;
+            continue;
+        }
+        g += AT_MIN(a + delta, b) - AT_MIN(a, b);
+    }
+    return g;
+}
+
 /* The next task to tune: a warm-up tround each, then the largest expected gain in the
 ** weighted total latency (Ansor's gradient, alpha 0.2, beta 2, window 3) among the tasks
-** still improving; the stalled ones only when every task has stalled. */
+** still improving; the stalled ones only when every task has stalled.  Where the model
+** has alternatives (direct or Winograd convolutions), the gain is the choice's. */
 static int pick_task(run *r)
 {
     double best = 0;
@@ -436,7 +476,9 @@ static int pick_task(run *r)
         if (best_flops_rate > 0)
             fwd = AT_MIN(fwd, 2 * t->dag->flops / best_flops_rate); /* beta x their speed */
         fwd = fwd - g;
-        grad = t->weight * (0.2 * back + 0.8 * fwd);
+        grad = model_gain(r, t, 0.2 * back + 0.8 * fwd);
+        if (pass == 0 && !(grad < 0))
+            continue; /* the dearer side of a choice, too far behind to matter now */
         if (pick < 0 || grad < best) {
             best = grad;
             pick = i;
@@ -470,8 +512,25 @@ static void plan_warmup(run *r)
 static void seed_from_similar(run *r, ttask *t)
 {
     int offered = 0;
-    if (t->tag == NULL || t->n_trials > 0)
+    ss_state *hand = NULL;
+    if (t->n_trials > 0)
         return;
+    /* the Winograd transforms start from their hand-written schedule too: a structure the
+    ** sampler draws rarely (kn_hand_winograd) */
+    if (!r->hw.is_gpu && ss_state_new(t->dag, &hand) == AT_OK &&
+        kn_hand_winograd(hand, r->hw.vector_bytes, NULL, 0) == AT_OK) {
+        at_buf b;
+        at_buf_init(&b);
+        ss_state_to_json(hand, &b);
+        if (!b.err && tn_search_seed(t->search, b.data) > 0)
+            offered++;
+        at_buf_fini(&b);
+    }
+    ss_state_free(hand);
+    if (t->tag == NULL) {
+        t->n_seeded = offered;
+        return;
+    }
     for (int k = 0; k < r->n_tasks && offered < TN_SEARCH_MAX_SEEDS; k++) {
         ttask *u = &r->tasks[k];
         if (u == t || u->tag == NULL || strcmp(u->tag, t->tag) != 0 || u->search == NULL)
@@ -705,6 +764,8 @@ at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_
         r.tasks[i].dag = ss_dag_ref(tasks[i].dag);
         r.tasks[i].weight = tasks[i].weight > 0 ? tasks[i].weight : 1;
         r.tasks[i].tag = tasks[i].tag;
+        r.tasks[i].n_uses = tasks[i].uses ? tasks[i].n_uses : 0;
+        r.tasks[i].uses = tasks[i].uses;
     }
     if ((err = rec_store_open(o->db, REC_OPEN_CREATE, &r.st, r.errmsg, sizeof r.errmsg)) != AT_OK)
         goto out;

@@ -247,11 +247,27 @@ typedef struct tn_model tn_model; /* opaque: the graph, its tasks and how to run
 #define TN_LAYOUT_NHWC 0 /* convolutions in channels-last (the default) */
 #define TN_LAYOUT_NCHW 1 /* the ONNX file's own layout everywhere */
 
+#define TN_WINOGRAD_AUTO 0 /* Winograd where it measured faster (the default, see below) */
+#define TN_WINOGRAD_OFF 1  /* direct convolutions only */
+#define TN_WINOGRAD_ON 2   /* every eligible convolution as Winograd */
+
+/* The measured cost of a task, for the Winograd choice: 1 and *seconds when the records
+** have one, else 0. */
+typedef int (*tn_task_cost_fn)(void *ctx, const tn_task *t, double *seconds);
+
 typedef struct tn_model_opts {
     int64_t dim_default;   /* the value of a symbolic dimension (a batch 'N'); 0 means 1 */
     int layout;            /* TN_LAYOUT_NHWC (the default, 0) or TN_LAYOUT_NCHW: the layout
                            ** convolutions and the operators around them compute in (the
                            ** tasks' DAGs and keys depend on it; docs/models.md) */
+    int winograd;          /* TN_WINOGRAD_AUTO (0), _OFF or _ON: 3x3 stride-1 convolutions
+                           ** (NHWC) as Winograd F(m x m, 3 x 3) tasks.  AUTO with 'cost':
+                           ** each such convolution is Winograd when its three tasks' costs
+                           ** sum below its direct task's; AUTO without 'cost' (tuning, the
+                           ** task list): the model runs direct convolutions and the task
+                           ** list has the Winograd tasks too, after the model's own */
+    tn_task_cost_fn cost;  /* AUTO's measurements (NULL: none) */
+    void *cost_ctx;
 } tn_model_opts;
 
 /* Load an ONNX model: decode (protobuf-c, Debian's onnx.proto), check, fold constants
@@ -280,6 +296,10 @@ typedef struct tn_model_info {
     int n_live;            /* nodes left after folding and dead-code removal */
     int n_unsupported;     /* nodes that give no work: the model has tasks but cannot run */
     int n_inputs, n_outputs, n_steps;
+    int n_winograd;        /* convolutions the steps run as Winograd */
+    int n_winograd_eligible; /* convolutions that could be */
+    int n_alt_tasks;       /* the last tasks of the list are alternatives no step runs (the
+                           ** Winograd tasks of a model loaded for tuning) */
 } tn_model_info;
 void tn_model_get_info(const tn_model *m, tn_model_info *out);
 
@@ -293,6 +313,21 @@ at_err tn_task_schedule(const tn_task *t, rec_store *st, const char *target,
                         size_t errmsg_size);
 
 /* Running a whole model here (tn_run.c). */
+/* Costs for the Winograd choice (tn_model_opts.cost): from a records store (the mean of
+** the record tn_task_schedule picks; a task without one has no cost), or, for a library
+** made by tn_export_lib, 1 with cost 0 for each task it has a kernel of (so the choice is
+** the one the library was made with). */
+typedef struct tn_store_cost_ctx {
+    rec_store *store;
+    const char *target;     /* target text as records have it (kn_target.text) */
+    const char *device_key; /* NULL: any */
+} tn_store_cost_ctx;
+int tn_store_cost(void *ctx, const tn_task *t, double *seconds);
+typedef struct tn_lib_keys tn_lib_keys;
+at_err tn_lib_keys_open(const char *path, tn_lib_keys **out, char *errmsg, size_t errmsg_size);
+int tn_lib_has_task(void *ctx, const tn_task *t, double *seconds);
+void tn_lib_keys_close(tn_lib_keys *k);
+
 typedef struct tn_run_opts {
     rec_store *store;       /* best records; NULL: every task runs its naive kernel */
     const char *target;     /* records of this target; NULL: the host ("llvm -mcpu=native");

@@ -66,6 +66,8 @@ int tn_cmd_db(const tn_cmd *cmd, int argc, char **argv);
 /* "nhwc" or "nchw" (any case) into *layout (TN_LAYOUT_*); NULL gives the default.  0, or
 ** -1 after printing a message naming the flag. */
 int tn_parse_layout(const tn_cmd *cmd, const char *s, int *layout);
+/* "auto", "on" or "off" into *mode (TN_WINOGRAD_*); NULL gives auto.  As above. */
+int tn_parse_winograd(const tn_cmd *cmd, const char *s, int *mode);
 
 /* The subcommands over whole models (tn_cli_model.c). */
 int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv);
@@ -120,9 +122,10 @@ void tn_search_free(tn_search *s);
 ** one may seed later populations. */
 at_err tn_search_add_measured(tn_search *s, const char *state_json, double cost_s, int ok);
 int tn_search_n_seen(const tn_search *s);
-/* Offer a state of another task (its JSON) to this task's next first population: kept when
-** it replays on this task's DAG (1), dropped otherwise (0); -1 on ENOMEM.  At most
-** TN_SEARCH_MAX_SEEDS are kept. */
+/* Offer a state of another task (its JSON), or a hand-written one, to this task's next
+** round: kept when it replays on this task's DAG (1), dropped otherwise (0); -1 on ENOMEM.
+** At most TN_SEARCH_MAX_SEEDS are kept.  The next round puts them in its first population
+** and measures them (up to half of its picks) whatever the cost model predicts. */
 #define TN_SEARCH_MAX_SEEDS 32
 int tn_search_seed(tn_search *s, const char *state_json);
 /* The JSON of the k-th best measured program (0: the best), or NULL. */
@@ -163,11 +166,21 @@ typedef struct tn_tune_opts {
     tn_search_cfg search;
 } tn_tune_opts;
 
+/* One use of a task in a model whose task list has alternatives (a convolution's direct
+** task, side 0, or its Winograd tasks, side 1): the model runs whichever side costs less,
+** so a round of a task on the dearer side is worth only what it could bring the choice. */
+typedef struct tn_tune_use {
+    int choice; /* the convolution (an id shared by both sides' tasks), -1: no choice */
+    int side;
+} tn_tune_use;
+
 typedef struct tn_tune_task {
     const char *name;
     ss_dag *dag;
     int weight;
     const char *tag; /* similarity group (tn_task.tag), or NULL: similar to no other task */
+    int n_uses;      /* 0: 'weight' uses without choices */
+    const tn_tune_use *uses;
 } tn_tune_task;
 
 #define TN_TUNE_MAX_REPORT 256

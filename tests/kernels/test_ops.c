@@ -164,7 +164,8 @@ static void test_list_and_defaults(void **unused)
     const char *expected[] = {"matmul",  "batch_matmul", "dense",      "conv2d",
                               "depthwise_conv2d", "max_pool2d", "avg_pool2d",
                               "global_avg_pool",  "softmax",    "layer_norm", "add", "mul",
-                              "relu",    "gelu",  "transpose"};
+                              "relu",    "gelu",  "transpose", "winograd_input",
+                              "winograd_gemm", "winograd_output"};
     size_t n = 0;
     (void)unused;
     for (; ops[n].name; n++) {
@@ -663,7 +664,8 @@ static void test_bad_specs(void **unused)
         {"", "empty operator spec (expected NAME:KEY=VALUE,...)"},
         {"matmull:M=4", "unknown operator 'matmull' (known: matmul, batch_matmul, dense, "
                         "conv2d, depthwise_conv2d, max_pool2d, avg_pool2d, global_avg_pool, "
-                        "softmax, layer_norm, add, mul, relu, gelu, transpose)"},
+                        "softmax, layer_norm, add, mul, relu, gelu, transpose, winograd_input, "
+                        "winograd_gemm, winograd_output)"},
         {":M=4", "unknown operator '' *"},
         {"conv2d:strde=2", "conv2d: unknown parameter 'strde' (known: layout, N, C, H, W, K, R, "
                            "S, stride, pad, dilation, groups, bias, relu, sh, sw, ph, pw, dh, "
@@ -1173,6 +1175,89 @@ static void test_ref_norms_by_hand(void **unused)
     assert_true(fabsf(out[0] + 1) < 1e-6f && fabsf(out[2] - 11) < 1e-6f);
 }
 
+/* ---- Winograd ---- */
+
+/* Like eval_spec, with the placeholders named in names[] set to vals[] first. */
+static void eval_given(const char *spec, int n_given, const char *const *names,
+                       float *const *vals, at_rng *rng, evaluated *ev)
+{
+    char err[256];
+    at_err e;
+    memset(ev, 0, sizeof *ev);
+    ev->dag = build_ok(spec);
+    for (int i = 0; i < ev->dag->n_ops; i++) {
+        const ss_op *op = &ev->dag->ops[i];
+        int64_t n = ss_op_n_elems(op);
+        ev->bufs[i] = at_calloc((size_t)n, sizeof(float));
+        assert_non_null(ev->bufs[i]);
+        if (op->kind != SS_OP_PLACEHOLDER)
+            continue;
+        for (int64_t j = 0; j < n; j++)
+            ev->bufs[i][j] = (float)(2 * at_rng_double(rng) - 1);
+        for (int k = 0; k < n_given; k++)
+            if (strcmp(op->name, names[k]) == 0)
+                memcpy(ev->bufs[i], vals[k], (size_t)n * sizeof(float));
+    }
+    e = ref_dag_eval(ev->dag, ev->bufs, err, sizeof err);
+    if (e != AT_OK)
+        fail_msg("%s: ref_dag_eval: %s: %s", spec, at_errname(e), err);
+}
+
+/* The three Winograd operators, evaluated one after the other with the weight transformed
+** by kn_winograd_weight, give the direct NHWC convolution (bias and relu included) on
+** random inputs, within the bound docs/models.md states: relative error (|d| / (1 + |y|))
+** below 1e-5 for F(2x2,3x3) and 5e-5 for F(4x4,3x3) with inputs in [-1, 1). */
+static void test_winograd(void **unused)
+{
+    static const struct { int N, H, W, C, K, m; } cases[] = {
+        {1, 8, 8, 5, 6, 2}, {2, 7, 9, 3, 4, 2}, {1, 14, 14, 16, 8, 4},
+        {2, 7, 9, 3, 4, 4}, {1, 5, 6, 64, 3, 4}, {1, 1, 1, 2, 2, 4},
+    };
+    at_rng rng;
+    (void)unused;
+    at_rng_seed(&rng, 11);
+    for (size_t i = 0; i < AT_ARRAY_LEN(cases); i++) {
+        int N = cases[i].N, H = cases[i].H, W = cases[i].W, C = cases[i].C, K = cases[i].K;
+        int m = cases[i].m, a = m + 2, P = N * ((H + m - 1) / m) * ((W + m - 1) / m);
+        char conv[256], in[128], gemm[128], out[128];
+        const float *bt, *g, *at;
+        evaluated ec, ei, eg, eo;
+        float *u = at_calloc((size_t)(a * a * C * K), sizeof *u);
+        double worst = 0, bound = m == 2 ? 1e-5 : 5e-5;
+        assert_non_null(u);
+        assert_int_equal(kn_winograd_matrices(m, &bt, &g, &at), AT_OK);
+        snprintf(conv, sizeof conv, "conv2d:layout=NHWC,N=%d,C=%d,H=%d,W=%d,K=%d,R=3,S=3,"
+                 "stride=1,pad=1,bias=1,relu=1", N, C, H, W, K);
+        snprintf(in, sizeof in, "winograd_input:N=%d,H=%d,W=%d,C=%d,m=%d", N, H, W, C, m);
+        snprintf(gemm, sizeof gemm, "winograd_gemm:P=%d,C=%d,K=%d,m=%d", P, C, K, m);
+        snprintf(out, sizeof out, "winograd_output:N=%d,H=%d,W=%d,K=%d,m=%d,bias=1,relu=1", N,
+                 H, W, K, m);
+        eval_spec(conv, &rng, &ec);
+        assert_int_equal(kn_winograd_weight(m, C, K, ev_buf(&ec, "W"), u), AT_OK);
+        eval_given(in, 2, (const char *[]){"X", "Bt"},
+                   (float *[]){ev_buf(&ec, "X"), (float *)bt}, &rng, &ei);
+        eval_given(gemm, 2, (const char *[]){"V", "U"}, (float *[]){ev_out(&ei), u}, &rng, &eg);
+        eval_given(out, 3, (const char *[]){"M", "At", "b"},
+                   (float *[]){ev_out(&eg), (float *)at, ev_buf(&ec, "b")}, &rng, &eo);
+        for (int64_t j = 0; j < (int64_t)N * H * W * K; j++) {
+            double d = fabs((double)ev_out(&eo)[j] - ev_out(&ec)[j]) / (1 + fabs(ev_out(&ec)[j]));
+            if (!(d <= worst))
+                worst = d;
+        }
+        if (!(worst < bound))
+            fail_msg("%s: Winograd's worst relative error %g (bound %g)", conv, worst, bound);
+        print_message("%s m=%d: worst relative error %.3g\n", conv, m, worst);
+        at_free(u);
+        ev_free(&ec);
+        ev_free(&ei);
+        ev_free(&eg);
+        ev_free(&eo);
+    }
+    assert_int_equal(kn_winograd_matrices(3, &(const float *){0}, &(const float *){0},
+                                          &(const float *){0}), AT_EINVAL);
+    expect_bad("winograd_input:m=3", "winograd_input: m must be 2 or 4*");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1184,6 +1269,7 @@ int main(void)
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_conv2d_forms),
+        cmocka_unit_test(test_winograd),
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_global_avg_pool),
         cmocka_unit_test(test_softmax_and_layer_norm),

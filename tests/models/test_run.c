@@ -55,6 +55,16 @@ static tn_model *load(const char *name)
     return m;
 }
 
+static tn_model *load_opts(const char *name, const tn_model_opts *o)
+{
+    char path[PATH_MAX], err[1024];
+    tn_model *m = NULL;
+    mt_path(path, dir, name);
+    if (tn_model_load(path, o, &m, err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    return m;
+}
+
 static void put(rec_store *st, int64_t task, const char *job, const char *state, double cost,
                 const rec_device *dev)
 {
@@ -149,9 +159,8 @@ static void numpy_check(const char *model, const char *dump)
         fail_msg("the outputs of %s differ from numpy's", model);
 }
 
-static void run_model_with_records(const char *model, uint64_t seed)
+static void run_loaded_with_records(tn_model *m, const char *model, uint64_t seed)
 {
-    tn_model *m = load(model);
     const tn_task_list *tl = tn_model_tasks(m);
     char db[PATH_MAX], dump[PATH_MAX], err[1024];
     rec_store *st;
@@ -170,8 +179,13 @@ static void run_model_with_records(const char *model, uint64_t seed)
         fail_msg("%s", err);
     fprintf(stderr, "%s: %d tasks, %d tuned; max relative error %.3g; built in %.2f s\n", model,
             rep.n_tasks, rep.n_tuned, rep.max_rel_err, rep.build_s);
-    assert_int_equal(rep.n_tasks, tl->n_tasks);
-    assert_int_equal(rep.n_tuned, tl->n_tasks);
+    {
+        /* the Winograd alternatives after the model's tasks run in no step: not built */
+        tn_model_info info;
+        tn_model_get_info(m, &info);
+        assert_int_equal(rep.n_tasks, tl->n_tasks - info.n_alt_tasks);
+        assert_int_equal(rep.n_tuned, tl->n_tasks - info.n_alt_tasks);
+    }
     /* drawn schedules of conv/dense tasks store weights in their tile order */
     assert_true(rep.n_rewritten > 0);
     assert_true(rep.max_rel_err <= 1e-4);
@@ -180,6 +194,11 @@ static void run_model_with_records(const char *model, uint64_t seed)
     rec_store_close(st);
     tn_model_free(m);
     unlink(db);
+}
+
+static void run_model_with_records(const char *model, uint64_t seed)
+{
+    run_loaded_with_records(load(model), model, seed);
 }
 
 static void test_run_small_cnn(void **unused)
@@ -192,6 +211,95 @@ static void test_run_transformer(void **unused)
 {
     (void)unused;
     run_model_with_records("transformer.onnx", 12);
+}
+
+/* ---- Winograd ---- */
+
+typedef struct fake_costs {
+    double wino, direct, direct_add; /* seconds; < 0: no record */
+    int no_gemm;                     /* the winograd_gemm tasks have no record */
+} fake_costs;
+
+static int fake_cost(void *ctx, const tn_task *t, double *s)
+{
+    const fake_costs *f = ctx;
+    int wino = strncmp(t->name, "winograd_", 9) == 0;
+    if (wino && f->no_gemm && strcmp(t->name, "winograd_gemm") == 0)
+        return 0;
+    *s = wino ? f->wino : strstr(t->name, "_add") ? f->direct_add : f->direct;
+    return *s >= 0;
+}
+
+static int count_named(const tn_task_list *tl, const char *prefix, int from, int to)
+{
+    int n = 0;
+    for (int i = from; i < to; i++)
+        n += strncmp(tl->tasks[i].name, prefix, strlen(prefix)) == 0;
+    return n;
+}
+
+/* small_cnn's four 3x3 convolutions with 16 and 32 channels are eligible (conv1 has 3 input
+** channels): as Winograd tasks every output matches the naive lowering and numpy; the
+** default (no costs) lists the Winograd tasks after the model's and runs the direct ones;
+** with costs, each convolution takes whichever measured faster. */
+static void test_winograd_model(void **unused)
+{
+    static const struct {
+        fake_costs c;
+        int n_wino;
+    } choices[] = {
+        {{1e-6, 1e-3, 1e-3, 0}, 4},  /* Winograd faster everywhere */
+        {{1e-2, 1e-3, 1e-3, 0}, 0},  /* slower everywhere */
+        {{1e-6, 1e-3, 1e-9, 0}, 3},  /* the direct conv4 (+ add + relu) is faster */
+        {{1e-6, -1, -1, 0}, 4},      /* the direct tasks were never measured */
+        {{1e-6, 1e-3, 1e-3, 1}, 0},  /* one Winograd part was never measured */
+    };
+    tn_model *m;
+    tn_model_info info;
+    const tn_task_list *tl;
+    (void)unused;
+    /* on: every eligible one, checked end to end */
+    m = load_opts("small_cnn.onnx", &(tn_model_opts){.winograd = TN_WINOGRAD_ON});
+    tn_model_get_info(m, &info);
+    assert_int_equal(info.n_winograd_eligible, 4);
+    assert_int_equal(info.n_winograd, 4);
+    assert_int_equal(info.n_alt_tasks, 0);
+    tl = tn_model_tasks(m);
+    assert_int_equal(count_named(tl, "winograd_gemm", 0, tl->n_tasks), 2);
+    assert_int_equal(count_named(tl, "conv2d", 0, tl->n_tasks), 1); /* conv1 */
+    run_loaded_with_records(m, "small_cnn.onnx", 21);
+    /* the default without costs: direct steps, Winograd tasks listed after them */
+    m = load("small_cnn.onnx");
+    tn_model_get_info(m, &info);
+    tl = tn_model_tasks(m);
+    assert_int_equal(info.n_winograd, 0);
+    assert_int_equal(info.n_alt_tasks, 6);
+    assert_int_equal(count_named(tl, "winograd_", 0, tl->n_tasks - 6), 0);
+    assert_int_equal(count_named(tl, "winograd_", tl->n_tasks - 6, tl->n_tasks), 6);
+    run_loaded_with_records(m, "small_cnn.onnx", 22);
+    /* off */
+    m = load_opts("small_cnn.onnx", &(tn_model_opts){.winograd = TN_WINOGRAD_OFF});
+    tn_model_get_info(m, &info);
+    assert_int_equal(info.n_alt_tasks, 0);
+    assert_int_equal(count_named(tn_model_tasks(m), "winograd_", 0, tn_model_tasks(m)->n_tasks),
+                     0);
+    tn_model_free(m);
+    /* the choice by cost */
+    for (size_t i = 0; i < AT_ARRAY_LEN(choices); i++) {
+        fake_costs c = choices[i].c;
+        m = load_opts("small_cnn.onnx", &(tn_model_opts){.cost = fake_cost, .cost_ctx = &c});
+        tn_model_get_info(m, &info);
+        tl = tn_model_tasks(m);
+        if (info.n_winograd != choices[i].n_wino)
+            fail_msg("choice %zu: %d Winograd convolutions, want %d", i, info.n_winograd,
+                     choices[i].n_wino);
+        assert_int_equal(info.n_alt_tasks, 0);
+        assert_int_equal(count_named(tl, "winograd_output_bias_add_relu", 0, tl->n_tasks),
+                         choices[i].n_wino == 4);
+        assert_int_equal(count_named(tl, "conv2d_bias_add_relu", 0, tl->n_tasks),
+                         choices[i].n_wino != 4);
+        tn_model_free(m);
+    }
 }
 
 /* ---- export ---- */
@@ -315,7 +423,7 @@ static void export(const tn_task_list *tl, const char *db, const char *target, c
 
 static void test_export(void **unused)
 {
-    tn_model *m = load("small_cnn.onnx");
+    tn_model *m = load_opts("small_cnn.onnx", &(tn_model_opts){.winograd = TN_WINOGRAD_OFF});
     const tn_task_list *tl = tn_model_tasks(m);
     char db[PATH_MAX], lib[PATH_MAX], hdr[PATH_MAX], prog[PATH_MAX], out[PATH_MAX],
         a64[PATH_MAX], andr[PATH_MAX], err[1024];
@@ -580,6 +688,69 @@ static void test_export_model(void **unused)
 
 #define TUNER(out, err, ...) mt_tuner(out, err, (const char *const[]){__VA_ARGS__, NULL})
 
+static int same_file(const char *a, const char *b)
+{
+    size_t n1, n2;
+    char *x = mt_read(a, &n1), *y = mt_read(b, &n2);
+    int same = n1 == n2 && memcmp(x, y, n1) == 0;
+    at_free(x);
+    at_free(y);
+    return same;
+}
+
+/* Winograd through the commands: records for every task of the default list (direct and
+** Winograd); 'on' runs and exports the Winograd form, the library's outputs (from C,
+** through its model function) equal tuner run's; the default 'auto' keeps the direct
+** convolutions when they measured faster (here they did: 1 ms against 3 x 1 ms), and
+** 'tuner run --lib' follows what the library was made with. */
+static void test_winograd_cli(void **unused)
+{
+    tn_model *m = load("small_cnn.onnx");
+    char db[PATH_MAX], model[PATH_MAX], lib[PATH_MAX], d1[PATH_MAX], d2[PATH_MAX];
+    char o1[PATH_MAX + 16], o2[PATH_MAX + 16], *out, *err;
+    int n_sampled;
+    (void)unused;
+    mt_path(db, dir, "wino.db");
+    mt_path(model, dir, "small_cnn.onnx");
+    mt_path(lib, dir, "libwino.so");
+    mt_path(d1, dir, "dump_wino_run");
+    mt_path(d2, dir, "dump_wino_lib");
+    make_store(db, tn_model_tasks(m), 51, &n_sampled);
+    tn_model_free(m);
+    assert_int_equal(TUNER(&out, &err, "run", "--db", db, "--device", DEVICE, "--winograd", "on",
+                           "--dump", d1, model), TN_EXIT_OK);
+    assert_non_null(strstr(out, "10 with a tuned schedule, 0 naive"));
+    assert_non_null(strstr(out, "winograd: 4 of 4 eligible 3x3 convolutions run as Winograd"));
+    assert_non_null(strstr(out, "OK: the outputs match the naive lowering"));
+    at_free(out);
+    at_free(err);
+    assert_int_equal(TUNER(&out, &err, "export-lib", "--db", db, "--winograd", "on", "-o", lib,
+                           model), TN_EXIT_OK);
+    assert_non_null(strstr(out, "10 kernels (10 tuned, 0 naive)"));
+    assert_non_null(strstr(out, "winograd: 4 of 4"));
+    at_free(out);
+    at_free(err);
+    assert_int_equal(TUNER(&out, &err, "run", "--lib", lib, "--dump", d2, model), TN_EXIT_OK);
+    assert_non_null(strstr(out, "winograd: 4 of 4"));
+    assert_non_null(strstr(out, "OK: the outputs match the naive lowering"));
+    at_free(out);
+    at_free(err);
+    snprintf(o1, sizeof o1, "%s/output_0.bin", d1);
+    snprintf(o2, sizeof o2, "%s/output_0.bin", d2);
+    assert_true(same_file(o1, o2));
+    /* auto: the direct tasks measured faster */
+    assert_int_equal(TUNER(&out, &err, "run", "--db", db, "--device", DEVICE, model), TN_EXIT_OK);
+    assert_non_null(strstr(out, "7 with a tuned schedule, 0 naive"));
+    assert_non_null(strstr(out, "winograd: 0 of 4"));
+    at_free(out);
+    at_free(err);
+    assert_int_equal(TUNER(&out, &err, "run", "--winograd", "sometimes", model),
+                     TN_EXIT_USAGE);
+    assert_non_null(strstr(err, "--winograd must be auto, on or off, not 'sometimes'"));
+    at_free(out);
+    at_free(err);
+}
+
 static void test_cli(void **unused)
 {
     tn_model *m = load("small_cnn.onnx");
@@ -722,7 +893,8 @@ static void test_run_torch_encoder(void **unused)
 
 /* AT_TEST_LONG=1: ResNet-18 and MobileNetV2 run here (naive kernels, 2 threads) and
 ** checked against numpy: the BatchNormalization folding, residuals, depthwise convolutions
-** and Clip of the large models end to end (a minute or two). */
+** and Clip of the large models end to end (a minute or two); ResNet-18 also with its 13
+** 3x3 convolutions as Winograd (MobileNetV2 has none eligible). */
 static void test_long_large_models(void **unused)
 {
     static const char *const models[] = {"resnet18.onnx", "mobilenet_v2.onnx"};
@@ -732,8 +904,10 @@ static void test_long_large_models(void **unused)
         skip();
     }
     mt_make_models(dir, "resnet18 mobilenet_v2");
-    for (size_t i = 0; i < AT_ARRAY_LEN(models); i++) {
-        tn_model *m = load(models[i]);
+    for (size_t i = 0; i <= AT_ARRAY_LEN(models); i++) {
+        int wino = i == AT_ARRAY_LEN(models);
+        tn_model *m = wino ? load_opts(models[0], &(tn_model_opts){.winograd = TN_WINOGRAD_ON})
+                           : load(models[i]);
         char dump[PATH_MAX], err[1024];
         tn_run_report rep;
         mt_path(dump, dir, "dump_long");
@@ -741,8 +915,13 @@ static void test_long_large_models(void **unused)
         if (tn_model_run(m, &(tn_run_opts){.n_threads = 2, .seed = 6, .no_check = 1,
                                            .dump_dir = dump},
                          &rep, err, sizeof err) != AT_OK)
-            fail_msg("%s: %s", models[i], err);
-        numpy_check(models[i], dump);
+            fail_msg("%s: %s", models[wino ? 0 : i], err);
+        if (wino) {
+            tn_model_info info;
+            tn_model_get_info(m, &info);
+            assert_int_equal(info.n_winograd, 13);
+        }
+        numpy_check(models[wino ? 0 : i], dump);
         tn_model_free(m);
     }
 }
@@ -767,11 +946,13 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_small_cnn),
         cmocka_unit_test(test_run_transformer),
+        cmocka_unit_test(test_winograd_model),
         cmocka_unit_test(test_run_weights_as_inputs),
         cmocka_unit_test(test_run_torch_encoder),
         cmocka_unit_test(test_export),
         cmocka_unit_test(test_export_model),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_winograd_cli),
         cmocka_unit_test(test_tune_end_to_end),
         cmocka_unit_test(test_cannot_run_unsupported),
         cmocka_unit_test(test_long_large_models),

@@ -33,6 +33,7 @@ static int teardown(void **unused)
 }
 
 static int layout = TN_LAYOUT_NHWC; /* of load() */
+static int winograd = TN_WINOGRAD_OFF; /* of load(): the task lists below are the direct ones */
 
 static tn_model *load(const char *name)
 {
@@ -40,7 +41,8 @@ static tn_model *load(const char *name)
     tn_model *m = NULL;
     at_err e;
     mt_path(path, dir, name);
-    e = tn_model_load(path, &(tn_model_opts){.layout = layout}, &m, err, sizeof err);
+    e = tn_model_load(path, &(tn_model_opts){.layout = layout, .winograd = winograd}, &m, err,
+                      sizeof err);
     if (e != AT_OK)
         fail_msg("%s: %s (%s)", name, err, at_errname(e));
     return m;
@@ -161,6 +163,54 @@ static void test_small_cnn(void **unused)
     layout = TN_LAYOUT_NCHW; /* the model's own layout when asked */
     small_cnn();
     layout = TN_LAYOUT_NHWC;
+}
+
+/* Winograd on: conv2..conv5 (3x3, stride 1, 16 or 32 channels, 16x16) as three tasks each,
+** F(4x4, 3x3): 16 tiles; conv3 and conv5 share theirs; conv1 (3 input channels) stays. */
+static void test_small_cnn_winograd(void **unused)
+{
+    tn_model *m;
+    const tn_task_list *tl;
+    tn_model_info info;
+    const want w[] = {
+        {conv(0, 3, 32, 16, 3, 1, 1, 1, ""), 1, "conv2d_bias_relu", 0},
+        {pool(4, "max_pool2d", "N=1,C=16,H=32,W=32,kh=2,kw=2,sh=2,sw=2,ph=0,pw=0"), 1,
+         "max_pool2d", 0},
+        {"winograd_input:N=1,H=16,W=16,C=16,m=4", 1, "winograd_input", 0},
+        {"winograd_gemm:P=16,C=16,K=32,m=4", 1, "winograd_gemm", 0},
+        {"winograd_output:N=1,H=16,W=16,K=32,m=4,bias=1,relu=1", 3,
+         "winograd_output_bias_relu", 0},
+        {"winograd_input:N=1,H=16,W=16,C=32,m=4", 3, "winograd_input", 0},
+        {"winograd_gemm:P=16,C=32,K=32,m=4", 3, "winograd_gemm", 0},
+        {"winograd_output:N=1,H=16,W=16,K=32,m=4,bias=1,relu=0 + add, relu", 1,
+         "winograd_output_bias_add_relu", 0},
+        {pool(5, "global_avg_pool", "N=1,C=32,H=16,W=16"), 1, "global_avg_pool", 0},
+        {"dense:M=1,N=10,K=32,bias=1,relu=0", 1, "dense_bias", 0},
+    };
+    (void)unused;
+    winograd = TN_WINOGRAD_ON;
+    m = load("small_cnn.onnx");
+    winograd = TN_WINOGRAD_OFF;
+    tl = tn_model_tasks(m);
+    /* the add and relu: 2 FLOPs per output element more than the library operator */
+    for (int i = 0; i < tl->n_tasks; i++)
+        if (strcmp(tl->tasks[i].name, "winograd_output_bias_add_relu") == 0) {
+            ss_dag *lib;
+            char err[256];
+            assert_int_equal(kn_op_build("winograd_output:N=1,H=16,W=16,K=32,m=4,bias=1,relu=0",
+                                         &lib, err, sizeof err), AT_OK);
+            ((want *)w)[7].flops = lib->flops + 2.0 * 32 * 16 * 16;
+            ss_dag_unref(lib);
+        }
+    check_tasks(tl, w, (int)AT_ARRAY_LEN(w));
+    /* the output transform is named with the convolution it replaces (and its BN) */
+    assert_string_equal(tl->tasks[4].uses[0].nodes[0], "conv2.wino_out");
+    assert_string_equal(tl->tasks[4].uses[0].nodes[1], "conv2");
+    assert_string_equal(tl->tasks[2].uses[0].nodes[0], "conv2.wino_in");
+    tn_model_get_info(m, &info);
+    assert_int_equal(info.n_winograd, 4);
+    assert_int_equal(info.n_winograd_eligible, 4);
+    tn_model_free(m);
 }
 
 static void test_resnet18(void **unused)
@@ -470,7 +520,8 @@ static void test_cli_tasks(void **unused)
     mt_path(model, dir, "small_cnn.onnx");
     mt_path(jsonl, dir, "small_cnn.tasks.jsonl");
     assert_int_equal(TUNER(&out, &err, "tasks", model), TN_EXIT_OK);
-    assert_non_null(strstr(out, "7 tasks (7 tunable)"));
+    assert_non_null(strstr(out, "13 tasks (13 tunable)"));
+    assert_non_null(strstr(out, "winograd: the last 6 tasks are the Winograd alternatives of 4 "));
     assert_non_null(strstr(out, "conv2d_bias_add_relu"));
     assert_string_equal(err, "");
     at_free(out);
@@ -481,8 +532,23 @@ static void test_cli_tasks(void **unused)
     at_free(err);
     /* the task list alone is enough to list the tasks again */
     assert_int_equal(TUNER(&out, &err, "tasks", "-v", jsonl), TN_EXIT_OK);
-    assert_non_null(strstr(out, "7 tasks"));
+    assert_non_null(strstr(out, "13 tasks"));
     assert_non_null(strstr(out, "use 2: conv5 relu5"));
+    at_free(out);
+    at_free(err);
+    /* --winograd */
+    assert_int_equal(TUNER(&out, &err, "tasks", "--winograd", "on", model), TN_EXIT_OK);
+    assert_non_null(strstr(out, "10 tasks (10 tunable)"));
+    assert_non_null(strstr(out, "winograd: 4 of 4 eligible 3x3 convolutions run as Winograd"));
+    at_free(out);
+    at_free(err);
+    assert_int_equal(TUNER(&out, &err, "tasks", "--winograd", "off", model), TN_EXIT_OK);
+    assert_non_null(strstr(out, "7 tasks (7 tunable)"));
+    assert_null(strstr(out, "winograd"));
+    at_free(out);
+    at_free(err);
+    assert_int_not_equal(TUNER(&out, &err, "tasks", "--winograd", "maybe", model), TN_EXIT_OK);
+    assert_non_null(strstr(err, "--winograd must be auto, on or off, not 'maybe'"));
     at_free(out);
     at_free(err);
     /* errors: exit status 1 and a sentence naming the file and the problem */
@@ -495,7 +561,7 @@ static void test_cli_tasks(void **unused)
     assert_int_equal(TUNER(&out, &err, "tasks", model), TN_EXIT_OK);
     assert_non_null(strstr(err, "warning: unsupported_op.onnx: node 'mystery' (FancyOp): "
                                 "operator 'FancyOp' is not supported"));
-    assert_non_null(strstr(out, "7 tasks"));
+    assert_non_null(strstr(out, "13 tasks"));
     at_free(out);
     at_free(err);
     assert_int_equal(TUNER(&out, &err, "tasks"), TN_EXIT_USAGE);
@@ -695,7 +761,7 @@ static void test_out_of_memory(void **unused)
         e = tn_model_load_mem(data, n, "small_cnn.onnx", NULL, &m, err, sizeof err);
         at_test_alloc_limit(SIZE_MAX);
         if (e == AT_OK) {
-            assert_int_equal(tn_model_tasks(m)->n_tasks, 7);
+            assert_int_equal(tn_model_tasks(m)->n_tasks, 13); /* 6 Winograd alternatives */
             assert_int_equal(tn_model_n_warnings(m), 0);
             tn_model_free(m);
             break;
@@ -714,6 +780,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_cnn),
+        cmocka_unit_test(test_small_cnn_winograd),
         cmocka_unit_test(test_resnet18),
         cmocka_unit_test(test_mobilenet_v2),
         cmocka_unit_test(test_transformer),
