@@ -454,38 +454,53 @@ static void do_transpose(const exec *x, const tn_node *nd)
     const tn_tensor *in = &x->g->tensors[nd->in[0]], *out = &x->g->tensors[nd->out[0]];
     const float *src = x->buf[nd->in[0]];
     float *dst = x->buf[nd->out[0]];
-    int64_t perm[TN_MAX_RANK], st[TN_MAX_RANK], ss[TN_MAX_RANK] = {0}, idx[TN_MAX_RANK] = {0};
-    int64_t acc = 1, inner, sin, base = 0, outer = 1;
-    int r = in->rank;
+    int64_t perm[TN_MAX_RANK], st[TN_MAX_RANK], ss[TN_MAX_RANK] = {0}, ds[TN_MAX_RANK];
+    int64_t shape[TN_MAX_RANK], idx[TN_MAX_RANK] = {0}, acc = 1, outer = 1, n, di, si;
+    int r = in->rank, k = -1;
     if (tn__attr_ints(nd, "perm", perm, TN_MAX_RANK) != r)
         for (int d = 0; d < r; d++)
             perm[d] = r - 1 - d;
-    for (int d = r - 1; d >= 0; d--) {
-        st[d] = acc;
-        acc *= in->shape[d];
-    }
     if (r == 0) {
         dst[0] = src[0];
         return;
     }
-    /* output dimension d walks the input with stride ss[d]; the innermost one is a loop,
-    ** the others an odometer that keeps the input offset of the row */
-    for (int d = 0; d < r; d++)
+    for (int d = r - 1; d >= 0; d--) {
+        st[d] = acc;
+        acc *= in->shape[d];
+    }
+    /* output dimension d walks the input with stride ss[d] and the output with ds[d] */
+    acc = 1;
+    for (int d = r - 1; d >= 0; d--) {
         ss[d] = st[perm[d]];
-    inner = out->shape[r - 1];
-    sin = ss[r - 1];
+        ds[d] = acc;
+        shape[d] = out->shape[d];
+        acc *= out->shape[d];
+    }
+    /* the inner loop reads the input contiguously where a dimension allows (NCHW -> NHWC
+    ** with C = 3: rows of W, written every 3 floats, not 3-float rows read 3 planes
+    ** apart); the others are an odometer */
+    for (int d = 0; d < r - 1 && ss[r - 1] != 1; d++)
+        if (ss[d] == 1 && shape[d] > 1)
+            k = d;
+    if (k >= 0) {
+        int64_t t;
+        t = shape[k], shape[k] = shape[r - 1], shape[r - 1] = t;
+        t = ss[k], ss[k] = ss[r - 1], ss[r - 1] = t;
+        t = ds[k], ds[k] = ds[r - 1], ds[r - 1] = t;
+    }
+    n = shape[r - 1], di = ds[r - 1], si = ss[r - 1];
     for (int d = 0; d < r - 1; d++)
-        outer *= out->shape[d];
+        outer *= shape[d];
     for (int64_t o = 0; o < outer; o++) {
-        const float *sp = src + base;
-        for (int64_t i = 0; i < inner; i++)
-            dst[i] = sp[i * sin];
-        dst += inner;
+        for (int64_t i = 0; i < n; i++)
+            dst[i * di] = src[i * si];
         for (int d = r - 2; d >= 0; d--) {
-            base += ss[d];
-            if (++idx[d] < out->shape[d])
+            dst += ds[d];
+            src += ss[d];
+            if (++idx[d] < shape[d])
                 break;
-            base -= ss[d] * out->shape[d];
+            dst -= ds[d] * shape[d];
+            src -= ss[d] * shape[d];
             idx[d] = 0;
         }
     }
