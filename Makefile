@@ -275,6 +275,7 @@ $(eval $(call ONNX_PB,san,$(SAN_CFLAGS)))
 FUZZ_ONNX_OBJS  := $(patsubst %.c,build/fuzz/obj/%.o,tuner/tn_onnx.c tuner/tn_graph.c \
                      tuner/tn_infer.c tuner/tn_rewrite.c) build/fuzz/obj/gen/onnx.pb-c.o
 FUZZ_TASKS_OBJS := $(patsubst %.c,build/fuzz/obj/%.o,tuner/tn_tasks.c $(wildcard schedule_space/*.c))
+FUZZ_DAG_OBJS   := $(patsubst %.c,build/fuzz/obj/%.o,$(wildcard schedule_space/*.c))
 
 build/fuzz/obj/tuner/tn_onnx.o: $(PB_H)
 build/fuzz/obj/tuner/tn_onnx.o: FUZZ_CFLAGS += -isystem $(PB_DIR)
@@ -298,6 +299,15 @@ build/fuzz/fuzz_onnx: tests/fuzz/fuzz_onnx.c $(FUZZ_OBJS) $(FUZZ_ONNX_OBJS) \
 	@mkdir -p $(@D)
 	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_ONNX_OBJS) $(FUZZ_OBJS) \
 	    -lprotobuf-c -lmsgpackc -lnng -lm -lpthread
+# fuzz_dag: the DAG parser; seeds: a few DAGs and the deep inputs that once crashed it
+build/fuzz/corpus/fuzz_dag/.seeded: scripts/dag_seeds.py
+	@mkdir -p $(@D)
+	$(Q)python3 scripts/dag_seeds.py $(@D) && touch $@
+build/fuzz/fuzz_dag: tests/fuzz/fuzz_dag.c $(FUZZ_OBJS) $(FUZZ_DAG_OBJS) \
+                     | build/fuzz/corpus/fuzz_dag/.seeded
+	@mkdir -p $(@D)
+	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DAG_OBJS) $(FUZZ_OBJS) \
+	    -lmsgpackc -lnng -lm -lpthread
 build/fuzz/fuzz_tasks: tests/fuzz/fuzz_tasks.c $(FUZZ_OBJS) $(FUZZ_TASKS_OBJS) \
                        | build/fuzz/corpus/fuzz_tasks/.seeded
 	@mkdir -p $(@D)

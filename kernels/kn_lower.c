@@ -681,7 +681,8 @@ static kn_stmt *emit_stage(lower *L, int s)
         /* the value */
         body = ss_state_body(st, s, L->ar);
         if (body == NULL) {
-            lfail(L, AT_ENOMEM, "out of memory");
+            lfail(L, AT_ENOMEM, "out of memory (or stage %s is more than %d operations deep "
+                  "with its inlined producers)", op->name, SS_MAX_INLINED_DEPTH);
             return NULL;
         }
         body = chk(L, ss_expr_subst(L->ar, body, global, op->n_axes + op->n_raxes, NULL, 0, NULL));
@@ -1088,7 +1089,8 @@ static kn_stmt *gpu_emit_cross_thread(lower *L, int s, int q_t)
     index = flatten(L, op->n_axes, idx, L->ir->bufs[b].shape);
     body = ss_state_body(st, s, L->ar);
     if (body == NULL) {
-        lfail(L, AT_ENOMEM, "out of memory");
+        lfail(L, AT_ENOMEM, "out of memory (or stage %s is more than %d operations deep "
+              "with its inlined producers)", op->name, SS_MAX_INLINED_DEPTH);
         return NULL;
     }
     body = chk(L, ss_expr_subst(L->ar, body, local, op->n_axes + op->n_raxes, NULL, 0, NULL));

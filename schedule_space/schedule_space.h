@@ -78,6 +78,17 @@ struct ss_expr {
     ss_expr *a[]; /* operands */
 };
 
+/* Limits of the DAG text (docs/dag_format.md): how deep parentheses, unary operators and
+** '?:' nest, and how deep an expression tree may be (a chain of N terms is N - 1 deep). */
+#define SS_MAX_NESTING 128
+#define SS_MAX_EXPR_DEPTH 256
+/* ... and an expression with its inlined producers (ss_state_body gives NULL beyond) */
+#define SS_MAX_INLINED_DEPTH 1024
+
+/* The depth of e (operators on the longest path; leaves are 0), computed without
+** recursion; it stops counting at 'cap' (returns cap).  -1 on ENOMEM. */
+int ss_expr_depth(const ss_expr *e, int cap);
+
 const char *ss_expr_kind_name(ss_expr_kind k);
 int ss_expr_kind_arity(ss_expr_kind k); /* -1 for LOAD */
 

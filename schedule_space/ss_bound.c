@@ -352,7 +352,7 @@ static ss_expr *inline_rec(const ss_state *st, const ss_expr *e, at_arena *ar, i
 {
     ss_expr *kids[SS_MAX_DIMS + 4], *r;
     int changed = 0;
-    if (depth > 256 || e->n > (int)AT_ARRAY_LEN(kids))
+    if (depth > SS_MAX_INLINED_DEPTH || e->n > (int)AT_ARRAY_LEN(kids))
         return NULL;
     for (int i = 0; i < e->n; i++) {
         kids[i] = inline_rec(st, e->a[i], ar, depth + 1);

@@ -808,3 +808,42 @@ ss_expr *ss_expr_simplify(at_arena *arena, const ss_expr *e, const ss_var_ranges
         return NULL;
     return out;
 }
+
+int ss_expr_depth(const ss_expr *e, int cap)
+{
+    /* depth-first with an explicit stack of (node, depth of the node) */
+    struct item {
+        const ss_expr *e;
+        int d;
+    } *st, *grown;
+    int n = 0, size = 64, best = 0;
+    if (e == NULL)
+        return 0;
+    if ((st = at_malloc((size_t)size * sizeof *st)) == NULL)
+        return -1;
+    st[n++] = (struct item){e, 0};
+    while (n > 0) {
+        struct item it = st[--n];
+        int k = it.e->n;
+        if (k > 0) {
+            if (it.d + 1 > best)
+                best = it.d + 1;
+            if (best >= cap)
+                break;
+        }
+        if (n + k > size) {
+            while (n + k > size)
+                size *= 2;
+            if ((grown = at_realloc(st, (size_t)size * sizeof *st)) == NULL) {
+                at_free(st);
+                return -1;
+            }
+            st = grown;
+        }
+        for (int i = 0; i < k; i++)
+            if (it.e->a[i])
+                st[n++] = (struct item){it.e->a[i], it.d + 1};
+    }
+    at_free(st);
+    return best < cap ? best : cap;
+}

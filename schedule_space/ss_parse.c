@@ -37,6 +37,7 @@ typedef struct parser {
     const char *src, *end, *p, *line_start;
     int line;
     int depth; /* bracket nesting: newlines inside are whitespace */
+    int nest;  /* recursion of the expression parser (parentheses, unary operators, ?:) */
     token tok;
     ss_dag *dag;
     char *errmsg;
@@ -506,7 +507,35 @@ static ss_expr *parse_primary(parser *ps)
     return NULL;
 }
 
+static ss_expr *parse_unary_at(parser *ps);
+
+/* Recursion the input controls is bounded: parentheses, unary operators and '?:' may nest
+** SS_MAX_NESTING deep (each level is a few C frames). */
+static int enter(parser *ps)
+{
+    if (++ps->nest > SS_MAX_NESTING) {
+        perr(ps, &ps->tok, AT_EPARSE, "expression nested more than %d deep (parentheses, "
+             "unary '-' or '!', '?:'): split it into stages", SS_MAX_NESTING);
+        ps->nest--;
+        return 0;
+    }
+    return 1;
+}
+
 static ss_expr *parse_unary(parser *ps)
+{
+    ss_expr *e;
+    int op = is_punct(&ps->tok, "-") || is_punct(&ps->tok, "!");
+    if (!op)
+        return parse_unary_at(ps); /* a primary: parentheses count in parse_expr */
+    if (!enter(ps))
+        return NULL;
+    e = parse_unary_at(ps);
+    ps->nest--;
+    return e;
+}
+
+static ss_expr *parse_unary_at(parser *ps)
 {
     token t = ps->tok;
     if (is_punct(&t, "-")) {
@@ -628,7 +657,19 @@ static ss_expr *parse_logic(parser *ps, int is_or)
     return a;
 }
 
+static ss_expr *parse_expr_at(parser *ps);
+
 static ss_expr *parse_expr(parser *ps)
+{
+    ss_expr *e;
+    if (!enter(ps))
+        return NULL;
+    e = parse_expr_at(ps);
+    ps->nest--;
+    return e;
+}
+
+static ss_expr *parse_expr_at(parser *ps)
 {
     ss_expr *c = parse_logic(ps, 1), *a, *b;
     token t = ps->tok;
@@ -843,6 +884,22 @@ static void parse_compute(parser *ps)
     }
     if (ps->err)
         return;
+    {
+        /* a long chain (a sum of many terms) nests as deep as it is long: everything that
+        ** walks expressions recursively later (checks, simplification, lowering) stays
+        ** bounded */
+        int d = ss_expr_depth(body, SS_MAX_EXPR_DEPTH + 1);
+        if (d < 0) {
+            oom(ps);
+            return;
+        }
+        if (d > SS_MAX_EXPR_DEPTH) {
+            perr(ps, &nt, AT_EPARSE, "the expression of '%s' is more than %d operations deep "
+                 "(a chain of more than %d terms?): split it into stages", name,
+                 SS_MAX_EXPR_DEPTH, SS_MAX_EXPR_DEPTH);
+            return;
+        }
+    }
     end_of_statement(ps);
     if (ps->err)
         return;

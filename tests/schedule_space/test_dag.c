@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "schedule_space/schedule_space.h"
@@ -133,6 +135,68 @@ static void test_parse_errors(void **unused)
     }
 }
 
+/* Input that nests deep (10,000 parentheses, 200,000 unary minuses, a 30,000-term sum) is
+** refused with the limit in the message, not a stack overflow (these crashed the tuner);
+** at the limits, it parses (a 256-term sum, 128 parentheses). */
+static char *text_of(const char *head, const char *unit, int n, const char *sep,
+                     const char *tail)
+{
+    size_t len = strlen(head) + (size_t)n * (strlen(unit) + strlen(sep)) + strlen(tail) + 1;
+    char *t = malloc(len), *p = t;
+    assert_non_null(t);
+    p += sprintf(p, "%s", head);
+    for (int i = 0; i < n; i++)
+        p += sprintf(p, "%s%s", i ? sep : "", unit);
+    sprintf(p, "%s", tail);
+    return t;
+}
+
+static void expect_deep(char *text, const char *msg)
+{
+    ss_dag *dag = (ss_dag *)1;
+    char err[256];
+    at_err e = ss_dag_parse(text, strlen(text), &dag, err, sizeof err);
+    if (msg == NULL) {
+        if (e != AT_OK)
+            fail_msg("should parse: %s", err);
+        ss_dag_unref(dag);
+    } else {
+        assert_int_equal(e, AT_EPARSE);
+        assert_null(dag);
+        if (strstr(err, msg) == NULL)
+            fail_msg("got '%s', want '%s'", err, msg);
+    }
+    free(text);
+}
+
+static void test_parse_limits(void **unused)
+{
+    char *open, *close, *t;
+    (void)unused;
+    open = text_of("", "(", 10000, "", "");
+    close = text_of("", ")", 10000, "", "\n");
+    t = malloc(strlen(open) + strlen(close) + 64);
+    sprintf(t, "input A[4] float32\nB[i:4] = %sA[i]%s", open, close);
+    free(open);
+    free(close);
+    expect_deep(t, "expression nested more than 128 deep (parentheses, unary '-' or '!', '?:')");
+    expect_deep(text_of("input A[4] float32\nB[i:4] = ", "-", 200000, "", "A[i]\n"),
+                "expression nested more than 128 deep");
+    expect_deep(text_of("input A[4] float32\nB[i:4] = ", "A[i]", 30000, " + ", "\n"),
+                "2:1: the expression of 'B' is more than 256 operations deep (a chain of more "
+                "than 256 terms?): split it into stages");
+    expect_deep(text_of("input A[4] float32\nB[i:4] = ", "A[i]", 257, " * ", "\n"),
+                "more than 256 operations deep");
+    expect_deep(text_of("input A[4] float32\nB[i:4] = ", "A[i]", 256, " + ", "\n"), NULL);
+    open = text_of("", "(", 120, "", "");
+    close = text_of("", ")", 120, "", "\n");
+    t = malloc(strlen(open) + strlen(close) + 64);
+    sprintf(t, "input A[4] float32\nB[i:4] = %sA[i]%s", open, close);
+    free(open);
+    free(close);
+    expect_deep(t, NULL);
+}
+
 static void test_simplify_index(void **unused)
 {
     at_arena ar;
@@ -173,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_print_roundtrip_and_key),
         cmocka_unit_test(test_canonical_print_is_stable),
         cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_limits),
         cmocka_unit_test(test_simplify_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
