@@ -1,5 +1,6 @@
 /* tuner/tn_cli_tune.c -- the main command: 'tuner [flags] SPEC...' tunes operators, DAG text
 ** files, ONNX models or task lists within a trial budget (docs/cli.md). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,8 +236,11 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
             if (tn_find_cmd(spec) != NULL)
                 tn_err(cmd, "'%s' is a subcommand: it comes first and its flags after it "
                        "('tuner %s [flags]'; see 'tuner %s --help')", spec, spec, spec);
-            else if (strchr(spec, ':') == NULL && strchr(spec, '/') == NULL &&
-                     !ends_with(spec, ".dag"))
+            else if (ends_with(spec, ".dag") ||
+                     (strchr(spec, '/') != NULL && strchr(spec, ':') == NULL))
+                tn_err(cmd, "%s: cannot read the DAG file: %s", spec,
+                       stat(spec, &sb) != 0 ? strerror(errno) : "not a regular file");
+            else if (strchr(spec, ':') == NULL && strchr(spec, '/') == NULL)
                 tn_err(cmd, "'%s' is neither a library operator (see docs/operators.md), a DAG "
                        "file, an ONNX model nor a task list (%s)", spec, err);
             else
@@ -337,12 +341,22 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         tn_err(cmd, "--trials must be at least 1");
         return TN_EXIT_USAGE;
     }
-    if (per_round < 0 || per_round > 4096 || repeat < 1 || repeat > 1024 || number < 1 ||
-        timeout_s < 1 || population < 8 || build_timeout_s < 1) {
-        tn_err(cmd, "bad setting: --per-round 0..4096 (0: automatic), --repeat 1..1024, "
-               "--number >= 1, "
-               "--timeout >= 1, --population >= 8, --build-timeout >= 1");
-        return TN_EXIT_USAGE;
+    {
+        /* each setting's rule, named with the value given */
+        static const char *const fmt[] = {
+            "--per-round must be 0 (automatic) to 4096, not %d",
+            "--repeat must be 1 to 1024, not %d", "--number must be at least 1, not %d",
+            "--timeout must be at least 1 (whole seconds), not %d",
+            "--population must be at least 8, not %d",
+            "--build-timeout must be at least 1 (whole seconds), not %d"};
+        const int bad[] = {per_round < 0 || per_round > 4096, repeat < 1 || repeat > 1024,
+                           number < 1, timeout_s < 1, population < 8, build_timeout_s < 1};
+        const int val[] = {per_round, repeat, number, timeout_s, population, build_timeout_s};
+        for (size_t i = 0; i < AT_ARRAY_LEN(bad); i++)
+            if (bad[i]) {
+                tn_err(cmd, fmt[i], val[i]);
+                return TN_EXIT_USAGE;
+            }
     }
     if (at_parse_double(min_ms, &min_repeat_ms) != AT_OK || min_repeat_ms < 0) {
         tn_err(cmd, "--min-repeat-ms needs a number >= 0, not '%s'", min_ms);

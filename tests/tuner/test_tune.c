@@ -191,6 +191,12 @@ static void test_bad_command_lines(void **unused)
     USAGE("b8", "a tracker needs the fleet key", "--tracker", "127.0.0.1:1", "--key", "x",
           "matmul:M=8,N=8,K=8");
     USAGE("b9", "nothing to tune", "--trials", "10");
+    /* issue 14, item 9: a missing DAG file is named as one; --timeout 0 names the rule */
+    USAGE("b10", "/nonexistent/x.dag: cannot read the DAG file: No such file or directory",
+          "/nonexistent/x.dag");
+    USAGE("b11", "--timeout must be at least 1 (whole seconds), not 0", "--timeout", "0",
+          "matmul:M=8,N=8,K=8");
+    USAGE("b12", "--repeat must be 1 to 1024, not 0", "--repeat", "0", "matmul:M=8,N=8,K=8");
     {
         char path[PATH_MAX];
         FILE *f;
