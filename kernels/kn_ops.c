@@ -473,12 +473,14 @@ static double n_elems(int rank, const int64_t *dims)
     return n;
 }
 
+/* The DAG's limits (schedule_space.h), said before the text is made: float32 tensors */
 static int check_size(spec *sp, const char *tensor, int rank, const int64_t *dims)
 {
     double n = n_elems(rank, dims);
-    if (n > INT32_MAX)
-        return fail(sp, "tensor '%s' would have %.0f elements (at most %d)", tensor, n,
-                    INT32_MAX);
+    if (n > (double)SS_MAX_TENSOR_ELEMS || n * 4 > (double)SS_MAX_TENSOR_BYTES)
+        return fail(sp, "tensor '%s' would have %.0f elements (%.2f GiB): a tensor holds at "
+                    "most %lld elements and 1 GiB (the largest buffer an agent takes)", tensor,
+                    n, n * 4 / (1 << 30), SS_MAX_TENSOR_ELEMS);
     return 0;
 }
 

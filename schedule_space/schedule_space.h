@@ -162,6 +162,10 @@ typedef enum {
 } ss_reduce;
 
 #define SS_MAX_DIMS 10
+/* The largest tensor of a DAG (specs are held to the same, kn_ops.c): its elements are
+** indexed with int32, and an agent takes buffers of at most 1 GiB (AT_WIRE_MAX_BUF_BYTES). */
+#define SS_MAX_TENSOR_ELEMS 2147483647ll
+#define SS_MAX_TENSOR_BYTES (1ll << 30)
 #define SS_MAX_AXES 16 /* spatial + reduce axes of one op */
 
 typedef struct ss_axis {

@@ -95,6 +95,22 @@ static ss_op *new_op(ss_dag *dag, const char *name)
     return op;
 }
 
+/* The size limits of one tensor; -1 (with the message) beyond them. */
+static int size_ok(ss_dag *dag, const char *name, at_dtype dt, int n, const int64_t *shape)
+{
+    double elems = 1;
+    for (int i = 0; i < n; i++)
+        elems *= (double)shape[i];
+    if (elems > (double)SS_MAX_TENSOR_ELEMS ||
+        elems * at_dtype_bytes(dt) > (double)SS_MAX_TENSOR_BYTES)
+        return builder_fail(dag, AT_EINVAL,
+                            "%s: %.0f elements (%.2f GiB): a tensor holds at most %lld "
+                            "elements and 1 GiB (the largest buffer an agent takes)",
+                            name, elems, elems * at_dtype_bytes(dt) / (1 << 30),
+                            SS_MAX_TENSOR_ELEMS);
+    return 0;
+}
+
 int ss_dag_placeholder(ss_dag *dag, const char *name, at_dtype dt, int n_dims,
                        const int64_t *shape, int is_const)
 {
@@ -108,6 +124,8 @@ int ss_dag_placeholder(ss_dag *dag, const char *name, at_dtype dt, int n_dims,
         if (shape[i] <= 0 || shape[i] > (1ll << 31))
             return builder_fail(dag, AT_EINVAL, "%s: dimension %d has extent %lld", name, i,
                                 (long long)shape[i]);
+    if (size_ok(dag, name, dt, n_dims, shape) != 0)
+        return -1;
     if ((op = new_op(dag, name)) == NULL)
         return -1;
     op->kind = SS_OP_PLACEHOLDER;
@@ -159,6 +177,8 @@ int ss_dag_compute(ss_dag *dag, const char *name, int n_axes, const ss_axis *axe
         if (i < n_axes)
             op->shape[i] = ax->extent;
     }
+    if (size_ok(dag, name, op->dtype, n_axes, op->shape) != 0)
+        return -1;
     op->reduce = red;
     op->body = body;
     return dag->n_ops++;

@@ -121,6 +121,11 @@ static void test_parse_errors(void **unused)
         {"input A[4] float32\nB[i:4] = exp(A[i], 2)\n", "2:10: exp takes 1 argument, 2 given"},
         {"input A[4] float32\nB[i:4] = A[i] % 2\n", "2:15: '%' needs int32 operands"},
         {"", "the DAG has no tensors"},
+        /* issue 14, item 3: the spec's limits hold for DAG text too */
+        {"input A[32768, 16384] float32\nB[i:4] = A[i, 0]\n",
+         "1:7: A: 536870912 elements (2.00 GiB): a tensor holds at most 2147483647 elements "
+         "and 1 GiB (the largest buffer an agent takes)"},
+        {"input A[4] float32\nB[i:65536, j:65536] = A[0]\n", "2:1: B: 4294967296 elements"},
     };
     (void)unused;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
