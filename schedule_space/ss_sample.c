@@ -456,10 +456,17 @@ static at_err mutate_tile(const ss_space *sp, const ss_state *st, at_rng *rng, s
     to = order[(from + 1) % k];
     from = order[from];
     {
-        int64_t divs[64], nd = 0, d, v = f[from];
-        for (int64_t x = 2; x <= v && nd < 64; x++)
-            if (v % x == 0 && (to != k - 1 || f[to] * x <= hw->max_innermost))
-                divs[nd++] = x;
+        /* the divisors of v by pairs up to sqrt(v): a prime extent of 10 million costs
+        ** 3,163 divisions, not 10 million, per mutation */
+        int64_t divs[512], nd = 0, d, v = f[from];
+        for (int64_t x = 1; x <= v / x && nd < 511; x++) {
+            int64_t pair[2] = {x, v / x};
+            if (v % x != 0)
+                continue;
+            for (int q = 0; q < (pair[0] == pair[1] ? 1 : 2); q++)
+                if (pair[q] >= 2 && (to != k - 1 || f[to] * pair[q] <= hw->max_innermost))
+                    divs[nd++] = pair[q];
+        }
         if (nd == 0) {
             at_free(steps);
             return AT_ESCHED;

@@ -424,6 +424,10 @@ static at_err do_fuse(ss_state *st, const ss_step *s, char *errmsg, size_t errms
         }
         kinds |= 1 << sg->ivars[iv].kind;
         ext = (ext > 0 && sg->ivars[iv].extent > 0) ? ext * sg->ivars[iv].extent : 0;
+        /* loop variables are int32 in the kernels */
+        if (ext > 2147483647)
+            return FAIL("fuse in %s: the fused loop would run %lld times or more (at most "
+                        "2147483647)", stage_name(st, s->stage), (long long)ext);
     }
     if (n == 1)
         return AT_OK;

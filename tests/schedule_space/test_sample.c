@@ -164,6 +164,62 @@ static void test_large_extents(void **unused)
         fail_msg("800 draws took %.1f s", (double)(clock() - t0) / CLOCKS_PER_SEC);
 }
 
+/* Mutating the tile sizes of a prime extent of ten million (issue 14, item 4): each
+** mutation looked for divisors by trying every number up to the extent (57 s before the
+** first trial); by pairs up to its square root it is instant.  And a fused loop may not run
+** more than 2^31 - 1 times (loop variables are int32): two reduce axes of 65536 stay
+** apart. */
+static void test_prime_and_huge_extents(void **unused)
+{
+    static const char *const texts[] = {
+        "input A[10000019] float32\nB[i:1] = sum[k:10000019](A[k])\n",
+        "input A[65536] float32\nB[i:1] = sum[k:65536, j:65536](A[k] * A[j])\n",
+    };
+    clock_t t0 = clock();
+    ss_hw hw;
+    at_rng rng;
+    (void)unused;
+    ss_hw_cpu(&hw, 2, 32, 32 << 10, 512 << 10);
+    at_rng_seed(&rng, 9);
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
+        ss_dag *dag;
+        ss_space *sp;
+        char err[256];
+        int n_ok = 0, n_sampled = 0;
+        assert_int_equal(ss_dag_parse(texts[t], strlen(texts[t]), &dag, err, sizeof err), AT_OK);
+        assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+        for (int i = 0; i < 20; i++) {
+            ss_state *st = NULL, *m = NULL;
+            if (ss_space_sample(sp, &rng, &st) != AT_OK)
+                continue;
+            n_sampled++;
+            for (int k = 0; k < 50; k++) {
+                at_err e = ss_space_mutate(sp, st, &rng, SS_MUT_TILE_SIZE, &m);
+                assert_true(e == AT_OK || e == AT_ESCHED);
+                if (e == AT_OK) {
+                    n_ok++;
+                    ss_state_free(m);
+                }
+            }
+            /* no loop of the state runs 2^31 times or more */
+            for (int s = 0; s < st->n_stages; s++)
+                for (int l = 0; l < st->stages[s].n_leaves; l++)
+                    assert_true(st->stages[s].ivars[st->stages[s].leaves[l]].extent <
+                                2147483648ll);
+            ss_state_free(st);
+        }
+        /* some draws are programs; a tile move may have nowhere to go (a prime, or the
+        ** 2^32 fused reduction the rfactor sketch cannot make any more) */
+        assert_true(n_sampled > 0);
+        (void)n_ok;
+        ss_space_free(sp);
+        ss_dag_unref(dag);
+    }
+    if ((double)(clock() - t0) / CLOCKS_PER_SEC > 20)
+        fail_msg("sampling and 2,000 mutations took %.1f s",
+                 (double)(clock() - t0) / CLOCKS_PER_SEC);
+}
+
 static void test_refusals(void **unused)
 {
     at_rng rng;
@@ -191,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_same_draws_as_reference),
         cmocka_unit_test(test_uniform),
         cmocka_unit_test(test_large_extents),
+        cmocka_unit_test(test_prime_and_huge_extents),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
