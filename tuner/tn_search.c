@@ -28,6 +28,12 @@ void tn_search_cfg_default(tn_search_cfg *c)
     c->measured_ratio = 0.2;
     c->eps_greedy = 0.05;
     c->mutation_prob = 0.85;
+    c->stop = NULL;
+}
+
+static int stopped(const tn_search *s)
+{
+    return s->cfg.stop && *s->cfg.stop;
 }
 
 /* ---- the set of programs seen (measured or picked) ---- */
@@ -304,7 +310,7 @@ at_err tn_search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out
     }
     s->n_seeds = 0;
     tries = 0;
-    while (n_init < P && tries++ < 4 * P) {
+    while (n_init < P && tries++ < 4 * P && !stopped(s)) {
         ss_state *st;
         at_err e = ss_space_sample(s->sp, &s->rng, &st);
         if (e == AT_ENOMEM) {
@@ -330,7 +336,7 @@ at_err tn_search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out
         n_rand++;
     }
     /* 2. evolution */
-    for (int g = 0; n_init > 0; g++) {
+    for (int g = 0; n_init > 0 && !stopped(s); g++) {
         double lo = INFINITY, total = 0;
         if ((err = score(model, &s->rng, pop, n_init, scores)) != AT_OK)
             goto done;
@@ -354,7 +360,7 @@ at_err tn_search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out
         }
         if (total <= 0)
             break;
-        for (int k = 0; k < P;) {
+        for (int k = 0; k < P && !stopped(s);) {
             double r = at_rng_double(&s->rng) * total, acc = 0;
             int parent = n_init - 1;
             for (int i = 0; i < n_init; i++) {

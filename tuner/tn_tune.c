@@ -151,9 +151,14 @@ static at_err setup_task(run *r, int i)
         snprintf(r->errmsg, sizeof r->errmsg, "%s", rec_store_errmsg(r->st));
         return err;
     }
-    if ((err = tn_search_new(t->dag, &r->hw, &r->o->search, r->o->seed + (uint64_t)i * 7919,
-                             &t->search, r->errmsg, sizeof r->errmsg)) != AT_OK)
-        return err;
+    {
+        /* Ctrl-C stops a round's search where it is */
+        tn_search_cfg cfg = r->o->search;
+        cfg.stop = (const volatile int *)&interrupted;
+        if ((err = tn_search_new(t->dag, &r->hw, &cfg, r->o->seed + (uint64_t)i * 7919,
+                                 &t->search, r->errmsg, sizeof r->errmsg)) != AT_OK)
+            return err;
+    }
     /* what is recorded already: never measured again; with --resume it also counts */
     memset(&f, 0, sizeof f);
     f.workload_key = t->dag->key;
@@ -734,6 +739,7 @@ at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_
 {
     static run r; /* one run per process */
     struct sigaction sa, old_int, old_term;
+    double t_int = 0; /* when the interrupt came */
     at_err err = AT_OK;
     char err2[512];
     memset(&r, 0, sizeof r);
@@ -814,6 +820,7 @@ at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_
     if (err != AT_OK)
         goto out;
     interrupted = 0;
+    t_int = 0;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, &old_int);
@@ -868,6 +875,12 @@ at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_
         if (err != AT_OK)
             break;
         if (interrupted && r.n_rounds == 0)
+            break;
+        /* interrupted: what finishes within a quarter of a second is still stored, the rest
+        ** is dropped (a kernel stuck in its build or run timeout does not hold the run) */
+        if (interrupted && t_int == 0)
+            t_int = at_time_mono_s();
+        if (interrupted && at_time_mono_s() - t_int > 0.25)
             break;
     }
     sigaction(SIGINT, &old_int, NULL);

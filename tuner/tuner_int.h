@@ -87,6 +87,8 @@ typedef struct tn_search_cfg {
     double measured_ratio; /* part of the first generation taken from the best measured (0.2) */
     double eps_greedy;     /* part of each round picked at random (0.05) */
     double mutation_prob;  /* a child is a mutant with this probability, else a copy (0.85) */
+    const volatile int *stop; /* when set and nonzero, a round stops where it is and picks
+                           ** from what it has (the tuner's SIGINT flag); NULL: never */
 } tn_search_cfg;
 
 void tn_search_cfg_default(tn_search_cfg *c);
