@@ -20,6 +20,7 @@ Models built here with onnx.helper (no torch needed), opset 13 unless noted:
   seed_cnn, seed_attention   a few kilobytes each: seeds of the ONNX fuzz target
 Models for error tests:
   bad_opset        small_cnn claiming opset 99 of the default domain
+  negative_dim     dynamic_batch whose input says its first dimension is -3
   unsupported_op   small_cnn with a node 'mystery' of type 'FancyOp' in the middle (its
                    output shape declared in value_info, so the rest still gives tasks)
 With python3-torch and python3-torchvision installed (optional), also:
@@ -317,6 +318,14 @@ def unsupported_op():
     return small_cnn(fancy=True)
 
 
+def negative_dim():
+    m = dynamic_batch()
+    d = m.graph.input[0].type.tensor_type.shape.dim[0]
+    d.Clear()
+    d.dim_value = -3
+    return m
+
+
 def torch_module(name):
     """The torch module a tv_* model is exported from, and its input: the same seed gives the
     same weights, so make bench-model runs PyTorch on the network the ONNX file holds."""
@@ -504,13 +513,14 @@ MODELS = {
     "seed_attention": lambda: transformer(S=4, D=8, H=2, FF=16),
     "bad_opset": bad_opset,
     "unsupported_op": unsupported_op,
+    "negative_dim": negative_dim,
     "tv_resnet18": lambda: torchvision_model("resnet18"),
     "tv_mobilenet_v2": lambda: torchvision_model("mobilenet_v2"),
     "tv_encoder": torch_encoder,
     "tv_bert2": torch_bert2,
 }
 DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp",
-           "weights_as_inputs", "dynamic_batch", "bad_opset", "unsupported_op"]
+           "weights_as_inputs", "dynamic_batch", "bad_opset", "unsupported_op", "negative_dim"]
 
 
 def have_torch():
@@ -545,7 +555,7 @@ def main():
                   file=sys.stderr)
             continue
         m = MODELS[name]()
-        if name not in ("bad_opset", "unsupported_op"):
+        if name not in ("bad_opset", "unsupported_op", "negative_dim"):
             onnx.checker.check_model(m)
         path = os.path.join(a.out, name + ".onnx")
         onnx.save(m, path)

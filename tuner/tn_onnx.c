@@ -112,6 +112,8 @@ typedef struct conv {
     tn_graph *g;
     char *errmsg;
     size_t errmsg_size;
+    int neg_dim;         /* value_shape: the first dimension given as a negative size, or -1 */
+    int64_t neg_value;
 } conv;
 
 static at_err fail(conv *c, at_err err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -302,7 +304,7 @@ static int value_shape(conv *c, const Onnx__ValueInfoProto *vi, int *rank, int64
 {
     const Onnx__TypeProto *tp = vi->type;
     const Onnx__TypeProto__Tensor *tt;
-    (void)c;
+    c->neg_dim = -1;
     *n_symbolic = 0;
     *sym = NULL;
     if (tp == NULL || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
@@ -322,6 +324,9 @@ static int value_shape(conv *c, const Onnx__ValueInfoProto *vi, int *rank, int64
             (*n_symbolic)++;
             if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
                 *sym = dm->dim_param;
+            if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                dm->dim_value < 0 && c->neg_dim < 0)
+                c->neg_dim = (int)d, c->neg_value = dm->dim_value; /* not symbolic: wrong */
         }
     }
     return 1;
@@ -480,6 +485,10 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
         if (elem != DT_FLOAT && elem != DT_INT64 && elem != DT_INT32)
             return fail(c, AT_EUNSUPPORTED, "graph input '%s' has element type %s: only float "
                         "inputs are supported", vi->name, dtype_name(elem));
+        if (c->neg_dim >= 0)
+            return fail(c, AT_EINVAL, "graph input '%s': dimension %d is %lld (a dimension is "
+                        "a positive size or a symbolic name)", vi->name, c->neg_dim,
+                        (long long)c->neg_value);
         if (n_sym) {
             for (int d = 0; d < rank; d++)
                 if (shape[d] < 0)

@@ -21,7 +21,7 @@ static int setup(void **unused)
     (void)unused;
     mt_mkdtemp(dir);
     mt_make_models(dir, "small_cnn resnet18 mobilenet_v2 transformer tiny_mlp weights_as_inputs "
-                        "dynamic_batch bad_opset unsupported_op");
+                        "dynamic_batch bad_opset unsupported_op negative_dim");
     return 0;
 }
 
@@ -552,6 +552,13 @@ static void test_cli_tasks(void **unused)
     at_free(out);
     at_free(err);
     /* errors: exit status 1 and a sentence naming the file and the problem */
+    /* issue 14, item 9: a negative dimension is an error, not a symbolic one */
+    mt_path(model, dir, "negative_dim.onnx");
+    assert_int_equal(TUNER(&out, &err, "tasks", model), TN_EXIT_FAIL);
+    assert_non_null(strstr(err, "negative_dim.onnx: graph input 'input': dimension 0 is -3 (a "
+                                "dimension is a positive size or a symbolic name)"));
+    at_free(out);
+    at_free(err);
     mt_path(model, dir, "bad_opset.onnx");
     assert_int_equal(TUNER(&out, &err, "tasks", model), TN_EXIT_FAIL);
     assert_non_null(strstr(err, "bad_opset.onnx: opset 99 of the default ONNX domain"));
