@@ -174,17 +174,22 @@ static void expect_deep(char *text, const char *msg)
     free(text);
 }
 
-static void test_parse_limits(void **unused)
+/* B = A[i] inside n parentheses */
+static char *parens(int n)
 {
-    char *open, *close, *t;
-    (void)unused;
-    open = text_of("", "(", 10000, "", "");
-    close = text_of("", ")", 10000, "", "\n");
-    t = malloc(strlen(open) + strlen(close) + 64);
+    char *open = text_of("", "(", n, "", ""), *close = text_of("", ")", n, "", "\n");
+    char *t = malloc(strlen(open) + strlen(close) + 64);
+    assert_non_null(t);
     sprintf(t, "input A[4] float32\nB[i:4] = %sA[i]%s", open, close);
     free(open);
     free(close);
-    expect_deep(t, "expression nested more than 128 deep (parentheses, unary '-' or '!', '?:')");
+    return t;
+}
+
+static void test_parse_limits(void **unused)
+{
+    (void)unused;
+    expect_deep(parens(10000), "expression nested more than 128 deep (parentheses, unary '-' or '!', '?:')");
     expect_deep(text_of("input A[4] float32\nB[i:4] = ", "-", 200000, "", "A[i]\n"),
                 "expression nested more than 128 deep");
     expect_deep(text_of("input A[4] float32\nB[i:4] = ", "A[i]", 30000, " + ", "\n"),
@@ -193,13 +198,7 @@ static void test_parse_limits(void **unused)
     expect_deep(text_of("input A[4] float32\nB[i:4] = ", "A[i]", 257, " * ", "\n"),
                 "more than 256 operations deep");
     expect_deep(text_of("input A[4] float32\nB[i:4] = ", "A[i]", 256, " + ", "\n"), NULL);
-    open = text_of("", "(", 120, "", "");
-    close = text_of("", ")", 120, "", "\n");
-    t = malloc(strlen(open) + strlen(close) + 64);
-    sprintf(t, "input A[4] float32\nB[i:4] = %sA[i]%s", open, close);
-    free(open);
-    free(close);
-    expect_deep(t, NULL);
+    expect_deep(parens(120), NULL);
 }
 
 static void test_simplify_index(void **unused)
