@@ -123,7 +123,8 @@ typedef struct kn_rt_time_opts {
     int repeat;          /* timed repeats (>= 1); one cost each */
     double min_repeat_ms; /* grow 'number' until one repeat takes at least this long */
     int flush_cache;     /* evict every input buffer from the caches before each repeat */
-    int n_warmup;        /* untimed calls before timing (0 is allowed) */
+    int n_warmup;        /* untimed calls before timing (0 is allowed); when > 0 the
+                         ** warm-up also lasts 2 ms at least (docs/kernel_abi.md) */
 } kn_rt_time_opts;
 
 /* Time fn(bufs, ws, par): n_warmup untimed calls, then 'repeat' repeats of 'number'

@@ -17,6 +17,7 @@
 #endif
 
 #define MAX_NUMBER (1 << 20) /* calls per repeat at most */
+#define WARMUP_MIN_S 2e-3 /* a requested warm-up lasts this long at least */
 
 static double mono_s(void)
 {
@@ -66,6 +67,7 @@ at_err kn_rt_time(kn_rt_kernel_fn fn, void *const *bufs, void *ws, const kn_rt_p
                   double *costs_s, int32_t *kernel_rc)
 {
     int number;
+    double t_warm;
     if (fn == NULL || opts == NULL || costs_s == NULL || kernel_rc == NULL ||
         opts->number < 1 || opts->repeat < 1 || opts->n_warmup < 0 ||
         !(opts->min_repeat_ms >= 0) || n_flush < 0 ||
@@ -77,7 +79,14 @@ at_err kn_rt_time(kn_rt_kernel_fn fn, void *const *bufs, void *ws, const kn_rt_p
     for (int i = 0; i < opts->repeat; i++)
         costs_s[i] = 0;
 
-    for (int i = 0; i < opts->n_warmup; i++) {
+    /* the warm-up: n_warmup calls, and calls for WARMUP_MIN_S at least when it is asked for
+    ** at all: after an idle spell (a sleeping pool, a halted virtual CPU, a clock that
+    ** slowed) the first calls of a short kernel run up to 2x slower for 1-2 ms
+    ** (docs/fleet.md), which three repeats of one call would take as the kernel's cost */
+    t_warm = mono_s();
+    for (int i = 0; i < opts->n_warmup || (opts->n_warmup > 0 && i < MAX_NUMBER &&
+                                            mono_s() - t_warm < WARMUP_MIN_S);
+         i++) {
         int32_t r = fn(bufs, ws, par);
         if (r != 0) {
             *kernel_rc = r;
