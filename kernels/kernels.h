@@ -343,6 +343,12 @@ at_err kn_hand_elementwise(ss_state *st, const kn_target *t, char *errmsg, size_
 ** vectorized; the tuner's first population of such a task starts from it.  AT_EINVAL for
 ** another DAG. */
 at_err kn_hand_winograd(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size);
+/* A direct NHWC convolution (the naive state of a conv2d layout=NHWC DAG with any
+** elementwise epilogue): output tiles of up to 8 columns x one vector of channels in
+** registers, every tap accumulated into them, [n, h] parallel, padding and epilogue
+** inlined.  The tuner's first population of an NHWC conv task starts from it.  AT_EINVAL
+** for another DAG. */
+at_err kn_hand_conv_nhwc(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size);
 
 /* ---- running artifacts here (kn_run.c) ----------------------------------------------- */
 

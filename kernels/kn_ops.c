@@ -37,8 +37,9 @@
     X(conv2d,                                                                              \
       "layout=NCHW,N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,pad=1,dilation=1,groups=1,"    \
       "bias=0,relu=0",                                                                     \
-      "sh,sw,ph,pw,dh,dw",                                                                 \
-      "2-D convolution (NCHW or NHWC) with stride, padding, dilation, groups, bias, relu") \
+      "sh,sw,ph,pw,dh,dw,in_layout",                                                       \
+      "2-D convolution (NCHW or NHWC; an NHWC one may read an NCHW input, in_layout=NCHW) " \
+      "with stride, padding, dilation, groups, bias, relu")                                \
     X(depthwise_conv2d,                                                                    \
       "layout=NCHW,N=1,C=32,H=112,W=112,R=3,S=3,stride=1,pad=1,dilation=1,bias=0,relu=0",  \
       "sh,sw,ph,pw,dh,dw", "conv2d with groups = C = K")                                   \
@@ -630,6 +631,7 @@ static int gen_dense(spec *sp, at_buf *b)
 
 typedef struct conv_params {
     int nhwc;
+    int in_nchw; /* an NHWC convolution whose input X is NCHW (in_layout=NCHW) */
     int64_t N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, groups;
     int bias, relu;
 } conv_params;
@@ -702,7 +704,8 @@ static int conv_emit(spec *sp, at_buf *b, const conv_params *p)
     int64_t xd[4], wd[4], od[4], rext[3];
     const char *raxes[3], *xidx[4], *widx[4], *oaxes[4], *src;
     char ic[64], ih[64], iw[64];
-    int nr = 0, hp = p->nhwc ? 1 : 2; /* position of h in X, pad and the output */
+    int xnhwc = p->nhwc && !p->in_nchw;
+    int nr = 0, hp = xnhwc ? 1 : 2; /* position of h in X and pad */
     int has_c, has_r, has_s;
 
     if (p->C % p->groups != 0 || p->K % p->groups != 0)
@@ -717,7 +720,10 @@ static int conv_emit(spec *sp, at_buf *b, const conv_params *p)
     /* shapes: NCHW X[N,C,H,W] W[K,C/g,R,S] out[N,K,OH,OW]; NHWC X[N,H,W,C] W[R,S,C/g,K]
     ** out[N,OH,OW,K] */
     if (p->nhwc) {
-        memcpy(xd, (int64_t[]){p->N, p->H, p->W, p->C}, sizeof xd);
+        if (xnhwc)
+            memcpy(xd, (int64_t[]){p->N, p->H, p->W, p->C}, sizeof xd);
+        else
+            memcpy(xd, (int64_t[]){p->N, p->C, p->H, p->W}, sizeof xd);
         memcpy(wd, (int64_t[]){p->R, p->S, Cg, p->K}, sizeof wd);
         memcpy(od, (int64_t[]){p->N, OH, OW, p->K}, sizeof od);
     } else {
@@ -731,7 +737,7 @@ static int conv_emit(spec *sp, at_buf *b, const conv_params *p)
     src = "X";
     if (p->ph > 0 || p->pw > 0) {
         const char *paxes[4] = {"n", "c", "h", "w"};
-        if (p->nhwc)
+        if (xnhwc)
             paxes[1] = "h", paxes[2] = "w", paxes[3] = "c";
         if (put_pad(sp, b, 4, paxes, xd, hp, p->ph, p->pw, "0.0"))
             return -1;
@@ -744,13 +750,13 @@ static int conv_emit(spec *sp, at_buf *b, const conv_params *p)
     has_s = p->S > 1;
     if (!has_c && !has_r && !has_s)
         has_c = 1;
-    if (!p->nhwc && has_c)
+    if (!xnhwc && has_c)
         raxes[nr] = "c", rext[nr++] = Cg;
     if (has_r)
         raxes[nr] = "r", rext[nr++] = p->R;
     if (has_s)
         raxes[nr] = "s", rext[nr++] = p->S;
-    if (p->nhwc && has_c)
+    if (xnhwc && has_c)
         raxes[nr] = "c", rext[nr++] = Cg;
 
     /* input channel of (k, c): group k / Kg, channel c within it */
@@ -772,7 +778,10 @@ static int conv_emit(spec *sp, at_buf *b, const conv_params *p)
     lin2(iw, sizeof iw, "w", p->sw, has_s ? "s" : NULL, p->dw);
     if (p->nhwc) {
         oaxes[0] = "n", oaxes[1] = "h", oaxes[2] = "w", oaxes[3] = "k";
-        xidx[0] = "n", xidx[1] = ih, xidx[2] = iw, xidx[3] = ic;
+        if (xnhwc)
+            xidx[0] = "n", xidx[1] = ih, xidx[2] = iw, xidx[3] = ic;
+        else
+            xidx[0] = "n", xidx[1] = ic, xidx[2] = ih, xidx[3] = iw;
         widx[0] = has_r ? "r" : "0", widx[1] = has_s ? "s" : "0";
         widx[2] = has_c ? "c" : "0", widx[3] = "k";
     } else {
@@ -794,7 +803,18 @@ static int conv_emit(spec *sp, at_buf *b, const conv_params *p)
 static int gen_conv2d(spec *sp, at_buf *b)
 {
     conv_params p;
-    if (get_layout(sp, "layout", &p.nhwc) || get_int(sp, "N", 1, &p.N) ||
+    p.in_nchw = 0;
+    if (get_layout(sp, "layout", &p.nhwc))
+        return -1;
+    if (given(sp, "in_layout")) {
+        int in_nhwc;
+        if (get_layout(sp, "in_layout", &in_nhwc))
+            return -1;
+        if (in_nhwc && !p.nhwc)
+            return fail(sp, "in_layout=NHWC needs layout=NHWC (an NCHW convolution reads NCHW)");
+        p.in_nchw = p.nhwc && !in_nhwc;
+    }
+    if (get_int(sp, "N", 1, &p.N) ||
         get_int(sp, "C", 1, &p.C) || get_int(sp, "H", 1, &p.H) || get_int(sp, "W", 1, &p.W) ||
         get_int(sp, "K", 1, &p.K) || get_int(sp, "R", 1, &p.R) || get_int(sp, "S", 1, &p.S) ||
         get_window(sp, &p.sh, &p.sw, &p.ph, &p.pw, &p.dh, &p.dw) ||
@@ -957,6 +977,7 @@ at_err kn_winograd_weight(int m, int64_t C, int64_t K, const float *w, float *u)
 static int gen_depthwise_conv2d(spec *sp, at_buf *b)
 {
     conv_params p;
+    p.in_nchw = 0;
     if (get_layout(sp, "layout", &p.nhwc) || get_int(sp, "N", 1, &p.N) ||
         get_int(sp, "C", 1, &p.C) || get_int(sp, "H", 1, &p.H) || get_int(sp, "W", 1, &p.W) ||
         get_int(sp, "R", 1, &p.R) || get_int(sp, "S", 1, &p.S) ||

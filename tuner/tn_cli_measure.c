@@ -200,6 +200,9 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
         if (strncmp(spec, "matmul", 6) == 0 &&
             kn_hand_matmul(hand, &target, err, sizeof err) == AT_OK)
             ;
+        else if (target.kind == KN_TARGET_LLVM &&
+                 kn_hand_conv_nhwc(hand, target.vector_bytes, err, sizeof err) == AT_OK)
+            ;
         else if (kn_hand_elementwise(hand, &target, err, sizeof err) != AT_OK) {
             ss_state_free(hand);
             hand = NULL;

@@ -175,9 +175,10 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
         if ((err = tn__conv_params(g, n, &p, why, why_size)) != AT_OK)
             return err;
         snprintf(spec, spec_size,
-                 "conv2d:%sN=%lld,C=%lld,H=%lld,W=%lld,K=%lld,R=%lld,S=%lld,sh=%lld,sw=%lld,"
+                 "conv2d:%s%sN=%lld,C=%lld,H=%lld,W=%lld,K=%lld,R=%lld,S=%lld,sh=%lld,sw=%lld,"
                  "ph=%lld,pw=%lld,dh=%lld,dw=%lld,groups=%lld,bias=%d,relu=%d",
-                 n->nhwc ? "layout=NHWC," : "", (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.K,
+                 n->nhwc ? "layout=NHWC," : "", n->nhwc && n->in_nchw ? "in_layout=NCHW," : "",
+                 (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.K,
                  (long long)p.R, (long long)p.S, (long long)p.sh, (long long)p.sw,
                  (long long)p.ph, (long long)p.pw, (long long)p.dh, (long long)p.dw,
                  (long long)p.groups, n->n_in > 2 && n->in[2] >= 0, bias_relu_relu);

@@ -32,6 +32,10 @@
 #include "tuner/tuner.h"
 
 #define TN_MAX_RANK 8
+/* An NHWC convolution reads a graph input of at most this many channels in NCHW, as it
+** is (tn_layout.c): the stem of an image model (3 channels), whose input transpose cost
+** MobileNetV2 0.085-0.15 ms of 5 */
+#define TN_NCHW_IN_MAX_C 4
 
 /* ---- operators ------------------------------------------------------------------------ */
 
@@ -168,6 +172,8 @@ typedef struct tn_node {
     int group;        /* tn_extract: the group it belongs to, -1 */
     int nhwc;         /* the layout plan (tn_layout.c) made it compute in NHWC: its 4-d
                       ** activations are [N, H, W, C] and a Conv's weight [R, S, C/g, K] */
+    int in_nchw;      /* an NHWC Conv that reads its input in NCHW all the same (a graph
+                      ** input of at most TN_NCHW_IN_MAX_C channels: no transpose) */
     int n_merged;
     int *merged;      /* dead nodes a rewrite folded into this one (a BatchNormalization
                       ** into its Conv): listed with it where tasks name their nodes */

@@ -369,10 +369,11 @@ at_err tn__conv_params(const tn_graph *g, const tn_node *n, tn_conv_params *p, c
                  "convolutions (4-d tensors, NCHW) are supported", x->rank - 2);
         return AT_EUNSUPPORTED;
     }
-    /* a node the layout plan made NHWC reads X[N,H,W,C] and W[R,S,C/g,K] (tn_layout.c) */
-    hp = n->nhwc ? 1 : 2;
+    /* a node the layout plan made NHWC reads X[N,H,W,C] (X[N,C,H,W] when in_nchw) and
+    ** W[R,S,C/g,K] (tn_layout.c) */
+    hp = n->nhwc && !n->in_nchw ? 1 : 2;
     p->N = x->shape[0];
-    p->C = x->shape[n->nhwc ? 3 : 1];
+    p->C = x->shape[hp == 1 ? 3 : 1];
     p->H = x->shape[hp];
     p->W = x->shape[hp + 1];
     p->K = w->shape[n->nhwc ? 3 : 0];

@@ -16,6 +16,10 @@
 **      (perm 0,3,1,2) makes it from the twin; where an NHWC node reads a tensor made
 **      outside (a graph input), a Transpose (perm 0,2,3,1) makes the twin.  A transpose
 **      that moves only dimensions of size 1 ([1, 512, 1, 1]) is an Identity: no copy.
+**      Except: a Conv reading a graph input of at most TN_NCHW_IN_MAX_C channels (an image
+**      model's stem) reads it in NCHW as it is (node->in_nchw, conv2d in_layout=NCHW):
+**      with 3 channels the channel order gives the convolution nothing to vectorize, and
+**      the transpose is gone.
 **   3. Constants read by NHWC nodes are copied in the new order: a Conv's weight
 **      [K, C/g, R, S] -> [R, S, C/g, K] (the library's NHWC weight), an elementwise
 **      operand of rank <= 4 is broadcast-aligned to rank 4 and permuted ([C, 1, 1] ->
@@ -338,6 +342,11 @@ at_err tn__plan_layout(tn_graph *g, int layout, char *errmsg, size_t errmsg_size
                     goto out;
                 }
                 g->nodes[i].in[k] = u;
+                continue;
+            }
+            if (twin_of[t] < 0 && kind == TN_OP_CONV && k == 0 &&
+                g->tensors[t].producer < 0 && g->tensors[t].shape[1] <= TN_NCHW_IN_MAX_C) {
+                g->nodes[i].in_nchw = 1; /* reads the graph input as it is */
                 continue;
             }
             if (twin_of[t] < 0) {

@@ -25,8 +25,8 @@ int tn__winograd_m(const tn_graph *g, int node)
     tn_conv_params p;
     char why[64];
     const tn_tensor *w;
-    if (n->dead || n->unsupported || n->kind != TN_OP_CONV || !n->nhwc || n->n_in < 2 ||
-        n->in[1] < 0)
+    if (n->dead || n->unsupported || n->kind != TN_OP_CONV || !n->nhwc || n->in_nchw ||
+        n->n_in < 2 || n->in[1] < 0)
         return 0;
     if (tn__conv_params(g, n, &p, why, sizeof why) != AT_OK)
         return 0;

@@ -669,7 +669,12 @@ static void test_bad_specs(void **unused)
         {":M=4", "unknown operator '' *"},
         {"conv2d:strde=2", "conv2d: unknown parameter 'strde' (known: layout, N, C, H, W, K, R, "
                            "S, stride, pad, dilation, groups, bias, relu, sh, sw, ph, pw, dh, "
-                           "dw)"},
+                           "dw, in_layout)"},
+        {"conv2d:in_layout=NHWC", "conv2d: in_layout=NHWC needs layout=NHWC (an NCHW "
+                                  "convolution reads NCHW)"},
+        {"conv2d:layout=NHWC,in_layout=CHW", "conv2d: in_layout must be NCHW or NHWC, got 'CHW'"},
+        {"depthwise_conv2d:layout=NHWC,in_layout=NCHW", "depthwise_conv2d: unknown parameter "
+                                                        "'in_layout' *"},
         {"depthwise_conv2d:K=8", "depthwise_conv2d: unknown parameter 'K' *"},
         {"global_avg_pool:stride=2", "global_avg_pool: unknown parameter 'stride' (known: layout, N, C, "
                                      "H, W)"},
@@ -876,8 +881,30 @@ static void test_dag_numbers_conv2d(void **unused)
         want = at_calloc(n, sizeof *want);
         ref_conv2d(p, ev_buf(&ev, "X"), ev_buf(&ev, "W"), ev_buf(&ev, "b"), want);
         expect_close(ev_out(&ev), want, (int64_t)n, spec);
-        at_free(want);
         ev_free(&ev);
+        if (p->nhwc) {
+            /* the same NHWC convolution reading its input in NCHW (in_layout=NCHW): the
+            ** reference on the input transposed to NHWC */
+            size_t nx = (size_t)p->N * p->C * p->H * p->W;
+            float *x = at_calloc(nx, sizeof *x);
+            char spec2[300];
+            const float *xc;
+            snprintf(spec2, sizeof spec2, "%s,in_layout=NCHW", spec);
+            eval_spec(spec2, &rng, &ev);
+            check_shape(&ev.dag->ops[0], 4, (int64_t[]){p->N, p->C, p->H, p->W});
+            xc = ev_buf(&ev, "X");
+            for (int b = 0; b < p->N; b++)
+                for (int c = 0; c < p->C; c++)
+                    for (int h = 0; h < p->H; h++)
+                        for (int w = 0; w < p->W; w++)
+                            x[(((size_t)b * p->H + h) * p->W + w) * p->C + c] =
+                                xc[(((size_t)b * p->C + c) * p->H + h) * p->W + w];
+            ref_conv2d(p, x, ev_buf(&ev, "W"), ev_buf(&ev, "b"), want);
+            expect_close(ev_out(&ev), want, (int64_t)n, spec2);
+            ev_free(&ev);
+            at_free(x);
+        }
+        at_free(want);
     }
 }
 

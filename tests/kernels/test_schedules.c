@@ -174,6 +174,7 @@ OP_TEST(dense, "dense:M=4,N=24,K=32,bias=1,relu=1", 4)
 OP_TEST(dense_nobias, "dense:M=6,N=20,K=12,bias=0", 5)
 OP_TEST(conv2d_nchw, "conv2d:N=1,C=4,H=10,W=10,K=8,R=3,S=3,stride=1,pad=1", 6)
 OP_TEST(conv2d_nhwc, "conv2d:layout=NHWC,N=1,C=4,H=9,W=9,K=6,R=3,S=3,stride=2,pad=1", 7)
+OP_TEST(conv2d_in_nchw, "conv2d:layout=NHWC,in_layout=NCHW,N=1,C=3,H=9,W=9,K=8,R=3,S=3,stride=2,pad=1,bias=1", 21)
 OP_TEST(conv2d_bias_relu, "conv2d:N=1,C=4,H=8,W=8,K=8,R=3,S=3,pad=1,bias=1,relu=1", 8)
 OP_TEST(conv2d_groups_dilation, "conv2d:N=2,C=4,H=9,W=9,K=4,R=3,S=3,pad=2,dilation=2,groups=2", 9)
 OP_TEST(depthwise, "depthwise_conv2d:N=1,C=8,H=12,W=12,R=3,S=3,pad=1", 10)
@@ -260,6 +261,83 @@ static void test_naive_vs_c_softmax(void **unused)
     ss_dag_unref(dag);
 }
 
+/* ---- hand-written schedules ---- */
+
+/* kn_hand_conv_nhwc on NHWC convolutions (depthwise, 1x1, a 3-channel stride-2 stem, with
+** and without an epilogue, extents that 8 and the vector do not divide) computes what the
+** naive state computes; an NCHW convolution and a matmul are refused. */
+static void test_hand_conv_nhwc(void **unused)
+{
+    static const char *const texts[] = {
+        /* MobileNetV2's first depthwise convolution, shrunk, with its clip */
+        "input X[1, 12, 12, 32] float32\n"
+        "const W[3, 3, 1, 32] float32\n"
+        "const b[32] float32\n"
+        "pad[n:1, h:14, w:14, c:32] = select(h >= 1 && h < 13 && w >= 1 && w < 13, "
+        "X[n, h - 1, w - 1, c], 0.0)\n"
+        "conv[n:1, h:12, w:12, k:32] = sum[r:3, s:3](pad[n, h + r, w + s, k] * W[r, s, 0, k])\n"
+        "bias[n:1, h:12, w:12, k:32] = conv[n, h, w, k] + b[k]\n"
+        "e1[a0:1, a1:12, a2:12, a3:32] = min(max(bias[a0, a1, a2, a3], 0.0), 6.0)\n",
+        /* a 1x1 convolution with a residual add */
+        "input X[1, 7, 7, 24] float32\n"
+        "const W[1, 1, 24, 16] float32\n"
+        "input Y[1, 7, 7, 16] float32\n"
+        "conv[n:1, h:7, w:7, k:16] = sum[c:24](X[n, h, w, c] * W[0, 0, c, k])\n"
+        "e1[a0:1, a1:7, a2:7, a3:16] = conv[a0, a1, a2, a3] + Y[a0, a1, a2, a3]\n",
+    };
+    static const char *const specs[] = {
+        "conv2d:layout=NHWC,N=1,C=3,H=17,W=17,K=12,R=3,S=3,stride=2,pad=1,bias=1,relu=1",
+        "conv2d:layout=NHWC,in_layout=NCHW,N=1,C=3,H=17,W=17,K=32,R=3,S=3,stride=2,pad=1,bias=1",
+        "conv2d:layout=NHWC,N=2,C=20,H=9,W=11,K=20,R=3,S=3,stride=2,pad=1,groups=20",
+        "conv2d:layout=NHWC,N=1,C=16,H=6,W=6,K=24,R=1,S=1",
+        "conv2d:layout=NHWC,N=1,C=8,H=10,W=10,K=5,R=3,S=3,pad=2,dilation=2,groups=1,bias=1",
+    };
+    char err[512];
+    (void)unused;
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0] + sizeof specs / sizeof specs[0];
+         i++) {
+        const char *what = i < 2 ? texts[i] : specs[i - 2];
+        ss_dag *dag = NULL;
+        ss_state *naive, *hand;
+        kn_bufset ref, bs;
+        if (i < 2)
+            assert_int_equal(ss_dag_parse(texts[i], strlen(texts[i]), &dag, err, sizeof err),
+                             AT_OK);
+        else
+            dag = op_dag(specs[i - 2]);
+        assert_int_equal(ss_state_new(dag, &naive), AT_OK);
+        assert_int_equal(ss_state_new(dag, &hand), AT_OK);
+        if (kn_hand_conv_nhwc(hand, host.vector_bytes, err, sizeof err) != AT_OK)
+            fail_msg("%s: kn_hand_conv_nhwc: %s", what, err);
+        check_json_roundtrip(dag, hand);
+        assert_int_equal(run_state(naive, &ref, kn_rt_serial_par(), err, sizeof err), AT_OK);
+        if (run_state(hand, &bs, kn_rt_pool_par(pool), err, sizeof err) != AT_OK)
+            fail_msg("%s: the hand-written state does not lower: %s", what, err);
+        for (int o = dag->n_inputs; o < dag->n_args; o++) {
+            double e = kn_rt_rel_err(bs.ptr[o], ref.ptr[o], AT_DT_F32, bs.n_elems[o]);
+            if (!(e <= 1e-5))
+                fail_msg("%s: output %d differs from the naive lowering: rel err %g", what, o, e);
+        }
+        kn_bufset_free(&bs);
+        kn_bufset_free(&ref);
+        ss_state_free(hand);
+        ss_state_free(naive);
+        ss_dag_unref(dag);
+    }
+    /* not an NHWC convolution: refused, the state untouched */
+    for (int i = 0; i < 2; i++) {
+        ss_dag *dag = op_dag(i == 0 ? "conv2d:N=1,C=4,H=8,W=8,K=8,R=3,S=3,pad=1"
+                                    : "matmul:M=8,N=8,K=8");
+        ss_state *st;
+        assert_int_equal(ss_state_new(dag, &st), AT_OK);
+        assert_int_equal(kn_hand_conv_nhwc(st, host.vector_bytes, err, sizeof err), AT_EINVAL);
+        assert_non_null(strstr(err, "NHWC conv2d"));
+        assert_int_equal(st->n_steps, 0);
+        ss_state_free(st);
+        ss_dag_unref(dag);
+    }
+}
+
 static int setup(void **unused)
 {
     (void)unused;
@@ -281,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_naive_vs_c_matmul),
         cmocka_unit_test(test_naive_vs_c_conv2d),
         cmocka_unit_test(test_naive_vs_c_softmax),
+        cmocka_unit_test(test_hand_conv_nhwc),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_tb),
         cmocka_unit_test(test_batch_matmul),
@@ -288,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_dense_nobias),
         cmocka_unit_test(test_conv2d_nchw),
         cmocka_unit_test(test_conv2d_nhwc),
+        cmocka_unit_test(test_conv2d_in_nchw),
         cmocka_unit_test(test_conv2d_bias_relu),
         cmocka_unit_test(test_conv2d_groups_dilation),
         cmocka_unit_test(test_depthwise),
