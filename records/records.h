@@ -216,6 +216,21 @@ at_err rec_store_count(rec_store *st, int64_t *n_records, int64_t *n_tasks, int6
 typedef at_err (*rec_replay_fn)(void *ctx, const char *dag_text, const char *state_json,
                                 char *errmsg, size_t n);
 
+/* What 'dag_text' says of itself: its workload key (REC_KEY_LEN hex characters and a NUL
+** into key[]) and its FLOP count, recomputed from the parsed DAG.  AT_OK; any other code
+** with a sentence in errmsg[0..n) when the text is no DAG.  The schedule module provides
+** the real one (the store never parses a DAG itself). */
+typedef at_err (*rec_task_fn)(void *ctx, const char *dag_text, char *key, double *flops,
+                              char *errmsg, size_t n);
+
+/* The checks of records that come from outside (import) or are on disk (db check) that
+** need the schedule module: each may be NULL (not done). */
+typedef struct rec_checks {
+    rec_task_fn task;     /* a task's key and FLOPs are its DAG's */
+    rec_replay_fn replay; /* a successful record's state replays on its task's DAG */
+    void *ctx;            /* passed to both */
+} rec_checks;
+
 typedef enum {
     REC_FALLBACK_NONE, /* only the device asked for */
     REC_FALLBACK_ARCH  /* if it has nothing: other devices of the same architecture */
@@ -310,12 +325,13 @@ typedef struct rec_check_report {
 } rec_check_report;
 
 /* Check the whole store: SQLite's integrity_check and foreign_key_check, then every row
-** (state hash, costs, mean and median, fingerprints), then, if 'replay' is not NULL,
-** whether every successful record's state replays on its task's DAG.  Reads only.
-** AT_OK when the check ran (its findings are in 'rep'; fill it with rec_check_fini);
-** AT_ECORRUPT when SQLite cannot even read the file through. */
-at_err rec_store_check(rec_store *st, rec_replay_fn replay, void *replay_ctx,
-                       rec_check_report *rep);
+** (state hash, costs, mean and median, fingerprints), then, with chk->task, whether each
+** task's workload key and FLOP count are its DAG's (damage when not), and with
+** chk->replay, whether every successful record's state replays on its task's DAG.  'chk'
+** may be NULL (neither).  Reads only.  AT_OK when the check ran (its findings are in
+** 'rep'; fill it with rec_check_fini); AT_ECORRUPT when SQLite cannot even read the file
+** through. */
+at_err rec_store_check(rec_store *st, const rec_checks *chk, rec_check_report *rep);
 void rec_check_fini(rec_check_report *rep);
 
 /* ---- merge, import, export ---------------------------------------------------------- */
@@ -335,8 +351,12 @@ at_err rec_export_jsonl(rec_store *st, const rec_filter *f, FILE *out, int64_t *
 ** rec_put's rules, in one transaction unless the caller has one open.  'name' names the
 ** input in messages.  A malformed line gives AT_EPARSE with "name:line:col: what" in the
 ** error text, AT_EVERSION for a line of a newer format, AT_EEXIST for a task that
-** contradicts the store; then nothing is stored.  Blank lines are skipped. */
-at_err rec_import_jsonl(rec_store *st, const char *name, FILE *in, rec_put_stats *stats);
+** contradicts the store; then nothing is stored.  Blank lines are skipped.  With
+** chk->task ('chk' may be NULL), a line whose task's workload key or FLOP count is not its
+** DAG's is AT_EPARSE ("name:line: ..."), and nothing is stored either.  chk->replay is not
+** used: a state that no longer replays is kept, as the store keeps it (queries skip it). */
+at_err rec_import_jsonl(rec_store *st, const char *name, FILE *in, const rec_checks *chk,
+                        rec_put_stats *stats);
 
 /* ---- cost models -------------------------------------------------------------------- */
 

@@ -149,6 +149,53 @@ static at_err check_pools(check_ctx *c)
     return damage(c, "pool_devices", detail);
 }
 
+/* Each task's workload key and FLOP count against what its DAG text says of itself: a
+** store written by a tool that got them wrong (or edited) would otherwise refuse to tune
+** the operator ("is stored with another FLOP count") or never find its records. */
+static at_err check_tasks(check_ctx *c, rec_task_fn task, void *ctx)
+{
+    sqlite3_stmt *s;
+    at_err err = AT_OK;
+    int rc = sqlite3_prepare_v2(c->st->db,
+                                "SELECT id, workload_key, dag, flops FROM tasks ORDER BY id", -1,
+                                &s, NULL);
+    if (rc != SQLITE_OK)
+        return rec__sqlfail(c->st, rc, "reading tasks");
+    while (err == AT_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        long long id = sqlite3_column_int64(s, 0);
+        const char *key = (const char *)sqlite3_column_text(s, 1);
+        const char *dag = (const char *)sqlite3_column_text(s, 2);
+        double flops = sqlite3_column_double(s, 3), f = 0;
+        char k[REC_KEY_LEN + 1] = "", why[512] = "", detail[900];
+        at_err e;
+        key = key ? key : "?";
+        if (dag == NULL)
+            continue; /* rows without a DAG are the row check's finding */
+        e = task(ctx, dag, k, &f, why, sizeof why);
+        if (e == AT_ENOMEM) {
+            err = rec__fail(c->st, AT_ENOMEM, "out of memory");
+            break;
+        }
+        if (e != AT_OK)
+            snprintf(detail, sizeof detail, "task %lld (key %s): its DAG text is no DAG: %s", id,
+                     key, why[0] ? why : "no reason given");
+        else if (strcmp(k, key) != 0)
+            snprintf(detail, sizeof detail, "task %lld: workload key %s is not its DAG's (%s)",
+                     id, key, k);
+        else if (!close_enough(f, flops))
+            snprintf(detail, sizeof detail, "task %lld (key %s): FLOP count %.17g is not its "
+                     "DAG's (%.17g)", id, key, flops, f);
+        else
+            continue;
+        err = damage(c, "tasks", detail);
+    }
+    if (err == AT_OK && rc != SQLITE_DONE)
+        err = (rc & 0xff) == SQLITE_CORRUPT ? damage(c, "tasks", sqlite3_errmsg(c->st->db))
+                                            : rec__sqlfail(c->st, rc, "reading tasks");
+    sqlite3_finalize(s);
+    return err;
+}
+
 /* The invariants rec_put establishes, row by row, and the replay check. */
 static at_err check_records(check_ctx *c, rec_replay_fn replay, void *replay_ctx)
 {
@@ -243,8 +290,7 @@ static at_err check_records(check_ctx *c, rec_replay_fn replay, void *replay_ctx
     return err;
 }
 
-at_err rec_store_check(rec_store *st, rec_replay_fn replay, void *replay_ctx,
-                       rec_check_report *rep)
+at_err rec_store_check(rec_store *st, const rec_checks *chk, rec_check_report *rep)
 {
     check_ctx c;
     at_err err;
@@ -276,7 +322,8 @@ at_err rec_store_check(rec_store *st, rec_replay_fn replay, void *replay_ctx,
         (err = count(st, "SELECT count(*) FROM runs", &rep->n_runs)) != AT_OK ||
         (err = count(st, "SELECT count(*) FROM cost_models", &rep->n_models)) != AT_OK ||
         (err = check_devices(&c)) != AT_OK || (err = check_pools(&c)) != AT_OK ||
-        (err = check_records(&c, replay, replay_ctx)) != AT_OK)
+        (chk && chk->task && (err = check_tasks(&c, chk->task, chk->ctx)) != AT_OK) ||
+        (err = check_records(&c, chk ? chk->replay : NULL, chk ? chk->ctx : NULL)) != AT_OK)
         goto out;
 out:
     if (began)

@@ -559,9 +559,47 @@ static int blank(const at_buf *b)
     return 1;
 }
 
-at_err rec_import_jsonl(rec_store *st, const char *name, FILE *in, rec_put_stats *stats)
+/* The task check of one imported line (rec_checks.task).  'last' keeps the DAG text last
+** checked and what it says of itself, since lines come grouped by task. */
+typedef struct checked_dag {
+    char *text;
+    char key[REC_KEY_LEN + 1];
+    double flops;
+} checked_dag;
+
+static at_err check_line(rec_store *st, const line_ctx *lc, const rec_checks *chk,
+                         const line_rec *lr, checked_dag *last)
+{
+    char why[512] = "";
+    at_err e;
+    if (chk->task == NULL)
+        return AT_OK;
+    if (last->text == NULL || strcmp(last->text, lr->task.dag) != 0) {
+        at_free(last->text);
+        last->text = NULL;
+        if ((e = chk->task(chk->ctx, lr->task.dag, last->key, &last->flops, why, sizeof why)) !=
+            AT_OK)
+            return e == AT_ENOMEM ? rec__fail(st, e, "out of memory")
+                                  : rec__fail(st, AT_EPARSE, "%s:%ld: the task's DAG text is "
+                                              "no DAG: %s", lc->name, lc->lineno,
+                                              why[0] ? why : "no reason given");
+        if ((last->text = at_strdup(lr->task.dag)) == NULL)
+            return rec__fail(st, AT_ENOMEM, "out of memory");
+    }
+    if (strcmp(last->key, lr->task.workload_key) != 0)
+        return rec__fail(st, AT_EPARSE, "%s:%ld: workload key %s is not its DAG's (%s)",
+                         lc->name, lc->lineno, lr->task.workload_key, last->key);
+    if (!close_enough(last->flops, lr->task.flops))
+        return rec__fail(st, AT_EPARSE, "%s:%ld: the task's FLOP count %.17g is not its DAG's "
+                         "(%.17g)", lc->name, lc->lineno, lr->task.flops, last->flops);
+    return AT_OK;
+}
+
+at_err rec_import_jsonl(rec_store *st, const char *name, FILE *in, const rec_checks *chk,
+                        rec_put_stats *stats)
 {
     rec_put_stats local = {0, 0, 0, 0};
+    checked_dag last_dag = {NULL, "", 0};
     line_ctx lc = {st, name ? name : "input", 0};
     task_cache tc;
     at_arena a;
@@ -595,6 +633,8 @@ at_err rec_import_jsonl(rec_store *st, const char *name, FILE *in, rec_put_stats
         at_arena_reset(&a);
         if ((err = parse_line(&lc, &a, line.data, line.len, &lr)) != AT_OK)
             break;
+        if (chk && (err = check_line(st, &lc, chk, &lr, &last_dag)) != AT_OK)
+            break;
         if ((err = task_id_of(st, &tc, &lr.task, &lr.res.task_id)) != AT_OK ||
             (err = rec_put(st, &lr.res, 1, &local)) != AT_OK) {
             char keep[sizeof st->errmsg];
@@ -603,6 +643,7 @@ at_err rec_import_jsonl(rec_store *st, const char *name, FILE *in, rec_put_stats
             break;
         }
     }
+    at_free(last_dag.text);
     at_buf_fini(&line);
     at_arena_fini(&a);
     task_cache_fini(&tc);

@@ -104,6 +104,7 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
     kn_artifact *arts[2 * MAX_SPECS];
     char *states[2 * MAX_SPECS], err[512], uuid[REC_UUID_LEN + 1];
     static rows rs;
+    int n_done = 0;
     double min_repeat_ms;
     int64_t run_id;
     at_err e = AT_OK;
@@ -261,7 +262,12 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
             }
         }
     }
-    if (rs.n > 0) {
+    for (int i = 0; i < rs.n; i++)
+        n_done += rs.v[i].done;
+    if (n_done == 0 && rs.n > 0) {
+        /* a refusal, a lost fleet: say so, not "results stored" (issue 14, item 9) */
+        printf("nothing was measured: no result of the %d jobs reached %s\n", rs.n, db);
+    } else if (rs.n > 0) {
         printf("%-40s %-13s %-14s %12s %10s\n", "OPERATOR", "SCHEDULE", "STATUS", "MEDIAN",
                "GFLOPS");
         for (int i = 0; i < rs.n; i++) {
@@ -275,7 +281,7 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
                 printf("%-40.40s %-13s %-14s %s (%s)\n", w->spec, w->schedule,
                        at_measure_name(w->status), w->error, at_measure_hint(w->status));
         }
-        printf("results stored in %s (run %s, %s)\n", db, uuid,
+        printf("%d of %d results stored in %s (run %s, %s)\n", n_done, rs.n, db, uuid,
                tracker ? "through the tracker" : "embedded tracker and agent");
     }
     tn_fleet_close(f);

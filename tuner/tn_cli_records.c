@@ -623,7 +623,11 @@ int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv)
             rec_tx_rollback(st);
             goto out;
         }
-        err = rec_import_jsonl(st, is_stdin ? "<stdin>" : name, f, &stats);
+        /* each task's key and FLOPs recomputed from its DAG: a record that contradicts its
+        ** DAG would make the store refuse to tune its operator */
+        err = rec_import_jsonl(st, is_stdin ? "<stdin>" : name, f,
+                               &(rec_checks){tn_task_check, NULL, NULL}, &stats);
+        tn_replay_check(NULL, NULL, NULL, NULL, 0);
         if (!is_stdin)
             fclose(f);
         if (err != AT_OK) {
@@ -669,11 +673,14 @@ static int db_check(const tn_cmd *cmd, int argc, char **argv)
         printf("FAILED: %s\n", err);
         return TN_EXIT_FAIL;
     }
-    if (rec_store_check(st, no_replay ? NULL : tn_replay_check, NULL, &rep) != AT_OK) {
+    if (rec_store_check(st, &(rec_checks){tn_task_check, no_replay ? NULL : tn_replay_check, NULL},
+                        &rep) != AT_OK) {
+        tn_replay_check(NULL, NULL, NULL, NULL, 0);
         printf("FAILED: %s\n", rec_store_errmsg(st));
         rec_store_close(st);
         return TN_EXIT_FAIL;
     }
+    tn_replay_check(NULL, NULL, NULL, NULL, 0);
     printf("schema version %d (this build writes %d)%s\n", rep.schema_version,
            REC_SCHEMA_VERSION,
            rep.schema_version < REC_SCHEMA_VERSION ? "; the next write migrates it" : "");

@@ -22,6 +22,44 @@ static void cache_clear(void)
     cache.dag = NULL;
 }
 
+/* The cached DAG of 'dag_text', parsed when it is another text than the last one. */
+static at_err cached_dag(const char *dag_text, char *errmsg, size_t n)
+{
+    ss_dag *dag;
+    char msg[512];
+    at_err err;
+    if (cache.text != NULL && strcmp(cache.text, dag_text) == 0)
+        return AT_OK;
+    cache_clear();
+    err = ss_dag_parse(dag_text, strlen(dag_text), &dag, msg, sizeof msg);
+    if (err != AT_OK) {
+        if (errmsg && n)
+            snprintf(errmsg, n, "the task's DAG does not parse: %s", msg);
+        return err == AT_ENOMEM ? err : AT_ESCHED;
+    }
+    cache.text = at_strdup(dag_text);
+    if (cache.text == NULL) {
+        ss_dag_unref(dag);
+        return AT_ENOMEM;
+    }
+    cache.dag = dag;
+    return AT_OK;
+}
+
+at_err tn_task_check(void *ctx, const char *dag_text, char *key, double *flops, char *errmsg,
+                     size_t n)
+{
+    at_err err;
+    (void)ctx;
+    if (errmsg && n)
+        errmsg[0] = 0;
+    if ((err = cached_dag(dag_text, errmsg, n)) != AT_OK)
+        return err;
+    memcpy(key, cache.dag->key, sizeof cache.dag->key);
+    *flops = cache.dag->flops;
+    return AT_OK;
+}
+
 at_err tn_replay_check(void *ctx, const char *dag_text, const char *state_json, char *errmsg,
                        size_t n)
 {
@@ -36,22 +74,8 @@ at_err tn_replay_check(void *ctx, const char *dag_text, const char *state_json, 
         cache_clear();
         return AT_OK;
     }
-    if (cache.text == NULL || strcmp(cache.text, dag_text) != 0) {
-        ss_dag *dag;
-        cache_clear();
-        err = ss_dag_parse(dag_text, strlen(dag_text), &dag, msg, sizeof msg);
-        if (err != AT_OK) {
-            if (errmsg && n)
-                snprintf(errmsg, n, "the task's DAG does not parse: %s", msg);
-            return err == AT_ENOMEM ? err : AT_ESCHED;
-        }
-        cache.text = at_strdup(dag_text);
-        if (cache.text == NULL) {
-            ss_dag_unref(dag);
-            return AT_ENOMEM;
-        }
-        cache.dag = dag;
-    }
+    if ((err = cached_dag(dag_text, errmsg, n)) != AT_OK)
+        return err;
     err = ss_state_from_json(cache.dag, state_json, strlen(state_json), &st, msg, sizeof msg);
     if (err != AT_OK) {
         if (errmsg && n)

@@ -777,7 +777,11 @@ at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_
         r.tasks[i].n_uses = tasks[i].uses ? tasks[i].n_uses : 0;
         r.tasks[i].uses = tasks[i].uses;
     }
-    if ((err = rec_store_open(o->db, REC_OPEN_CREATE, &r.st, r.errmsg, sizeof r.errmsg)) != AT_OK)
+    /* every page read before anything is written (REC_OPEN_VERIFY): a damaged store is
+    ** refused with its name, as import and merge refuse it, instead of getting a 'failed'
+    ** run row written into it */
+    if ((err = rec_store_open(o->db, REC_OPEN_CREATE | REC_OPEN_VERIFY, &r.st, r.errmsg,
+                              sizeof r.errmsg)) != AT_OK)
         goto out;
     if ((err = rec_run_begin(r.st, o->cmdline ? o->cmdline : "tuner", TN_VERSION, &r.run_id,
                              r.uuid)) != AT_OK) {

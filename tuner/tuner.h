@@ -32,6 +32,10 @@ int tn_cli_main(int argc, char **argv);
 ** thread; calling it with NULL texts releases the cache. */
 at_err tn_replay_check(void *ctx, const char *dag_text, const char *state_json, char *errmsg,
                        size_t n);
+/* As records.h's rec_task_fn: the workload key and FLOP count of the DAG of 'dag_text'
+** (ss_dag_parse), the same cache; AT_ESCHED with the reason when it does not parse. */
+at_err tn_task_check(void *ctx, const char *dag_text, char *key, double *flops, char *errmsg,
+                     size_t n);
 
 
 /* ---- measuring through the fleet (tn_fleet.c) -------------------------------------------

@@ -381,6 +381,49 @@ static void test_agent_refuses_an_impostor_tracker(void **unused)
     at_free(text);
 }
 
+/* 'tuner measure' with a key the tracker does not know: the refusal on stderr, exit 1, and
+** no "results stored" (issue 14, item 9: it printed "results stored in w.db" after it). */
+static void test_measure_with_a_wrong_key(void **unused)
+{
+    char bin[PATH_MAX], url[64], db[PATH_MAX], out[PATH_MAX], err[PATH_MAX];
+    const char *wrong = ft_keyfile("wrong.key", NULL);
+    char *argv[16], *text;
+    int n = 0, st;
+    pid_t pid;
+    (void)unused;
+    snprintf(url, sizeof url, "127.0.0.1:%d", port);
+    snprintf(db, sizeof db, "%s/wrong.db", ft_tmpdir());
+    snprintf(out, sizeof out, "%s/measure.out", ft_tmpdir());
+    snprintf(err, sizeof err, "%s/measure.err", ft_tmpdir());
+    argv[n++] = (char *)ft_path("bin/tuner", bin, sizeof bin);
+    argv[n++] = (char *)"measure";
+    argv[n++] = (char *)"--tracker";
+    argv[n++] = url;
+    argv[n++] = (char *)"--fleet-key";
+    argv[n++] = (char *)wrong;
+    argv[n++] = (char *)"--key";
+    argv[n++] = (char *)"x86";
+    argv[n++] = (char *)"--db";
+    argv[n++] = db;
+    argv[n++] = (char *)"--wait-timeout";
+    argv[n++] = (char *)"10";
+    argv[n++] = (char *)"matmul:M=8,N=8,K=8";
+    argv[n] = NULL;
+    pid = ft_spawn(argv, out, err);
+    st = ft_wait(pid, 120);
+    assert_true(st >= 0 && WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 1);
+    text = ft_read(err);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "the tracker refused us"));
+    at_free(text);
+    text = ft_read(out);
+    assert_non_null(text);
+    assert_null(strstr(text, "results stored"));
+    assert_non_null(strstr(text, "nothing was measured: no result of the 2 jobs reached"));
+    at_free(text);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -411,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_bad_kernels_each_get_their_code),
         cmocka_unit_test(test_sigterm_returns_jobs),
         cmocka_unit_test(test_agent_refuses_an_impostor_tracker),
+        cmocka_unit_test(test_measure_with_a_wrong_key),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -105,18 +105,23 @@ static inline void rt_damage(const char *path)
 /* ---- sample data ---- */
 
 /* Workload key number 'i': 32 hex characters. */
-static inline void rt_key(int i, char key[REC_KEY_LEN + 1])
-{
-    char text[32];
-    snprintf(text, sizeof text, "task-%d", i);
-    at_sha256_hex(text, strlen(text), REC_KEY_LEN / 2, key);
-}
-
 /* A DAG text for task 'i' (opaque to the store). */
 static inline void rt_dag(int i, char *out, size_t n)
 {
     snprintf(out, n, "input A[%d, 64] float32\ninput B[64, 64] float32\n"
                      "C[i:%d, j:64] = sum[k:64](A[i, k] * B[k, j])\n", 16 * (i + 1), 16 * (i + 1));
+}
+
+/* Task i's workload key: the real one of rt_dag(i), the hash of its canonical text (names
+** numbered, as ss_dag_print_canonical writes it), which 'tuner db check' and 'tuner
+** import' recompute. */
+static inline void rt_key(int i, char key[REC_KEY_LEN + 1])
+{
+    char text[256];
+    snprintf(text, sizeof text, "input t0[%d, 64] float32\ninput t1[64, 64] float32\n"
+             "t2[i0:%d, i1:64] = sum[r0:64](t0[i0, r0] * t1[r0, i1])\n", 16 * (i + 1),
+             16 * (i + 1));
+    at_sha256_hex(text, strlen(text), REC_KEY_LEN / 2, key);
 }
 
 /* A state text that replays on every rt_dag (splits of j and k, an unroll pragma), unique

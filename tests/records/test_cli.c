@@ -300,6 +300,54 @@ static void test_export_import_merge_commands(void **unused)
     assert_string_equal(d1, d2);
     EXPECT(1, "", "not a records store", "import", "--db", foreign, f1);
     EXPECT(1, "", "missing.jsonl: No such file", "import", "--db", m, "missing.jsonl");
+
+    /* a task whose FLOP count, workload key or DAG text is not its DAG's (issue 14, item 6):
+    ** refused with the line and both values, nothing imported; before, the store took it
+    ** and then refused to tune the operator ("is stored with another FLOP count") */
+    {
+        static const struct {
+            const char *from, *to, *msg;
+        } lies[] = {
+            {"\"flops\":", NULL, "bad.jsonl:2: the task's FLOP count "}, /* doubled */
+            {NULL, NULL, "bad.jsonl:2: workload key "}, /* one hex digit of the key changed */
+            {"j:64]", "j:32]", "bad.jsonl:2: workload key "},
+            {"sum[k:64]", "sum[k:64](", "bad.jsonl:2: the task's DAG text is no DAG: "},
+        };
+        const char *nl = strchr(t1, '\n'), *second = nl + 1, *end = strchr(second, '\n');
+        for (size_t i = 0; i < AT_ARRAY_LEN(lies); i++) {
+            char line[20000], text[40000], want[128] = "", *at;
+            snprintf(line, sizeof line, "%.*s", (int)(end - second), second);
+            if (i == 0) {
+                char rest[20000], *e;
+                double f;
+                at = strstr(line, lies[i].from);
+                assert_non_null(at);
+                at += strlen(lies[i].from);
+                f = strtod(at, &e);
+                snprintf(rest, sizeof rest, "%s", e);
+                snprintf(at, sizeof line - (size_t)(at - line), "%.17g%s", 2 * f, rest);
+                snprintf(want, sizeof want, "FLOP count %.17g is not its DAG's (%.17g)", 2 * f, f);
+            } else if (lies[i].from) {
+                char rest[20000];
+                at = strstr(line, lies[i].from);
+                assert_non_null(at);
+                snprintf(rest, sizeof rest, "%s", at + strlen(lies[i].from));
+                snprintf(at, sizeof line - (size_t)(at - line), "%s%s", lies[i].to, rest);
+            } else {
+                at = strstr(line, "\"workload_key\":\"");
+                assert_non_null(at);
+                at += strlen("\"workload_key\":\"");
+                *at = *at == '0' ? '1' : '0';
+            }
+            snprintf(text, sizeof text, "%.*s\n%s\n", (int)(nl - t1), t1, line);
+            rt_write_file(bad, text);
+            rt_file_digest(m, d1);
+            EXPECT(1, "", lies[i].msg, "import", "--db", m, bad);
+            EXPECT(1, "", i == 0 ? want : "(nothing was imported)", "import", "--db", m, bad);
+            rt_file_digest(m, d2);
+            assert_string_equal(d1, d2);
+        }
+    }
     at_free(t1);
 }
 
@@ -328,6 +376,34 @@ static void test_db_check_command(void **unused)
     rt_file_digest(good, d2);
     assert_string_equal(d1, d2);
 
+    /* a task whose FLOP count or workload key is not its DAG's is damage (issue 14,
+    ** item 6); the check still only reads */
+    {
+        char lie[PATH_MAX];
+        rt_path(lie, dir, "lie.db");
+        for (int k = 0; k < 2; k++) {
+            make_store(lie);
+            assert_int_equal(sqlite3_open(lie, &db), SQLITE_OK);
+            assert_int_equal(sqlite3_exec(db, k == 0 ? "UPDATE tasks SET flops = flops * 2 WHERE id = 1"
+                                                     : "UPDATE tasks SET workload_key = "
+                                                       "'0123456789abcdef0123456789abcdef' WHERE id = 2",
+                                          NULL, NULL, NULL),
+                             SQLITE_OK);
+            sqlite3_close(db);
+            rt_file_digest(lie, d1);
+            out = EXPECT_OUT(1, "FAILED: 1 problems", "", "db", "check", "--db", lie);
+            assert_non_null(strstr(out, k == 0 ? "DAMAGE tasks: task 1 (key "
+                                               : "DAMAGE tasks: task 2: workload key "
+                                                 "0123456789abcdef0123456789abcdef is not its DAG's ("));
+            if (k == 0)
+                assert_non_null(strstr(out, "): FLOP count "));
+            at_free(out);
+            rt_file_digest(lie, d2);
+            assert_string_equal(d1, d2);
+            remove(lie);
+        }
+    }
+
     /* damage pages in the middle of a copy of the store */
     {
         char *data, msg[128];
@@ -354,6 +430,13 @@ static void test_db_check_command(void **unused)
         EXPECT(1, "", "damaged records store", "merge", bad, good);
         EXPECT(1, "", "damaged records store", "merge", m, good, bad);
         assert_false(rt_exists(m));
+        /* and so does a tuning run, naming the file, before it writes a run row (issue 14,
+        ** item 8: it wrote a 'failed' run and said "corrupt or foreign data") */
+        {
+            char want[PATH_MAX + 64];
+            snprintf(want, sizeof want, "%s: damaged records store", bad);
+            EXPECT(1, "", want, "--trials", "1", "--db", bad, "matmul:M=8,N=8,K=8");
+        }
     }
     rt_file_digest(bad, d2);
     assert_string_equal(d1, d2);

@@ -179,7 +179,7 @@ static void test_concurrent_writers_lose_nothing(void **unused)
     for (int w = 0; w < N_WRITERS; w++)
         for (int i = 0; i < N_PER_WRITER; i++)
             assert_int_equal(seen[w][i], 1);
-    assert_int_equal(rec_store_check(st, NULL, NULL, &rep), AT_OK);
+    assert_int_equal(rec_store_check(st, NULL, &rep), AT_OK);
     assert_int_equal(rep.n_problems, 0);
     rec_check_fini(&rep);
     rec_store_close(st);

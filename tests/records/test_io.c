@@ -70,7 +70,7 @@ static at_err import_text(rec_store *st, const char *text, rec_put_stats *stats)
     rt_write_file(path, text);
     in = fopen(path, "r");
     assert_non_null(in);
-    err = rec_import_jsonl(st, "in.jsonl", in, stats);
+    err = rec_import_jsonl(st, "in.jsonl", in, NULL, stats);
     fclose(in);
     return err;
 }
@@ -447,7 +447,7 @@ static void test_import_survives_oom(void **unused)
         rt_write_file(path, text);
         in = fopen(path, "r");
         at_test_alloc_limit(limit);
-        err = rec_import_jsonl(b, "oom.jsonl", in, NULL);
+        err = rec_import_jsonl(b, "oom.jsonl", in, NULL, NULL);
         at_test_alloc_limit(SIZE_MAX);
         fclose(in);
         assert_int_equal(at_test_live_allocs(), live0);

@@ -340,7 +340,7 @@ static void test_migrate_from_v1(void **unused)
     assert_string_equal(best->rows[0].rec.job_id, "old-1"); /* same mean: the lower row id */
     assert_int_equal(best->rows[0].rec.n_costs, 1);
     rec_best_free(best);
-    assert_int_equal(rec_store_check(st, rt_replay, NULL, &rep), AT_OK);
+    assert_int_equal(rec_store_check(st, &(rec_checks){NULL, rt_replay, NULL}, &rep), AT_OK);
     assert_int_equal(rep.n_problems, 0);
     assert_int_equal(rep.schema_version, 1);
     assert_int_equal(rep.n_records, 2);
