@@ -26,7 +26,7 @@
 
 #include "common/common.h"
 
-#define REC_SCHEMA_VERSION 2    /* newest schema this build writes (PRAGMA user_version) */
+#define REC_SCHEMA_VERSION 3    /* newest schema this build writes (PRAGMA user_version) */
 #define REC_APPLICATION_ID 0x41545243 /* PRAGMA application_id of every store: "ATRC" */
 #define REC_JSONL_VERSION 1     /* the "v" of every exported line */
 #define REC_KEY_LEN 32          /* hex characters of a workload key */
@@ -117,6 +117,13 @@ at_err rec_run_begin(rec_store *st, const char *command_line, const char *tuner_
                      int64_t *run_id, char uuid[REC_UUID_LEN + 1]);
 /* End a run: status is "done", "failed" or "interrupted".  AT_ENOTFOUND if no such run. */
 at_err rec_run_end(rec_store *st, int64_t run_id, const char *status);
+
+/* Runs of this host (its hostname, as rec_run_begin records it) left "running" by a
+** process that is gone (killed by SIGKILL, crashed, the machine restarted): "interrupted",
+** ended at their last record's stored_at (their start when they have none).  A run whose
+** process still lives, a run of another host, and a run without a pid (an older schema,
+** merged from elsewhere) stay as they are.  *n_reaped (may be NULL) gets how many. */
+at_err rec_run_reap(rec_store *st, int *n_reaped);
 
 /* ---- writing results ---------------------------------------------------------------- */
 

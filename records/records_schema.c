@@ -109,7 +109,11 @@ static const char schema_v2[] =
     "LEFT JOIN runs u ON u.id = r.run_id\n"
     "LEFT JOIN error_codes e ON e.code = r.error_code;\n";
 
-static const char *const migrations[] = {schema_v1, schema_v2};
+/* Version 3: the process id of a run's tuner, so a later run on the same host can tell a
+** run left 'running' by a killed process (SIGKILL, a crash) from a live one (rec_run_reap). */
+static const char schema_v3[] = "ALTER TABLE runs ADD COLUMN pid INTEGER;\n";
+
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3};
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == REC_SCHEMA_VERSION,
                "one migration per schema version");

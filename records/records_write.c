@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -343,6 +345,12 @@ at_err rec_run_begin(rec_store *st, const char *command_line, const char *tuner_
     err = run_insert(st, id, command_line ? command_line : "",
                      tuner_version ? tuner_version : "", host, at_time_wall_s(), 0, "running",
                      run_id);
+    if (err == AT_OK) {
+        char sql[96];
+        snprintf(sql, sizeof sql, "UPDATE runs SET pid = %ld WHERE id = %lld", (long)getpid(),
+                 (long long)*run_id);
+        err = rec__exec(st, sql);
+    }
     if ((err = rec__wend(st, own, err)) != AT_OK) {
         *run_id = 0;
         return err;
@@ -373,6 +381,51 @@ at_err rec_run_end(rec_store *st, int64_t run_id, const char *status)
         err = rec__fail(st, AT_ENOTFOUND, "%s: no run with id %lld", st->path,
                         (long long)run_id);
     return rec__wend(st, own, err);
+}
+
+at_err rec_run_reap(rec_store *st, int *n_reaped)
+{
+    sqlite3_stmt *s = NULL;
+    char host[256];
+    int64_t ids[256];
+    int n = 0, rc, own;
+    at_err err;
+    if (n_reaped)
+        *n_reaped = 0;
+    if (gethostname(host, sizeof host) != 0)
+        return AT_OK; /* no name to match: nothing is ours to judge */
+    host[sizeof host - 1] = 0;
+    if ((err = rec__wbegin(st, &own)) != AT_OK)
+        return err;
+    rc = sqlite3_prepare_v2(st->db,
+                            "SELECT id, pid FROM runs WHERE status = 'running' AND host = ?1"
+                            " AND pid IS NOT NULL AND pid <> ?2 ORDER BY id",
+                            -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        return rec__wend(st, own, rec__sqlfail(st, rc, "reading runs"));
+    sqlite3_bind_text(s, 1, host, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)getpid());
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < (int)AT_ARRAY_LEN(ids)) {
+        long long pid = sqlite3_column_int64(s, 1);
+        /* gone: no such process (EPERM means one lives, of another user) */
+        if (pid > 0 && pid <= INT32_MAX && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            ids[n++] = sqlite3_column_int64(s, 0);
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        err = rec__sqlfail(st, rc, "reading runs");
+    sqlite3_finalize(s);
+    for (int i = 0; i < n && err == AT_OK; i++) {
+        char sql[320];
+        snprintf(sql, sizeof sql,
+                 "UPDATE runs SET status = 'interrupted', ended_at = coalesce((SELECT"
+                 " max(stored_at) FROM records WHERE run_id = %lld), started_at)"
+                 " WHERE id = %lld AND status = 'running'",
+                 (long long)ids[i], (long long)ids[i]);
+        err = rec__exec(st, sql);
+    }
+    if ((err = rec__wend(st, own, err)) == AT_OK && n_reaped)
+        *n_reaped = n;
+    return err;
 }
 
 /* Run id for a record that names its run by uuid: a placeholder row when it is new. */

@@ -783,6 +783,14 @@ at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_
     if ((err = rec_store_open(o->db, REC_OPEN_CREATE | REC_OPEN_VERIFY, &r.st, r.errmsg,
                               sizeof r.errmsg)) != AT_OK)
         goto out;
+    {
+        /* runs of this host left 'running' by a tuner killed with SIGKILL (issue 14, item 9):
+        ** 'interrupted' now; a failure here costs nothing but the label */
+        int n_reaped = 0;
+        if (rec_run_reap(r.st, &n_reaped) == AT_OK && n_reaped > 0)
+            say(&r, "%d run(s) left 'running' by a tuner that is gone: marked interrupted",
+                n_reaped);
+    }
     if ((err = rec_run_begin(r.st, o->cmdline ? o->cmdline : "tuner", TN_VERSION, &r.run_id,
                              r.uuid)) != AT_OK) {
         snprintf(r.errmsg, sizeof r.errmsg, "%s", rec_store_errmsg(r.st));

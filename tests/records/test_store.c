@@ -7,7 +7,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "rec_test.h"
 
@@ -610,6 +614,66 @@ static void test_runs_and_models(void **unused)
                      1);
 }
 
+/* rec_run_reap: a run whose process is gone (here: a child that began it and exited
+** without ending it, as SIGKILL leaves one) becomes 'interrupted'; a run whose process lives
+** and this process's own run stay 'running'. */
+static void test_run_reap(void **unused)
+{
+    char path[PATH_MAX], err[256];
+    int fds[2], n = -1;
+    pid_t kids[2];
+    rec_store *st;
+    int64_t mine;
+    (void)unused;
+    rt_path(path, dir, "reap.db");
+    st = open_new("reap.db");
+    rec_store_close(st);
+    assert_int_equal(pipe(fds), 0);
+    for (int k = 0; k < 2; k++) {
+        if ((kids[k] = fork()) == 0) {
+            rec_store *c;
+            int64_t run;
+            char one = 1;
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a failed test */
+            if (rec_store_open(path, 0, &c, err, sizeof err) != AT_OK ||
+                rec_run_begin(c, "tuner child", "test", &run, NULL) != AT_OK)
+                _exit(3);
+            rec_store_close(c);
+            if (write(fds[1], &one, 1) != 1)
+                _exit(4);
+            if (k == 1)
+                for (;;)
+                    pause(); /* alive until killed */
+            _exit(0);
+        }
+        assert_true(kids[k] > 0);
+    }
+    for (int k = 0; k < 2; k++) {
+        char c;
+        assert_int_equal(read(fds[0], &c, 1), 1);
+    }
+    assert_int_equal(waitpid(kids[0], NULL, 0), kids[0]);
+    assert_int_equal(rec_store_open(path, 0, &st, err, sizeof err), AT_OK);
+    assert_int_equal(rec_run_begin(st, "tuner parent", "test", &mine, NULL), AT_OK);
+    assert_int_equal(rec_run_reap(st, &n), AT_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM runs WHERE status = 'interrupted'"
+                                   " AND command_line = 'tuner child' AND ended_at > 0"),
+                     1);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM runs WHERE status = 'running'"), 2);
+    kill(kids[1], SIGKILL);
+    assert_int_equal(waitpid(kids[1], NULL, 0), kids[1]);
+    assert_int_equal(rec_run_reap(st, &n), AT_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(rec_run_reap(st, &n), AT_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM runs WHERE status = 'running'"), 1);
+    assert_int_equal(rec_run_end(st, mine, "done"), AT_OK);
+    rec_store_close(st);
+    close(fds[0]);
+    close(fds[1]);
+}
+
 static void test_fingerprint(void **unused)
 {
     char fp[REC_FP_LEN + 1], want[REC_FP_LEN + 1];
@@ -682,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_transactions),
         cmocka_unit_test(test_readonly_refuses_writes),
         cmocka_unit_test(test_runs_and_models),
+        cmocka_unit_test(test_run_reap),
         cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_best_survives_oom),
     };

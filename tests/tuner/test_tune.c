@@ -24,6 +24,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "kernels/kernels.h"
 #include "records/records.h"
 
@@ -405,6 +407,20 @@ static void test_kill_and_resume(void **unused)
     na = load("resume.db", &a);
     assert_true(na >= 16 && na < 64);
     assert_int_equal(run("resume", 900, args_resume), 0);
+    /* the killed run is 'interrupted' now, not 'running' forever (issue 14, item 9) */
+    {
+        sqlite3 *db;
+        sqlite3_stmt *s;
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(db, "SELECT group_concat(status, ' ') FROM"
+                                                " (SELECT status FROM runs ORDER BY id)",
+                                            -1, &s, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+        assert_string_equal((const char *)sqlite3_column_text(s, 0), "interrupted done");
+        sqlite3_finalize(s);
+        sqlite3_close(db);
+    }
     nb = load("resume.db", &b);
     /* exactly the budget, nothing measured twice */
     assert_int_equal(nb, 64);
