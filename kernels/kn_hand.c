@@ -182,8 +182,9 @@ at_err kn_hand_winograd(ss_state *st, int vector_bytes, char *errmsg, size_t err
 ** so wt vector accumulators), [n, h] fused and parallel; per tile the convolution computes
 ** every tap (r, s, then the input channels) into the accumulators, w unrolled and k
 ** vectorized; the padding and the epilogue inlined.  What the sampler rarely draws for a
-** depthwise convolution (one input channel per output channel, a memory-bound loop): 0.111
-** ms on MobileNetV2's first one (112 x 112 x 32) where 1,500 trials of search found 0.30. */
+** depthwise convolution (one input channel per output channel, a memory-bound loop): 0.087
+** ms on MobileNetV2's first one (112 x 112 x 32, 2 threads) where 1,500 trials of search
+** had found 0.25-0.30. */
 at_err kn_hand_conv_nhwc(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size)
 {
     const ss_dag *dag = st->dag;
