@@ -33,7 +33,7 @@ static void usage(FILE *f)
                "serving flags:\n"
                "  --port N            TCP port to listen on (default 9190; 0: any free port)\n"
                "  --bind ADDR         address to listen on (default 0.0.0.0)\n"
-               "  --listen URL        full nng URL instead of --bind/--port (tcp://, inproc://)\n"
+               "  --listen URL        tcp://HOST:PORT (tcp4://, tcp6://) instead of --bind/--port\n"
                "  --key FILE          the fleet key (or $AT_FLEET_KEY)\n"
                "  --next-key FILE     a second key accepted during a key rotation\n"
                "  --http ADDR:PORT    status page and status.json (default 127.0.0.1:PORT+1)\n"
@@ -43,6 +43,9 @@ static void usage(FILE *f)
                "  --hold-ms N         long-poll hold (default 1000)\n"
                "  --grace-ms N        a disconnected tuner's jobs wait this long (default 60000)\n"
                "  --max-attempts N    a job lost this often ends as DEVICE_LOST (default 3)\n"
+               "  --max-unauth N      TCP connections waiting unauthenticated at once; a new one\n"
+               "                      closes the oldest (default 64)\n"
+               "  --auth-timeout-ms N a connection must authenticate this soon (default 10000)\n"
                "  --name NAME         shown on the status page\n"
                "  --log-level LEVEL   debug, info, warn, error, off (default info)\n"
                "  --version           print the version\n"
@@ -245,6 +248,12 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--max-attempts") == 0) {
             bad = int_arg(a, v, 1, &cfg.max_attempts);
+            i++;
+        } else if (strcmp(a, "--max-unauth") == 0) {
+            bad = int_arg(a, v, 1, &cfg.max_unauth);
+            i++;
+        } else if (strcmp(a, "--auth-timeout-ms") == 0) {
+            bad = int_arg(a, v, 100, &cfg.auth_timeout_ms);
             i++;
         } else if (strcmp(a, "--log-level") == 0 && v) {
             at_log_level lv;

@@ -44,6 +44,9 @@ typedef struct trk_config {
     int hold_ms;             /* long-poll hold of an idle agent or tuner; default 1000 */
     int client_grace_ms;     /* a disconnected tuner's jobs and results wait this long; 60000 */
     int max_attempts;        /* a job lost this many times ends as DEVICE_LOST; default 3 */
+    int max_unauth;          /* TCP connections waiting unauthenticated at once (a new one
+                             ** closes the oldest); default 64 */
+    int auth_timeout_ms;     /* a TCP connection must authenticate this soon; default 10000 */
 } trk_config;
 
 /* Bind the socket (and the HTTP server) and get ready to serve.  On AT_OK the caller owns

@@ -890,7 +890,7 @@ static void on_status(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_m
 
 /* ---- sessions and the handshake ----------------------------------------------------- */
 
-static trk_sess *sess_get(trk_tracker *t, uint32_t pipe, int create)
+static trk_sess *sess_get(trk_tracker *t, uint32_t pipe, const char *peer, int create)
 {
     char key[16];
     trk_sess *s;
@@ -901,7 +901,9 @@ static trk_sess *sess_get(trk_tracker *t, uint32_t pipe, int create)
     memcpy(s->pipe_key, key, sizeof key);
     at_wire_session_init(&s->ws, 0);
     s->opened_at = t->now;
-    {
+    if (peer) {
+        snprintf(s->peer, sizeof s->peer, "%s", peer);
+    } else {
         nng_pipe p = NNG_PIPE_INITIALIZER;
         nng_sockaddr sa;
         p.id = pipe;
@@ -950,7 +952,7 @@ static void sess_free(trk_tracker *t, trk_sess *s, const char *why)
 
 void trk__pipe_gone(trk_tracker *t, uint32_t pipe)
 {
-    trk_sess *s = sess_get(t, pipe, 0);
+    trk_sess *s = sess_get(t, pipe, NULL, 0);
     if (s) sess_free(t, s, "disconnected");
 }
 
@@ -1016,6 +1018,7 @@ static void on_auth(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_msg
     }
     at_log_info("tracker: %s '%s' authenticated from %s", at_wire_role_name(s->role), s->name,
                 s->peer);
+    trk__pipe_authed(t, s->pipe); /* before WELCOME: the peer's next frame may be large */
     at_wire_msg_init(&r, AT_WIRE_T_WELCOME);
     r.re = m->seq;
     r.u.welcome.tracker_id = t->id;
@@ -1025,10 +1028,10 @@ static void on_auth(trk_tracker *t, trk_sess *s, trk_ctx *ctx, const at_wire_msg
     trk__reply(t, ctx, &s->ws, &r);
 }
 
-void trk__handle(trk_tracker *t, trk_ctx *ctx, nng_msg *msg)
+void trk__handle(trk_tracker *t, trk_ctx *ctx, uint32_t pipe, const char *peer, const uint8_t *body,
+                 size_t len)
 {
-    uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
-    trk_sess *s = sess_get(t, pipe, 1);
+    trk_sess *s = sess_get(t, pipe, peer, 1);
     at_wire_msg m;
     char err[512], text[768];
     at_err e;
@@ -1036,10 +1039,9 @@ void trk__handle(trk_tracker *t, trk_ctx *ctx, nng_msg *msg)
     if (s == NULL) {
         at_wire_msg_init(&m, 0);
         refuse(t, ctx, NULL, 0, AT_ENOMEM, "the tracker is out of memory", 0);
-        nng_msg_free(msg);
         return;
     }
-    e = at_wire_decode(&s->ws, nng_msg_body(msg), nng_msg_len(msg), &m, err, sizeof err);
+    e = at_wire_decode(&s->ws, body, len, &m, err, sizeof err);
     if (e != AT_OK) {
         stat_add(t, &t->stats.n_refused, 1);
         if (e == AT_EVERSION) {
@@ -1062,11 +1064,10 @@ void trk__handle(trk_tracker *t, trk_ctx *ctx, nng_msg *msg)
             if (s->stage != TRK_SESS_AUTHED) stat_add(t, &t->stats.n_auth_failed, 1);
             refuse(t, ctx, s, 0, AT_EAUTH, "authentication failed", 1);
         } else {
-            at_log_warn("tracker: refused a malformed frame (%zu bytes) from %s: %s",
-                        nng_msg_len(msg), s->peer, err);
+            at_log_warn("tracker: refused a malformed frame (%zu bytes) from %s: %s", len, s->peer,
+                        err);
             refuse(t, ctx, s, 0, e, err, s->stage != TRK_SESS_AUTHED);
         }
-        nng_msg_free(msg);
         return;
     }
 
@@ -1125,7 +1126,6 @@ void trk__handle(trk_tracker *t, trk_ctx *ctx, nng_msg *msg)
         refuse(t, ctx, s, m.seq, AT_EPROTO, text, 0);
     }
     at_wire_msg_fini(&m);
-    nng_msg_free(msg);
 }
 
 /* ---- timers ------------------------------------------------------------------------- */

@@ -168,28 +168,42 @@ struct trk_sess {
     double opened_at;
 };
 
-/* A rep0 context and the one request it holds. */
+/* A request waiting for its reply.  inproc:// (nng): a rep0 context of the pool and the
+** one request it holds.  TCP (trk_tcp.c): made for one request, freed when its reply is
+** queued; it remembers the connection and the request's backtrace. */
 enum { TRK_CTX_RECV, TRK_CTX_HELD, TRK_CTX_SEND, TRK_CTX_DONE };
+#define TRK_TCP_PIPE 0x80000000u /* pipe ids of TCP connections; nng's never have it */
 
 struct trk_ctx {
     trk_tracker *t;
+    int tcp; /* 1: a TCP request */
     nng_ctx ctx;
     nng_aio *aio;
     int state; /* written by the callback (RECV->HELD) and the loop (HELD->SEND) */
     int index;
+    uint32_t pipe;   /* TCP */
+    uint8_t hdr[32]; /* TCP: the backtrace the reply carries */
+    uint8_t hdr_len;
 };
 
-enum { TRK_EV_REQUEST, TRK_EV_PIPE_GONE, TRK_EV_CTX_FREE };
+enum { TRK_EV_REQUEST, TRK_EV_PIPE_GONE };
 
 typedef struct trk_event {
     struct trk_event *next;
     int kind;
     trk_ctx *ctx;
-    nng_msg *msg;
     uint32_t pipe;
+    char peer[64]; /* "" : ask nng */
+    const uint8_t *body;
+    size_t len;
+    void *owner; /* what holds 'body': an nng_msg (inproc) or at_malloc'd bytes (TCP) */
+    int owner_tcp;
 } trk_event;
 
 #define TRK_RATE_SLOTS 60
+
+/* What trk_tcp.c refuses (counted by kind, logged once a second by watch_listener). */
+enum { TRK_TCP_NOT_SP, TRK_TCP_BIG, TRK_TCP_EVICTED, TRK_TCP_TIMED_OUT, TRK_TCP_N_REFUSALS };
 
 struct trk_tracker {
     trk_config cfg;
@@ -198,8 +212,10 @@ struct trk_tracker {
     char name[AT_WIRE_MAX_NAME + 1];
     char id[33];
     char listen_url[512];
-    nng_socket sock;
+    nng_socket sock; /* inproc:// */
     nng_listener listener;
+    int have_nng;
+    struct trk_tcp *tcp; /* tcp:// (trk_tcp.c) */
     int port;
     void *http; /* nng_http_server * */
     int http_port;
@@ -225,6 +241,10 @@ struct trk_tracker {
     double now;
     double next_tick;
     uint64_t listener_bad; /* last seen listener error counters (random bytes on the port) */
+    /* trk_tcp.c's refusals, counted by its thread, logged by trk_run's once a second */
+    _Atomic int64_t tcp_refusals[TRK_TCP_N_REFUSALS];
+    int64_t tcp_logged[TRK_TCP_N_REFUSALS];
+    char tcp_last_peer[TRK_TCP_N_REFUSALS][64]; /* under 'smu' */
 
     /* statistics and status: written by trk_run, read by others under 'smu' */
     pthread_mutex_t smu;
@@ -236,8 +256,9 @@ struct trk_tracker {
     int64_t dispatch_rate[TRK_RATE_SLOTS];
 };
 
-/* trk_core.c: the state machine */
-void trk__handle(trk_tracker *t, trk_ctx *ctx, nng_msg *msg);
+/* trk_core.c: the state machine.  'peer' names the connection (NULL: ask nng). */
+void trk__handle(trk_tracker *t, trk_ctx *ctx, uint32_t pipe, const char *peer, const uint8_t *body,
+                 size_t len);
 void trk__pipe_gone(trk_tracker *t, uint32_t pipe);
 void trk__tick(trk_tracker *t);
 void trk__free_state(trk_tracker *t);
@@ -246,6 +267,18 @@ void trk__free_state(trk_tracker *t);
 void trk__reply(trk_tracker *t, trk_ctx *ctx, at_wire_session *s, at_wire_msg *m);
 void trk__reply_raw(trk_tracker *t, trk_ctx *ctx, const void *p, size_t n);
 void trk__close_pipe(trk_tracker *t, uint32_t pipe);
+/* The session on 'pipe' is authenticated: its connection may send full-size frames. */
+void trk__pipe_authed(trk_tracker *t, uint32_t pipe);
+/* Queue an event for trk_run (any thread).  'owner' holds 'body' (see trk_event). */
+void trk__push_event(trk_tracker *t, int kind, trk_ctx *ctx, uint32_t pipe, const char *peer,
+                     const uint8_t *body, size_t len, void *owner);
+
+/* trk_tcp.c: the TCP listener (t->listen_url tcp://, tcp4://, tcp6://) */
+at_err trk__tcp_open(trk_tracker *t, char *errmsg, size_t n);
+void trk__tcp_close(trk_tracker *t);
+void trk__tcp_reply(trk_tracker *t, trk_ctx *ctx, const void *p, size_t n); /* frees ctx */
+void trk__tcp_close_pipe(trk_tracker *t, uint32_t pipe);
+void trk__tcp_authed(trk_tracker *t, uint32_t pipe);
 
 /* trk_status.c */
 void trk__status_refresh(trk_tracker *t);

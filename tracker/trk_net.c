@@ -17,12 +17,16 @@
 #define TRK_MAX_CTXS 8192
 #define TRK_SPARE_CTXS 8
 
-static void push_event(trk_tracker *t, int kind, trk_ctx *ctx, nng_msg *msg, uint32_t pipe)
+void trk__push_event(trk_tracker *t, int kind, trk_ctx *ctx, uint32_t pipe, const char *peer,
+                     const uint8_t *body, size_t len, void *owner)
 {
     trk_event *e = at_calloc(1, sizeof *e);
     if (e == NULL) { /* nothing to queue it in: drop the request, keep the context alive */
-        if (msg) nng_msg_free(msg);
-        if (ctx) {
+        if (ctx && ctx->tcp) {
+            at_free(owner);
+            at_free(ctx);
+        } else if (ctx) {
+            if (owner) nng_msg_free(owner);
             ctx->state = TRK_CTX_RECV;
             atomic_fetch_add(&t->n_recv, 1);
             nng_ctx_recv(ctx->ctx, ctx->aio);
@@ -31,8 +35,12 @@ static void push_event(trk_tracker *t, int kind, trk_ctx *ctx, nng_msg *msg, uin
     }
     e->kind = kind;
     e->ctx = ctx;
-    e->msg = msg;
     e->pipe = pipe;
+    if (peer) snprintf(e->peer, sizeof e->peer, "%s", peer);
+    e->body = body;
+    e->len = len;
+    e->owner = owner;
+    e->owner_tcp = ctx && ctx->tcp; /* the reply frees a TCP ctx: remember it here */
     pthread_mutex_lock(&t->mu);
     if (t->ev_tail)
         t->ev_tail->next = e;
@@ -41,6 +49,17 @@ static void push_event(trk_tracker *t, int kind, trk_ctx *ctx, nng_msg *msg, uin
     t->ev_tail = e;
     pthread_cond_signal(&t->cv);
     pthread_mutex_unlock(&t->mu);
+}
+
+static void event_free(trk_event *e)
+{
+    if (e->owner) {
+        if (e->owner_tcp)
+            at_free(e->owner);
+        else
+            nng_msg_free(e->owner);
+    }
+    at_free(e);
 }
 
 static void ctx_cb(void *arg)
@@ -59,9 +78,11 @@ static void ctx_cb(void *arg)
             nng_ctx_recv(c->ctx, c->aio);
             return;
         }
+        nng_msg *m = nng_aio_get_msg(c->aio);
         atomic_fetch_sub(&t->n_recv, 1);
         c->state = TRK_CTX_HELD;
-        push_event(t, TRK_EV_REQUEST, c, nng_aio_get_msg(c->aio), 0);
+        trk__push_event(t, TRK_EV_REQUEST, c, (uint32_t)nng_pipe_id(nng_msg_get_pipe(m)), NULL,
+                        nng_msg_body(m), nng_msg_len(m), m);
     } else if (c->state == TRK_CTX_SEND) {
         if (rv != 0) nng_msg_free(nng_aio_get_msg(c->aio));
         if (rv == NNG_ECLOSED) {
@@ -78,7 +99,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     trk_tracker *t = arg;
     if (ev == NNG_PIPE_EV_REM_POST)
-        push_event(t, TRK_EV_PIPE_GONE, NULL, NULL, (uint32_t)nng_pipe_id(p));
+        trk__push_event(t, TRK_EV_PIPE_GONE, NULL, (uint32_t)nng_pipe_id(p), NULL, NULL, 0, NULL);
 }
 
 static at_err add_ctxs(trk_tracker *t, int n)
@@ -115,7 +136,10 @@ static at_err add_ctxs(trk_tracker *t, int n)
 void trk__reply_raw(trk_tracker *t, trk_ctx *ctx, const void *p, size_t n)
 {
     nng_msg *m;
-    (void)t;
+    if (ctx->tcp) {
+        trk__tcp_reply(t, ctx, p, n);
+        return;
+    }
     if (nng_msg_alloc(&m, 0) != 0 || nng_msg_append(m, p, n) != 0) {
         at_log_error("tracker: out of memory for a reply");
         return;
@@ -147,9 +171,17 @@ void trk__reply(trk_tracker *t, trk_ctx *ctx, at_wire_session *s, at_wire_msg *m
 void trk__close_pipe(trk_tracker *t, uint32_t pipe)
 {
     nng_pipe p = NNG_PIPE_INITIALIZER;
-    (void)t;
+    if (pipe & TRK_TCP_PIPE) {
+        trk__tcp_close_pipe(t, pipe);
+        return;
+    }
     p.id = pipe;
     nng_pipe_close(p);
+}
+
+void trk__pipe_authed(trk_tracker *t, uint32_t pipe)
+{
+    if (pipe & TRK_TCP_PIPE) trk__tcp_authed(t, pipe);
 }
 
 at_err trk_open(const trk_config *cfg, trk_tracker **out, char *errmsg, size_t n)
@@ -178,6 +210,8 @@ at_err trk_open(const trk_config *cfg, trk_tracker **out, char *errmsg, size_t n
     if (t->cfg.hold_ms <= 0) t->cfg.hold_ms = 1000;
     if (t->cfg.client_grace_ms <= 0) t->cfg.client_grace_ms = 60000;
     if (t->cfg.max_attempts <= 0) t->cfg.max_attempts = 3;
+    if (t->cfg.max_unauth <= 0) t->cfg.max_unauth = 64;
+    if (t->cfg.auth_timeout_ms <= 0) t->cfg.auth_timeout_ms = 10000;
     at_wire_random(rid, sizeof rid);
     at_sha256_hex(rid, sizeof rid, 16, t->id);
     pthread_mutex_init(&t->mu, NULL);
@@ -201,10 +235,20 @@ at_err trk_open(const trk_config *cfg, trk_tracker **out, char *errmsg, size_t n
     at_buf_init(&t->frame);
     t->now = at_time_mono_s();
 
+    if (strncmp(t->listen_url, "tcp", 3) == 0) {
+        at_err e = trk__tcp_open(t, errmsg, n);
+        if (e != AT_OK) {
+            t->cfg.http_url = NULL;
+            trk_close(t);
+            return e;
+        }
+        goto serving;
+    }
     if ((rv = nng_rep0_open(&t->sock)) != 0) {
         snprintf(errmsg, n, "cannot open the tracker socket: %s", nng_strerror(rv));
         goto fail;
     }
+    t->have_nng = 1;
     nng_socket_set_size(t->sock, NNG_OPT_RECVMAXSZ, AT_WIRE_MAX_MSG + 1024);
     nng_pipe_notify(t->sock, NNG_PIPE_EV_REM_POST, pipe_cb, t);
     if ((rv = nng_listener_create(&t->listener, t->sock, t->listen_url)) != 0) {
@@ -216,19 +260,15 @@ at_err trk_open(const trk_config *cfg, trk_tracker **out, char *errmsg, size_t n
         snprintf(errmsg, n, "cannot listen on '%s': %s", t->listen_url, nng_strerror(rv));
         goto fail_sock;
     }
-    if (strncmp(t->listen_url, "tcp", 3) == 0) {
-        int port = 0;
-        if (nng_listener_get_int(t->listener, NNG_OPT_TCP_BOUND_PORT, &port) == 0) {
-            char *colon = strrchr(t->listen_url, ':');
-            t->port = port;
-            if (colon && strcmp(colon, ":0") == 0)
-                snprintf(colon, sizeof t->listen_url - (size_t)(colon - t->listen_url), ":%d",
-                         port);
-        }
-    }
     if (add_ctxs(t, 32) != AT_OK) {
         snprintf(errmsg, n, "cannot create the tracker's contexts");
         goto fail_sock;
+    }
+serving:
+    if (t->port > 0) {
+        char *colon = strrchr(t->listen_url, ':');
+        if (colon && strcmp(colon, ":0") == 0)
+            snprintf(colon, sizeof t->listen_url - (size_t)(colon - t->listen_url), ":%d", t->port);
     }
     if (cfg->http_url && cfg->http_url[0] && trk__http_start(t, cfg->http_url, errmsg, n) != AT_OK)
         goto fail_sock;
@@ -265,10 +305,37 @@ void trk_stop(trk_tracker *t)
 
 /* Random bytes or another protocol on the port never reach a pipe: nng drops such
 ** connections during its handshake.  Its listener statistics count them; log increases. */
+static void watch_tcp(trk_tracker *t)
+{
+    static const char *const what[TRK_TCP_N_REFUSALS] = {
+        "connection(s) that do not speak the SP protocol (random bytes or another protocol on "
+        "the port)",
+        "frame(s) over the size limit (4096 bytes before authentication)",
+        "unauthenticated connection(s) to make room for new ones (--max-unauth)",
+        "connection(s) that did not authenticate in time (--auth-timeout-ms)"};
+    for (int i = 0; i < TRK_TCP_N_REFUSALS; i++) {
+        int64_t now = atomic_load(&t->tcp_refusals[i]);
+        if (now > t->tcp_logged[i]) {
+            char peer[64];
+            pthread_mutex_lock(&t->smu);
+            snprintf(peer, sizeof peer, "%s", t->tcp_last_peer[i]);
+            pthread_mutex_unlock(&t->smu);
+            at_log_warn("tracker: %s %lld %s; the last from %s",
+                        i == TRK_TCP_NOT_SP || i == TRK_TCP_BIG ? "refused" : "closed",
+                        (long long)(now - t->tcp_logged[i]), what[i], peer);
+            t->tcp_logged[i] = now;
+        }
+    }
+}
+
 static void watch_listener(trk_tracker *t)
 {
     nng_stat *all, *ls, *s;
     uint64_t bad = 0;
+    if (t->tcp) {
+        watch_tcp(t);
+        return;
+    }
     if (nng_stats_get(&all) != 0) return;
     if ((ls = nng_stat_find_listener(all, t->listener)) != NULL) {
         static const char *const names[] = {"proto", "reject", "auth"};
@@ -312,10 +379,10 @@ at_err trk_run(trk_tracker *t)
         while (ev != NULL) {
             trk_event *next = ev->next;
             if (ev->kind == TRK_EV_REQUEST)
-                trk__handle(t, ev->ctx, ev->msg);
+                trk__handle(t, ev->ctx, ev->pipe, ev->peer[0] ? ev->peer : NULL, ev->body, ev->len);
             else if (ev->kind == TRK_EV_PIPE_GONE)
                 trk__pipe_gone(t, ev->pipe);
-            at_free(ev);
+            event_free(ev);
             ev = next;
         }
         t->now = at_time_mono_s();
@@ -327,7 +394,7 @@ at_err trk_run(trk_tracker *t)
             watch_listener(t);
             next_watch = t->now + 1.0;
         }
-        if (atomic_load(&t->n_recv) < TRK_SPARE_CTXS && add_ctxs(t, 16) != AT_OK)
+        if (t->have_nng && atomic_load(&t->n_recv) < TRK_SPARE_CTXS && add_ctxs(t, 16) != AT_OK)
             at_log_warn("tracker: cannot add contexts (%d open)", t->n_ctxs);
     }
     at_log_info("tracker: stopping");
@@ -340,7 +407,8 @@ void trk_close(trk_tracker *t)
     if (t == NULL) return;
     atomic_store(&t->stop, 1);
     trk__http_stop(t);
-    nng_close(t->sock);
+    trk__tcp_close(t);
+    if (t->have_nng) nng_close(t->sock);
     for (int i = 0; i < t->n_ctxs; i++) {
         nng_aio_stop(t->ctxs[i]->aio); /* its callback freed what it held */
         nng_aio_free(t->ctxs[i]->aio);
@@ -353,8 +421,8 @@ void trk_close(trk_tracker *t)
     pthread_mutex_unlock(&t->mu);
     while (ev) {
         trk_event *next = ev->next;
-        if (ev->msg) nng_msg_free(ev->msg);
-        at_free(ev);
+        if (ev->ctx && ev->ctx->tcp) at_free(ev->ctx); /* never answered */
+        event_free(ev);
         ev = next;
     }
     trk__free_state(t);

@@ -135,6 +135,14 @@ __attribute__((unused)) static void ft_kill(pid_t pid)
     ft_wait(pid, 10);
 }
 
+/* SIGTERM 'pid', give it 'grace_s' to exit, then SIGKILL it (a teardown's stop). */
+__attribute__((unused)) static void ft_stop(pid_t pid, double grace_s)
+{
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    if (ft_wait(pid, grace_s) < 0) ft_kill(pid);
+}
+
 /* The whole file as a string (at_free), or NULL. */
 __attribute__((unused)) static char *ft_read(const char *path)
 {

@@ -439,10 +439,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (tracker_pid > 0) {
-        kill(tracker_pid, SIGTERM);
-        if (ft_wait(tracker_pid, 10) < 0) ft_kill(tracker_pid);
-    }
+    ft_stop(tracker_pid, 10);
     at_free(obj);
     if (getenv("AT_KEEP_TMP") == NULL) ft_rmtmp();
     return 0;
