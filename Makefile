@@ -30,7 +30,7 @@ SAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefine
               -fno-omit-frame-pointer
 
 LLVM_LIBS := $(shell $(LLVM_CONFIG) --ldflags 2>/dev/null) $(shell $(LLVM_CONFIG) --libs 2>/dev/null)
-LDLIBS    := -Wl,--as-needed $(LLVM_LIBS) -lsqlite3 -lxgboost -lnng -luv -lmsgpackc -lseccomp \
+LDLIBS    := -Wl,--as-needed $(LLVM_LIBS) -lsqlite3 -lxgboost -lnng -luv -lmsgpackc -lmbedcrypto -lseccomp \
              -lm -lpthread -ldl
 TEST_LIBS := -lcmocka -lopenblas -ldnnl
 
@@ -142,8 +142,9 @@ clean:
 # 'make rt-aarch64' cross-builds the kernel runtime with common/ and the command-line
 # runner tests/tools/kn_rt_run.c into one static aarch64 binary, build/aarch64/bin/kn_rt_run,
 # which tests run under qemu-aarch64 (tests/kernels/test_rt_aarch64.c).  Only the runtime
-# half of kernels/ goes in: no LLVM, no SQLite, nothing that needs arm64 libraries.
-# A common/ file that needs a third-party library goes in A64_COMMON_SKIP.
+# half of kernels/ goes in: no LLVM, no SQLite; of the arm64 libraries only mbed TLS's
+# libmbedcrypto.a (common/at_hash.c's SHA-256).  A common/ file that needs another
+# third-party library goes in A64_COMMON_SKIP.
 A64_CC          ?= aarch64-linux-gnu-gcc
 A64_CFLAGS      := -std=c11 $(WARN) -D_GNU_SOURCE -I. -O2 -MMD -MP
 A64_COMMON_SKIP := common/at_wire.c common/at_wire_auth.c common/at_wire_client.c
@@ -157,7 +158,8 @@ build/aarch64/obj/%.o: %.c
 
 build/aarch64/bin/kn_rt_run: $(A64_OBJS)
 	@mkdir -p $(@D)
-	$(Q)echo "  LD[aarch64] $@"; $(A64_CC) -static -O2 -o $@ $^ -lm -lpthread
+	$(Q)echo "  LD[aarch64] $@"; $(A64_CC) -static -O2 -o $@ $^ $(A64_LIBDIR)/libmbedcrypto.a \
+	    -lm -lpthread
 
 .PHONY: rt-aarch64
 rt-aarch64: build/aarch64/bin/kn_rt_run

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <mbedtls/sha256.h>
+
 /* ---- errors ------------------------------------------------------------------------- */
 
 #define AT_ERR_MAP(X)                                                                      \
@@ -168,11 +170,9 @@ void at_log(at_log_level lv, const char *fmt, ...) __attribute__((format(printf,
 
 /* ---- hashing ------------------------------------------------------------------------ */
 
+/* SHA-256 (mbed TLS's, common/at_hash.c).  Every init is ended by a final. */
 typedef struct at_sha256 {
-    uint32_t h[8];
-    uint64_t n_bytes;
-    uint8_t block[64];
-    size_t fill;
+    mbedtls_sha256_context c;
 } at_sha256;
 
 void at_sha256_init(at_sha256 *s);
