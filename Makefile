@@ -202,6 +202,7 @@ FUZZ_CFLAGS := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE
 FUZZ_SRCS   := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS   := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
 FUZZ_OBJS   := $(patsubst %.c,build/fuzz/obj/%.o,$(wildcard common/*.c))
+FUZZ_LIBS   := -lmsgpackc -lnng -lmbedcrypto -lm -lpthread
 
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -209,8 +210,7 @@ build/fuzz/obj/%.o: %.c
 
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJS)
 	@mkdir -p $(@D)
-	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_OBJS) -lmsgpackc -lnng -lm \
-	    -lpthread
+	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_OBJS) $(FUZZ_LIBS)
 
 .PHONY: fuzz fuzz-short fuzz-long
 fuzz: $(FUZZ_BINS)
@@ -300,7 +300,7 @@ build/fuzz/fuzz_onnx: tests/fuzz/fuzz_onnx.c $(FUZZ_OBJS) $(FUZZ_ONNX_OBJS) \
                       | build/fuzz/corpus/fuzz_onnx/.seeded
 	@mkdir -p $(@D)
 	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_ONNX_OBJS) $(FUZZ_OBJS) \
-	    -lprotobuf-c -lmsgpackc -lnng -lm -lpthread
+	    -lprotobuf-c $(FUZZ_LIBS)
 # fuzz_dag: the DAG parser; seeds: a few DAGs and the deep inputs that once crashed it
 build/fuzz/corpus/fuzz_dag/.seeded: scripts/dag_seeds.py
 	@mkdir -p $(@D)
@@ -309,12 +309,12 @@ build/fuzz/fuzz_dag: tests/fuzz/fuzz_dag.c $(FUZZ_OBJS) $(FUZZ_DAG_OBJS) \
                      | build/fuzz/corpus/fuzz_dag/.seeded
 	@mkdir -p $(@D)
 	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DAG_OBJS) $(FUZZ_OBJS) \
-	    -lmsgpackc -lnng -lm -lpthread
+	    $(FUZZ_LIBS)
 build/fuzz/fuzz_tasks: tests/fuzz/fuzz_tasks.c $(FUZZ_OBJS) $(FUZZ_TASKS_OBJS) \
                        | build/fuzz/corpus/fuzz_tasks/.seeded
 	@mkdir -p $(@D)
 	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_TASKS_OBJS) $(FUZZ_OBJS) \
-	    -lmsgpackc -lnng -lm -lpthread
+	    $(FUZZ_LIBS)
 
 # 'make bench-model [TRIALS=N] [MODELS=...]': ResNet-18 (2 threads and 1), MobileNetV2 and a
 # 2-layer BERT-base-shaped encoder tuned with N trials each (default 1500), the exported
