@@ -43,7 +43,7 @@ CUDA_SRCS   := kernels/kn_nvrtc.c
 NO_CUDA_OUT := $(if $(HAVE_CUDA),,$(CUDA_SRCS))
 
 # Modules in link order (users before what they use).
-MODULES := tuner cost_model records tracker rpc_agent kernels kernels/rt schedule_space common
+MODULES := tuner models cost_model records tracker rpc_agent kernels kernels/rt schedule_space common
 lib_of   = $(subst /,_,$(1))
 mod_srcs = $(filter-out $(1)/main.c $(NO_CUDA_OUT),$(wildcard $(1)/*.c))
 
@@ -242,11 +242,11 @@ install: all
 	$(Q)echo "installed tracker, rpc_agent, tuner in $(DESTDIR)$(PREFIX)/bin and the systemd units"
 # ---- end of install ----
 
-# ---- models: ONNX import, export-lib, bench-model (tuner/tn_onnx.c, tn_export.c) ----
+# ---- models: ONNX import, export-lib, bench-model (models/md_onnx.c, md_export.c) ----
 # The ONNX schema is Debian's (libonnx-dev ships /usr/include/onnx/onnx.proto): protoc-c
 # compiles it at build time into build/gen/onnx-c/ (no schema is kept in the repository).
-# The generated C is not ours: it goes into libtuner.a of each flavour compiled with relaxed
-# warnings, and only tuner/tn_onnx.c sees its header, through -isystem so that our -Werror
+# The generated C is not ours: it goes into libmodels.a of each flavour compiled with relaxed
+# warnings, and only models/md_onnx.c sees its header, through -isystem so that our -Werror
 # flags do not apply to it.  docs/models.md describes what is built on it.
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 PB_DIR     := build/gen/onnx-c
@@ -263,9 +263,9 @@ define ONNX_PB
 build/$(1)/obj/gen/onnx.pb-c.o: $(PB_C) $(PB_H)
 	@mkdir -p $$(@D)
 	$$(Q)echo "  CC[$(1)] $$<"; $$(CC) $$(PB_CFLAGS) $(2) -c $$< -o $$@
-build/$(1)/lib/libtuner.a: build/$(1)/obj/gen/onnx.pb-c.o
-build/$(1)/obj/tuner/tn_onnx.o: $(PB_H)
-build/$(1)/obj/tuner/tn_onnx.o: BASE_CFLAGS += -isystem $(PB_DIR)
+build/$(1)/lib/libmodels.a: build/$(1)/obj/gen/onnx.pb-c.o
+build/$(1)/obj/models/md_onnx.o: $(PB_H)
+build/$(1)/obj/models/md_onnx.o: BASE_CFLAGS += -isystem $(PB_DIR)
 endef
 $(eval $(call ONNX_PB,rel,$(REL_CFLAGS)))
 $(eval $(call ONNX_PB,san,$(SAN_CFLAGS)))
@@ -274,13 +274,13 @@ $(eval $(call ONNX_PB,san,$(SAN_CFLAGS)))
 # fuzz_onnx (decoding, checks, shape inference, folding, rewrites) and fuzz_tasks (the tasks
 # JSONL reader), with their own sources; their corpora start from small generated models
 # and the task list of one (build/fuzz/corpus/NAME, which scripts/fuzz.sh uses).
-FUZZ_ONNX_OBJS  := $(patsubst %.c,build/fuzz/obj/%.o,tuner/tn_onnx.c tuner/tn_graph.c \
-                     tuner/tn_infer.c tuner/tn_rewrite.c) build/fuzz/obj/gen/onnx.pb-c.o
-FUZZ_TASKS_OBJS := $(patsubst %.c,build/fuzz/obj/%.o,tuner/tn_tasks.c $(wildcard schedule_space/*.c))
+FUZZ_ONNX_OBJS  := $(patsubst %.c,build/fuzz/obj/%.o,models/md_onnx.c models/md_graph.c \
+                     models/md_infer.c models/md_rewrite.c) build/fuzz/obj/gen/onnx.pb-c.o
+FUZZ_TASKS_OBJS := $(patsubst %.c,build/fuzz/obj/%.o,models/md_tasks.c $(wildcard schedule_space/*.c))
 FUZZ_DAG_OBJS   := $(patsubst %.c,build/fuzz/obj/%.o,$(wildcard schedule_space/*.c))
 
-build/fuzz/obj/tuner/tn_onnx.o: $(PB_H)
-build/fuzz/obj/tuner/tn_onnx.o: FUZZ_CFLAGS += -isystem $(PB_DIR)
+build/fuzz/obj/models/md_onnx.o: $(PB_H)
+build/fuzz/obj/models/md_onnx.o: FUZZ_CFLAGS += -isystem $(PB_DIR)
 build/fuzz/obj/gen/onnx.pb-c.o: $(PB_C) $(PB_H)
 	@mkdir -p $(@D)
 	$(Q)echo "  CC[fuzz] $<"; $(FUZZ_CC) -std=c11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
@@ -349,7 +349,7 @@ build/nollvm/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(Q)echo "  CC[nollvm] $<"; $(CC) $(BASE_CFLAGS) $(BUNDLE_CFLAGS) -c $< -o $@
 $(foreach m,$(MODULES),$(eval build/nollvm/lib/lib$(call lib_of,$(m)).a: $(call nollvm_objs,$(call bundle_srcs,$(m)))))
-build/nollvm/lib/libtuner.a: build/rel/obj/gen/onnx.pb-c.o
+build/nollvm/lib/libmodels.a: build/rel/obj/gen/onnx.pb-c.o
 build/nollvm/lib/%.a:
 	@mkdir -p $(@D)
 	$(Q)rm -f $@; ar rcs $@ $^

@@ -50,11 +50,11 @@ static int ends_with(const char *s, const char *suffix)
 
 int tn_parse_layout(const tn_cmd *cmd, const char *s, int *layout)
 {
-    *layout = TN_LAYOUT_NHWC;
+    *layout = MD_LAYOUT_NHWC;
     if (s == NULL || strcasecmp(s, "nhwc") == 0)
         return 0;
     if (strcasecmp(s, "nchw") == 0) {
-        *layout = TN_LAYOUT_NCHW;
+        *layout = MD_LAYOUT_NCHW;
         return 0;
     }
     tn_err(cmd, "--layout must be nhwc or nchw, not '%s'", s);
@@ -63,15 +63,15 @@ int tn_parse_layout(const tn_cmd *cmd, const char *s, int *layout)
 
 int tn_parse_winograd(const tn_cmd *cmd, const char *s, int *mode)
 {
-    *mode = TN_WINOGRAD_AUTO;
+    *mode = MD_WINOGRAD_AUTO;
     if (s == NULL || strcasecmp(s, "auto") == 0)
         return 0;
     if (strcasecmp(s, "on") == 0) {
-        *mode = TN_WINOGRAD_ON;
+        *mode = MD_WINOGRAD_ON;
         return 0;
     }
     if (strcasecmp(s, "off") == 0) {
-        *mode = TN_WINOGRAD_OFF;
+        *mode = MD_WINOGRAD_OFF;
         return 0;
     }
     tn_err(cmd, "--winograd must be auto, on or off, not '%s'", s);
@@ -91,39 +91,39 @@ static int check_flags(const tn_cmd *cmd, const char *layout, const char *wino)
 typedef struct load_how {
     int dim;
     const char *layout, *winograd;
-    tn_task_cost_fn cost;
+    md_task_cost_fn cost;
     void *cost_ctx;
 } load_how;
 
 /* Load a model and print its warnings; NULL after printing the error. */
-static tn_model *load_model(const tn_cmd *cmd, const char *path, const load_how *how, int quiet)
+static md_model *load_model(const tn_cmd *cmd, const char *path, const load_how *how, int quiet)
 {
-    tn_model *m;
-    tn_model_opts o = {.dim_default = how->dim, .cost = how->cost, .cost_ctx = how->cost_ctx};
+    md_model *m;
+    md_model_opts o = {.dim_default = how->dim, .cost = how->cost, .cost_ctx = how->cost_ctx};
     char err[1024];
     if (tn_parse_layout(cmd, how->layout, &o.layout) != 0 ||
         tn_parse_winograd(cmd, how->winograd, &o.winograd) != 0)
         return NULL;
-    if (tn_model_load(path, &o, &m, err, sizeof err) != AT_OK) {
+    if (md_model_load(path, &o, &m, err, sizeof err) != AT_OK) {
         tn_err(cmd, "%s", err);
         return NULL;
     }
-    for (int i = 0; i < tn_model_n_warnings(m) && !quiet; i++)
-        tn_err(cmd, "warning: %s", tn_model_warning(m, i));
+    for (int i = 0; i < md_model_n_warnings(m) && !quiet; i++)
+        tn_err(cmd, "warning: %s", md_model_warning(m, i));
     return m;
 }
 
-static tn_task_list *load_task_file(const tn_cmd *cmd, const char *path)
+static md_task_list *load_task_file(const tn_cmd *cmd, const char *path)
 {
     char *data, err[1024];
     size_t n;
-    tn_task_list *tl;
+    md_task_list *tl;
     const char *base = strrchr(path, '/');
     if (at_file_read(path, &data, &n, err, sizeof err) != AT_OK) {
         tn_err(cmd, "%s", err);
         return NULL;
     }
-    if (tn_tasks_read_jsonl(base ? base + 1 : path, data, n, &tl, err, sizeof err) != AT_OK) {
+    if (md_tasks_read_jsonl(base ? base + 1 : path, data, n, &tl, err, sizeof err) != AT_OK) {
         tn_err(cmd, "%s", err);
         tl = NULL;
     }
@@ -137,12 +137,12 @@ static tn_task_list *load_task_file(const tn_cmd *cmd, const char *path)
 
 /* ---- tasks ---- */
 
-static void print_tasks(FILE *f, const tn_task_list *tl, int verbose)
+static void print_tasks(FILE *f, const md_task_list *tl, int verbose)
 {
     fprintf(f, "%4s  %-12s %6s %12s  %-20s %s\n", "task", "key", "weight", "MFLOPs", "tag",
             "name and shapes");
     for (int i = 0; i < tl->n_tasks; i++) {
-        const tn_task *t = &tl->tasks[i];
+        const md_task *t = &tl->tasks[i];
         fprintf(f, "%4d  %-12.12s %6d %12.3f  %-20s %s%s\n", i, t->key, t->weight,
                 t->flops / 1e6, t->tag, t->name, t->tunable ? "" : " (not tuned: no reduction)");
         fprintf(f, "%4s  %-12s %6s %12s  %-20s %s\n", "", "", "", "", "", t->desc);
@@ -165,14 +165,14 @@ static void print_tasks(FILE *f, const tn_task_list *tl, int verbose)
     }
 }
 
-static int write_jsonl(const tn_cmd *cmd, const tn_task_list *tl, const char *path)
+static int write_jsonl(const tn_cmd *cmd, const md_task_list *tl, const char *path)
 {
     char *buf = NULL, err[512];
     size_t n = 0;
     FILE *mem;
     at_err e;
     if (strcmp(path, "-") == 0) {
-        if (tn_tasks_write_jsonl(tl, stdout) != AT_OK) {
+        if (md_tasks_write_jsonl(tl, stdout) != AT_OK) {
             tn_err(cmd, "write error on standard output");
             return TN_EXIT_FAIL;
         }
@@ -182,7 +182,7 @@ static int write_jsonl(const tn_cmd *cmd, const tn_task_list *tl, const char *pa
         tn_err(cmd, "out of memory");
         return TN_EXIT_FAIL;
     }
-    e = tn_tasks_write_jsonl(tl, mem);
+    e = md_tasks_write_jsonl(tl, mem);
     fclose(mem);
     if (e == AT_OK)
         e = at_file_write(path, buf, n, err, sizeof err);
@@ -209,9 +209,9 @@ int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
          "after the model's), on or off"},
         {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "no table (with -o) and no warnings"},
     };
-    tn_model *m = NULL;
-    tn_task_list *own = NULL;
-    const tn_task_list *tl;
+    md_model *m = NULL;
+    md_task_list *own = NULL;
+    const md_task_list *tl;
     rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
     if (done)
         return rc;
@@ -223,15 +223,15 @@ int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
             return TN_EXIT_FAIL;
         tl = own;
         printf("tasks %s: %d tasks, %.3f MFLOPs per run of the model\n", argv[1], tl->n_tasks,
-               tn_task_list_flops(tl) / 1e6);
+               md_task_list_flops(tl) / 1e6);
     } else {
-        tn_model_info info;
+        md_model_info info;
         int n_tunable = 0;
         if ((m = load_model(cmd, argv[1], &(load_how){.dim = dim, .layout = layout,
                                                       .winograd = wino}, quiet)) == NULL)
             return TN_EXIT_FAIL;
-        tl = tn_model_tasks(m);
-        tn_model_get_info(m, &info);
+        tl = md_model_tasks(m);
+        md_model_get_info(m, &info);
         for (int i = 0; i < tl->n_tasks; i++)
             n_tunable += tl->tasks[i].tunable;
         double flops = 0;
@@ -253,8 +253,8 @@ int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
     if (!(quiet && out))
         print_tasks(stdout, tl, verbose);
     rc = out ? write_jsonl(cmd, tl, out) : TN_EXIT_OK;
-    tn_model_free(m);
-    tn_task_list_free(own);
+    md_model_free(m);
+    md_task_list_free(own);
     return rc;
 }
 
@@ -302,11 +302,11 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
         {"winograd", 0, TN_OPT_STR, &wino, "W", WINOGRAD_HELP " (with --lib: as the library "
          "was made)"},
     };
-    tn_model *m = NULL;
+    md_model *m = NULL;
     rec_store *st = NULL;
-    tn_lib_keys *keys = NULL;
-    tn_run_report rep;
-    tn_model_info info;
+    md_lib_keys *keys = NULL;
+    md_run_report rep;
+    md_model_info info;
     char err[1024];
     at_err e;
     rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
@@ -317,34 +317,34 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
         return rc;
     if (lib == NULL && (rc = open_db(cmd, db, &st)) != TN_EXIT_OK)
         return rc;
-    if (lib && tn_lib_keys_open(lib, &keys, err, sizeof err) != AT_OK) {
+    if (lib && md_lib_keys_open(lib, &keys, err, sizeof err) != AT_OK) {
         tn_err(cmd, "%s", err);
         return TN_EXIT_FAIL;
     }
     {
         kn_target tgt;
-        tn_store_cost_ctx cc = {.store = st, .device_key = device};
+        md_store_cost_ctx cc = {.store = st, .device_key = device};
         if ((target ? kn_target_parse(target, &tgt, err, sizeof err)
                     : kn_target_host(&tgt)) != AT_OK) {
             tn_err(cmd, "--target: %s", err);
             rec_store_close(st);
-            tn_lib_keys_close(keys);
+            md_lib_keys_close(keys);
             return TN_EXIT_USAGE;
         }
         cc.target = tgt.text;
         m = load_model(cmd, argv[1],
                        &(load_how){.dim = dim, .layout = layout, .winograd = wino,
-                                   .cost = keys ? tn_lib_has_task : tn_store_cost,
+                                   .cost = keys ? md_lib_has_task : md_store_cost,
                                    .cost_ctx = keys ? (void *)keys : (void *)&cc},
                        0);
-        tn_lib_keys_close(keys);
+        md_lib_keys_close(keys);
     }
     if (m == NULL) {
         rec_store_close(st);
         return TN_EXIT_FAIL;
     }
-    tn_model_get_info(m, &info);
-    e = tn_model_run(m, &(tn_run_opts){.store = st, .target = target, .device_key = device,
+    md_model_get_info(m, &info);
+    e = md_model_run(m, &(md_run_opts){.store = st, .target = target, .device_key = device,
                                        .lib_path = lib, .n_threads = threads,
                                        .seed = (uint64_t)seed, .repeat = repeat,
                                        .no_check = no_check, .dump_dir = dump,
@@ -353,7 +353,7 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
     rec_store_close(st);
     if (e != AT_OK) {
         tn_err(cmd, "%s", err[0] ? err : at_strerror(e));
-        tn_model_free(m);
+        md_model_free(m);
         return TN_EXIT_FAIL;
     }
     printf("model %s: %d tasks, ", argv[1], rep.n_tasks);
@@ -379,7 +379,7 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
             printf(", %.3f ms naive", rep.naive_latency_s * 1e3);
         printf(" (median of %d runs)\n", repeat);
     }
-    tn_model_free(m);
+    md_model_free(m);
     if (!no_check && !(rep.max_rel_err <= 1e-4)) {
         printf("MISMATCH: max relative error %.3g exceeds 1e-4\n", rep.max_rel_err);
         return TN_EXIT_FAIL;
@@ -411,11 +411,11 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
         {"layout", 0, TN_OPT_STR, &layout, "L", LAYOUT_HELP},
         {"winograd", 0, TN_OPT_STR, &wino, "W", WINOGRAD_HELP},
     };
-    tn_model *m = NULL;
-    tn_task_list *own = NULL;
-    const tn_task_list *tl;
+    md_model *m = NULL;
+    md_task_list *own = NULL;
+    const md_task_list *tl;
     rec_store *st = NULL;
-    tn_export_report rep;
+    md_export_report rep;
     char err[1024];
     at_err e;
     rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
@@ -437,7 +437,7 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
         goto done;
     if (own == NULL) {
         kn_target tgt;
-        tn_store_cost_ctx cc = {.store = st, .device_key = device};
+        md_store_cost_ctx cc = {.store = st, .device_key = device};
         if ((target ? kn_target_parse(target, &tgt, err, sizeof err)
                     : kn_target_host(&tgt)) != AT_OK) {
             tn_err(cmd, "--target: %s", err);
@@ -447,14 +447,14 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
         cc.target = tgt.text;
         if ((m = load_model(cmd, argv[1],
                             &(load_how){.dim = dim, .layout = layout, .winograd = wino,
-                                        .cost = tn_store_cost, .cost_ctx = &cc},
+                                        .cost = md_store_cost, .cost_ctx = &cc},
                             0)) == NULL) {
             rc = TN_EXIT_FAIL;
             goto done;
         }
-        tl = tn_model_tasks(m);
+        tl = md_model_tasks(m);
     }
-    e = tn_export_lib(tl, &(tn_export_opts){.store = st, .target = target, .device_key = device,
+    e = md_export_lib(tl, &(md_export_opts){.store = st, .target = target, .device_key = device,
                                             .out_path = out, .header_path = header,
                                             .prefix = prefix, .max_threads = threads,
                                             .keep_temp = keep, .model = m},
@@ -467,8 +467,8 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
     printf("%s: %d kernels (%d tuned, %d naive) in %.2f s\n", out, rep.n_tasks, rep.n_tuned,
            rep.n_naive, rep.build_s);
     if (m) {
-        tn_model_info info;
-        tn_model_get_info(m, &info);
+        md_model_info info;
+        md_model_get_info(m, &info);
         printf("the whole model: %s_model_run; weights %.2f MB inside, activations' arena "
                "%.2f MB\n", rep.prefix, rep.weight_bytes / 1e6, rep.arena_bytes / 1e6);
         if (info.n_winograd_eligible)
@@ -481,7 +481,7 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
     rc = TN_EXIT_OK;
 done:
     rec_store_close(st);
-    tn_model_free(m);
-    tn_task_list_free(own);
+    md_model_free(m);
+    md_task_list_free(own);
     return rc;
 }

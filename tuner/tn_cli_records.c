@@ -257,7 +257,7 @@ int tn_cmd_best(const tn_cmd *cmd, int argc, char **argv)
         return TN_EXIT_USAGE;
     }
     q.top = top;
-    q.replay = tn_replay_check;
+    q.replay = md_replay_check;
     if ((st = open_store(cmd, db, REC_OPEN_READONLY)) == NULL)
         return TN_EXIT_FAIL;
     if (rec_best(st, &q, &res) != AT_OK) {
@@ -626,8 +626,8 @@ int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv)
         /* each task's key and FLOPs recomputed from its DAG: a record that contradicts its
         ** DAG would make the store refuse to tune its operator */
         err = rec_import_jsonl(st, is_stdin ? "<stdin>" : name, f,
-                               &(rec_checks){tn_task_check, NULL, NULL}, &stats);
-        tn_replay_check(NULL, NULL, NULL, NULL, 0);
+                               &(rec_checks){md_task_check, NULL, NULL}, &stats);
+        md_replay_check(NULL, NULL, NULL, NULL, 0);
         if (!is_stdin)
             fclose(f);
         if (err != AT_OK) {
@@ -673,14 +673,14 @@ static int db_check(const tn_cmd *cmd, int argc, char **argv)
         printf("FAILED: %s\n", err);
         return TN_EXIT_FAIL;
     }
-    if (rec_store_check(st, &(rec_checks){tn_task_check, no_replay ? NULL : tn_replay_check, NULL},
+    if (rec_store_check(st, &(rec_checks){md_task_check, no_replay ? NULL : md_replay_check, NULL},
                         &rep) != AT_OK) {
-        tn_replay_check(NULL, NULL, NULL, NULL, 0);
+        md_replay_check(NULL, NULL, NULL, NULL, 0);
         printf("FAILED: %s\n", rec_store_errmsg(st));
         rec_store_close(st);
         return TN_EXIT_FAIL;
     }
-    tn_replay_check(NULL, NULL, NULL, NULL, 0);
+    md_replay_check(NULL, NULL, NULL, NULL, 0);
     printf("schema version %d (this build writes %d)%s\n", rep.schema_version,
            REC_SCHEMA_VERSION,
            rep.schema_version < REC_SCHEMA_VERSION ? "; the next write migrates it" : "");

@@ -24,11 +24,11 @@ typedef struct taskset {
     char *names[MAX_TASKS];
     char *tags[MAX_TASKS];
     int n;
-    tn_model *models[64];
+    md_model *models[64];
     int n_models;
-    tn_task_list *lists[64];
+    md_task_list *lists[64];
     int n_lists;
-    tn_model_opts mopts;  /* how models are loaded (--layout, --dim) */
+    md_model_opts mopts;  /* how models are loaded (--layout, --dim) */
     tn_tune_use *uses[MAX_TASKS]; /* per task: its uses' choices (models with alternatives) */
     int n_choices;
 } taskset;
@@ -101,7 +101,7 @@ static size_t wino_base(const char *node)
 
 /* The choices of a task list with Winograd alternatives: each convolution that has them
 ** gets an id; uses[] (n_uses[i] for task i) says which choice and side each use is. */
-static int list_choices(const tn_cmd *cmd, taskset *ts, const tn_task_list *tl,
+static int list_choices(const tn_cmd *cmd, taskset *ts, const md_task_list *tl,
                         tn_tune_use **uses)
 {
     const char **conv = NULL;
@@ -154,14 +154,14 @@ oom:
     return -1;
 }
 
-static int add_list(const tn_cmd *cmd, taskset *ts, const tn_task_list *tl, const char *what)
+static int add_list(const tn_cmd *cmd, taskset *ts, const md_task_list *tl, const char *what)
 {
     int n0 = ts->n, k = 0;
     tn_tune_use *uses;
     if (list_choices(cmd, ts, tl, &uses) != 0)
         return -1;
     for (int i = 0; i < tl->n_tasks; k += tl->tasks[i].n_uses, i++) {
-        const tn_task *t = &tl->tasks[i];
+        const md_task *t = &tl->tasks[i];
         if (!t->tunable)
             continue;
         if (add_task(cmd, ts, t->name, ss_dag_ref(t->dag), t->weight, t->tag,
@@ -184,27 +184,27 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
     char err[512];
     struct stat sb;
     if (ends_with(spec, ".onnx")) {
-        tn_model *m;
+        md_model *m;
         if (ts->n_models == 64) {
             tn_err(cmd, "too many models");
             return -1;
         }
-        if (tn_model_load(spec, &ts->mopts, &m, err, sizeof err) != AT_OK) {
+        if (md_model_load(spec, &ts->mopts, &m, err, sizeof err) != AT_OK) {
             tn_err(cmd, "%s", err);
             return -1;
         }
         ts->models[ts->n_models++] = m;
-        return add_list(cmd, ts, tn_model_tasks(m), spec);
+        return add_list(cmd, ts, md_model_tasks(m), spec);
     }
     if (ends_with(spec, ".jsonl")) {
-        tn_task_list *tl;
+        md_task_list *tl;
         char *text;
         size_t n;
         if (ts->n_lists == 64 || at_file_read(spec, &text, &n, err, sizeof err) != AT_OK) {
             tn_err(cmd, "%s", err);
             return -1;
         }
-        if (tn_tasks_read_jsonl(spec, text, n, &tl, err, sizeof err) != AT_OK) {
+        if (md_tasks_read_jsonl(spec, text, n, &tl, err, sizeof err) != AT_OK) {
             at_free(text);
             tn_err(cmd, "%s", err);
             return -1;
@@ -467,8 +467,8 @@ out:
         at_free(ts.uses[i]);
     }
     for (int i = 0; i < ts.n_models; i++)
-        tn_model_free(ts.models[i]);
+        md_model_free(ts.models[i]);
     for (int i = 0; i < ts.n_lists; i++)
-        tn_task_list_free(ts.lists[i]);
+        md_task_list_free(ts.lists[i]);
     return rc;
 }

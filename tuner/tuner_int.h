@@ -180,7 +180,7 @@ typedef struct tn_tune_task {
     const char *name;
     ss_dag *dag;
     int weight;
-    const char *tag; /* similarity group (tn_task.tag), or NULL: similar to no other task */
+    const char *tag; /* similarity group (md_task.tag), or NULL: similar to no other task */
     int n_uses;      /* 0: 'weight' uses without choices */
     const tn_tune_use *uses;
 } tn_tune_task;

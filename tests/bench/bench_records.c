@@ -284,7 +284,7 @@ int main(int argc, char **argv)
         q.workload_key = key;
         q.device_key = "bench-box";
         q.top = 1;
-        q.replay = tn_replay_check;
+        q.replay = md_replay_check;
         t0 = at_time_mono_s();
         if ((e = rec_best(st, &q, &res)) != AT_OK)
             die("best", st, e);

@@ -45,22 +45,22 @@ static int teardown(void **unused)
     return 0;
 }
 
-static tn_model *load(const char *name)
+static md_model *load(const char *name)
 {
     char path[PATH_MAX], err[1024];
-    tn_model *m = NULL;
+    md_model *m = NULL;
     mt_path(path, dir, name);
-    if (tn_model_load(path, NULL, &m, err, sizeof err) != AT_OK)
+    if (md_model_load(path, NULL, &m, err, sizeof err) != AT_OK)
         fail_msg("%s", err);
     return m;
 }
 
-static tn_model *load_opts(const char *name, const tn_model_opts *o)
+static md_model *load_opts(const char *name, const md_model_opts *o)
 {
     char path[PATH_MAX], err[1024];
-    tn_model *m = NULL;
+    md_model *m = NULL;
     mt_path(path, dir, name);
-    if (tn_model_load(path, o, &m, err, sizeof err) != AT_OK)
+    if (md_model_load(path, o, &m, err, sizeof err) != AT_OK)
         fail_msg("%s", err);
     return m;
 }
@@ -82,7 +82,7 @@ static void put(rec_store *st, int64_t task, const char *job, const char *state,
 
 /* Records for every task of 'tl' in a new store at 'path'; *n_sampled counts the tasks whose
 ** best record is a schedule drawn from the space. */
-static void make_store(const char *path, const tn_task_list *tl, uint64_t seed, int *n_sampled)
+static void make_store(const char *path, const md_task_list *tl, uint64_t seed, int *n_sampled)
 {
     rec_store *st;
     kn_target host;
@@ -95,7 +95,7 @@ static void make_store(const char *path, const tn_task_list *tl, uint64_t seed, 
     assert_int_equal(rec_store_open(path, REC_OPEN_CREATE, &st, err, sizeof err), AT_OK);
     *n_sampled = 0;
     for (int i = 0; i < tl->n_tasks; i++) {
-        const tn_task *t = &tl->tasks[i];
+        const md_task *t = &tl->tasks[i];
         int64_t id, id_arm;
         ss_space *sp = NULL;
         ss_state *s = NULL;
@@ -159,12 +159,12 @@ static void numpy_check(const char *model, const char *dump)
         fail_msg("the outputs of %s differ from numpy's", model);
 }
 
-static void run_loaded_with_records(tn_model *m, const char *model, uint64_t seed)
+static void run_loaded_with_records(md_model *m, const char *model, uint64_t seed)
 {
-    const tn_task_list *tl = tn_model_tasks(m);
+    const md_task_list *tl = md_model_tasks(m);
     char db[PATH_MAX], dump[PATH_MAX], err[1024];
     rec_store *st;
-    tn_run_report rep;
+    md_run_report rep;
     int n_sampled;
     mt_path(db, dir, "run.db");
     mt_path(dump, dir, "dump");
@@ -173,7 +173,7 @@ static void run_loaded_with_records(tn_model *m, const char *model, uint64_t see
     make_store(db, tl, seed, &n_sampled);
     assert_true(n_sampled >= tl->n_tasks - 1);
     assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
-    if (tn_model_run(m, &(tn_run_opts){.store = st, .device_key = DEVICE, .n_threads = 2,
+    if (md_model_run(m, &(md_run_opts){.store = st, .device_key = DEVICE, .n_threads = 2,
                                        .seed = 5, .dump_dir = dump},
                      &rep, err, sizeof err) != AT_OK)
         fail_msg("%s", err);
@@ -181,8 +181,8 @@ static void run_loaded_with_records(tn_model *m, const char *model, uint64_t see
             rep.n_tasks, rep.n_tuned, rep.max_rel_err, rep.build_s);
     {
         /* the Winograd alternatives after the model's tasks run in no step: not built */
-        tn_model_info info;
-        tn_model_get_info(m, &info);
+        md_model_info info;
+        md_model_get_info(m, &info);
         assert_int_equal(rep.n_tasks, tl->n_tasks - info.n_alt_tasks);
         assert_int_equal(rep.n_tuned, tl->n_tasks - info.n_alt_tasks);
     }
@@ -192,7 +192,7 @@ static void run_loaded_with_records(tn_model *m, const char *model, uint64_t see
     assert_true(rep.outputs[0].checksum != 0);
     numpy_check(model, dump);
     rec_store_close(st);
-    tn_model_free(m);
+    md_model_free(m);
     unlink(db);
 }
 
@@ -220,7 +220,7 @@ typedef struct fake_costs {
     int no_gemm;                     /* the winograd_gemm tasks have no record */
 } fake_costs;
 
-static int fake_cost(void *ctx, const tn_task *t, double *s)
+static int fake_cost(void *ctx, const md_task *t, double *s)
 {
     const fake_costs *f = ctx;
     int wino = strncmp(t->name, "winograd_", 9) == 0;
@@ -230,7 +230,7 @@ static int fake_cost(void *ctx, const tn_task *t, double *s)
     return *s >= 0;
 }
 
-static int count_named(const tn_task_list *tl, const char *prefix, int from, int to)
+static int count_named(const md_task_list *tl, const char *prefix, int from, int to)
 {
     int n = 0;
     for (int i = from; i < to; i++)
@@ -254,42 +254,42 @@ static void test_winograd_model(void **unused)
         {{1e-6, -1, -1, 0}, 4},      /* the direct tasks were never measured */
         {{1e-6, 1e-3, 1e-3, 1}, 0},  /* one Winograd part was never measured */
     };
-    tn_model *m;
-    tn_model_info info;
-    const tn_task_list *tl;
+    md_model *m;
+    md_model_info info;
+    const md_task_list *tl;
     (void)unused;
     /* on: every eligible one, checked end to end */
-    m = load_opts("small_cnn.onnx", &(tn_model_opts){.winograd = TN_WINOGRAD_ON});
-    tn_model_get_info(m, &info);
+    m = load_opts("small_cnn.onnx", &(md_model_opts){.winograd = MD_WINOGRAD_ON});
+    md_model_get_info(m, &info);
     assert_int_equal(info.n_winograd_eligible, 4);
     assert_int_equal(info.n_winograd, 4);
     assert_int_equal(info.n_alt_tasks, 0);
-    tl = tn_model_tasks(m);
+    tl = md_model_tasks(m);
     assert_int_equal(count_named(tl, "winograd_gemm", 0, tl->n_tasks), 2);
     assert_int_equal(count_named(tl, "conv2d", 0, tl->n_tasks), 1); /* conv1 */
     run_loaded_with_records(m, "small_cnn.onnx", 21);
     /* the default without costs: direct steps, Winograd tasks listed after them */
     m = load("small_cnn.onnx");
-    tn_model_get_info(m, &info);
-    tl = tn_model_tasks(m);
+    md_model_get_info(m, &info);
+    tl = md_model_tasks(m);
     assert_int_equal(info.n_winograd, 0);
     assert_int_equal(info.n_alt_tasks, 6);
     assert_int_equal(count_named(tl, "winograd_", 0, tl->n_tasks - 6), 0);
     assert_int_equal(count_named(tl, "winograd_", tl->n_tasks - 6, tl->n_tasks), 6);
     run_loaded_with_records(m, "small_cnn.onnx", 22);
     /* off */
-    m = load_opts("small_cnn.onnx", &(tn_model_opts){.winograd = TN_WINOGRAD_OFF});
-    tn_model_get_info(m, &info);
+    m = load_opts("small_cnn.onnx", &(md_model_opts){.winograd = MD_WINOGRAD_OFF});
+    md_model_get_info(m, &info);
     assert_int_equal(info.n_alt_tasks, 0);
-    assert_int_equal(count_named(tn_model_tasks(m), "winograd_", 0, tn_model_tasks(m)->n_tasks),
+    assert_int_equal(count_named(md_model_tasks(m), "winograd_", 0, md_model_tasks(m)->n_tasks),
                      0);
-    tn_model_free(m);
+    md_model_free(m);
     /* the choice by cost */
     for (size_t i = 0; i < AT_ARRAY_LEN(choices); i++) {
         fake_costs c = choices[i].c;
-        m = load_opts("small_cnn.onnx", &(tn_model_opts){.cost = fake_cost, .cost_ctx = &c});
-        tn_model_get_info(m, &info);
-        tl = tn_model_tasks(m);
+        m = load_opts("small_cnn.onnx", &(md_model_opts){.cost = fake_cost, .cost_ctx = &c});
+        md_model_get_info(m, &info);
+        tl = md_model_tasks(m);
         if (info.n_winograd != choices[i].n_wino)
             fail_msg("choice %zu: %d Winograd convolutions, want %d", i, info.n_winograd,
                      choices[i].n_wino);
@@ -298,7 +298,7 @@ static void test_winograd_model(void **unused)
                          choices[i].n_wino == 4);
         assert_int_equal(count_named(tl, "conv2d_bias_add_relu", 0, tl->n_tasks),
                          choices[i].n_wino != 4);
-        tn_model_free(m);
+        md_model_free(m);
     }
 }
 
@@ -307,10 +307,10 @@ static void test_winograd_model(void **unused)
 /* A C program that calls task 0 through its typed function and task 1 through
 ** P_task_run, on inputs from a formula, and writes the outputs. */
 static void write_program(const char *path, const char *P, const char *header,
-                          const tn_task *t0, const tn_task *t1, int threads)
+                          const md_task *t0, const md_task *t1, int threads)
 {
     at_buf b;
-    const tn_task *ts[2] = {t0, t1};
+    const md_task *ts[2] = {t0, t1};
     at_buf_init(&b);
     at_buf_printf(&b, "#include <stdio.h>\n#include <stdlib.h>\n#include \"%s\"\n", header);
     at_buf_puts(&b, "static float *make(long n, int k)\n{\n"
@@ -349,9 +349,9 @@ static void write_program(const char *path, const char *P, const char *header,
 }
 
 /* The outputs of tasks 0 and 1 with their naive kernels on the program's inputs. */
-static float *naive_outputs(const tn_task *t0, const tn_task *t1, size_t *n)
+static float *naive_outputs(const md_task *t0, const md_task *t1, size_t *n)
 {
-    const tn_task *ts[2] = {t0, t1};
+    const md_task *ts[2] = {t0, t1};
     kn_target host;
     float *out = NULL;
     size_t used = 0;
@@ -408,13 +408,13 @@ static int sh(const char *fmt, ...)
     return system(cmd);
 }
 
-static void export(const tn_task_list *tl, const char *db, const char *target, const char *lib,
-                   tn_export_report *rep)
+static void export(const md_task_list *tl, const char *db, const char *target, const char *lib,
+                   md_export_report *rep)
 {
     rec_store *st;
     char err[1024];
     assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
-    if (tn_export_lib(tl, &(tn_export_opts){.store = st, .target = target, .device_key = DEVICE,
+    if (md_export_lib(tl, &(md_export_opts){.store = st, .target = target, .device_key = DEVICE,
                                             .out_path = lib, .max_threads = 4},
                       rep, err, sizeof err) != AT_OK)
         fail_msg("export for %s: %s", target ? target : "the host", err);
@@ -423,12 +423,12 @@ static void export(const tn_task_list *tl, const char *db, const char *target, c
 
 static void test_export(void **unused)
 {
-    tn_model *m = load_opts("small_cnn.onnx", &(tn_model_opts){.winograd = TN_WINOGRAD_OFF});
-    const tn_task_list *tl = tn_model_tasks(m);
+    md_model *m = load_opts("small_cnn.onnx", &(md_model_opts){.winograd = MD_WINOGRAD_OFF});
+    const md_task_list *tl = md_model_tasks(m);
     char db[PATH_MAX], lib[PATH_MAX], hdr[PATH_MAX], prog[PATH_MAX], out[PATH_MAX],
         a64[PATH_MAX], andr[PATH_MAX], err[1024];
-    tn_export_report rep;
-    tn_run_report rr;
+    md_export_report rep;
+    md_run_report rr;
     size_t n_ref;
     float *ref;
     int n_sampled;
@@ -452,7 +452,7 @@ static void test_export(void **unused)
         at_free(h);
     }
     /* the whole model with the library's kernels, against the naive lowering */
-    if (tn_model_run(m, &(tn_run_opts){.lib_path = lib, .n_threads = 2, .seed = 3}, &rr, err,
+    if (md_model_run(m, &(md_run_opts){.lib_path = lib, .n_threads = 2, .seed = 3}, &rr, err,
                      sizeof err) != AT_OK)
         fail_msg("%s", err);
     assert_true(rr.max_rel_err <= 1e-4);
@@ -502,7 +502,7 @@ static void test_export(void **unused)
                         "-E LD_LIBRARY_PATH=. ./prog '%s'", dir, out), 0);
     compare_outputs(out, ref, n_ref, "aarch64 Android library under qemu");
     free(ref);
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 /* A C program that runs the whole model through the library: reads the model's input from
@@ -511,7 +511,7 @@ static void test_export(void **unused)
 ** 'wtask' (a task used by several layers) through P_task_run alternating two weights four
 ** times and prints how many transforms that made. */
 static void write_model_program(const char *path, const char *P, const char *header, int threads,
-                                int runs, const tn_task *wt, int wtask)
+                                int runs, const md_task *wt, int wtask)
 {
     at_buf b;
     const ss_dag *d = wt->dag;
@@ -573,13 +573,13 @@ static int count_line(const char *text, const char *word)
 ** and a task shared by two layers keeping both of its weights. */
 static void test_export_model(void **unused)
 {
-    tn_model *m = load("small_cnn.onnx");
-    const tn_task_list *tl = tn_model_tasks(m);
+    md_model *m = load("small_cnn.onnx");
+    const md_task_list *tl = md_model_tasks(m);
     char db[PATH_MAX], lib[PATH_MAX], prog[PATH_MAX], in[PATH_MAX], got[PATH_MAX],
         dump[PATH_MAX], want[PATH_MAX], err[1024], *out = NULL, andr[PATH_MAX];
     rec_store *st;
-    tn_export_report rep;
-    tn_run_report rr;
+    md_export_report rep;
+    md_run_report rr;
     int n_sampled, wtask = -1, uses_with_pre;
     size_t n;
     (void)unused;
@@ -593,12 +593,12 @@ static void test_export_model(void **unused)
     assert_non_null(strstr(tl->tasks[wtask].desc, "layout=NHWC"));
     /* tuner run: the outputs on seed 8's input */
     assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
-    if (tn_model_run(m, &(tn_run_opts){.store = st, .device_key = DEVICE, .n_threads = 2,
+    if (md_model_run(m, &(md_run_opts){.store = st, .device_key = DEVICE, .n_threads = 2,
                                        .seed = 8, .dump_dir = dump, .no_check = 1},
                      &rr, err, sizeof err) != AT_OK)
         fail_msg("%s", err);
     mt_path(lib, dir, "libsmall_model.so");
-    if (tn_export_lib(tl, &(tn_export_opts){.store = st, .device_key = DEVICE, .out_path = lib,
+    if (md_export_lib(tl, &(md_export_opts){.store = st, .device_key = DEVICE, .out_path = lib,
                                             .max_threads = 2, .model = m},
                       &rep, err, sizeof err) != AT_OK)
         fail_msg("%s", err);
@@ -655,7 +655,7 @@ static void test_export_model(void **unused)
     mt_path(andr, dir, "android_model/libsmall_model.so");
     sh("mkdir -p '%s/android_model'", dir);
     assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
-    if (tn_export_lib(tl, &(tn_export_opts){.store = st, .device_key = DEVICE, .out_path = andr,
+    if (md_export_lib(tl, &(md_export_opts){.store = st, .device_key = DEVICE, .out_path = andr,
                                             .target = "llvm -mtriple=aarch64-linux-android "
                                                       "-mcpu=cortex-a76",
                                             .model = m},
@@ -681,7 +681,7 @@ static void test_export_model(void **unused)
         at_free(a);
         at_free(b);
     }
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 /* ---- the command ---- */
@@ -705,7 +705,7 @@ static int same_file(const char *a, const char *b)
 ** 'tuner run --lib' follows what the library was made with. */
 static void test_winograd_cli(void **unused)
 {
-    tn_model *m = load("small_cnn.onnx");
+    md_model *m = load("small_cnn.onnx");
     char db[PATH_MAX], model[PATH_MAX], lib[PATH_MAX], d1[PATH_MAX], d2[PATH_MAX];
     char o1[PATH_MAX + 16], o2[PATH_MAX + 16], *out, *err;
     int n_sampled;
@@ -715,8 +715,8 @@ static void test_winograd_cli(void **unused)
     mt_path(lib, dir, "libwino.so");
     mt_path(d1, dir, "dump_wino_run");
     mt_path(d2, dir, "dump_wino_lib");
-    make_store(db, tn_model_tasks(m), 51, &n_sampled);
-    tn_model_free(m);
+    make_store(db, md_model_tasks(m), 51, &n_sampled);
+    md_model_free(m);
     assert_int_equal(TUNER(&out, &err, "run", "--db", db, "--device", DEVICE, "--winograd", "on",
                            "--dump", d1, model), TN_EXIT_OK);
     assert_non_null(strstr(out, "10 with a tuned schedule, 0 naive"));
@@ -753,7 +753,7 @@ static void test_winograd_cli(void **unused)
 
 static void test_cli(void **unused)
 {
-    tn_model *m = load("small_cnn.onnx");
+    md_model *m = load("small_cnn.onnx");
     char db[PATH_MAX], model[PATH_MAX], other[PATH_MAX], lib[PATH_MAX], *out, *err;
     int n_sampled;
     (void)unused;
@@ -761,8 +761,8 @@ static void test_cli(void **unused)
     mt_path(model, dir, "small_cnn.onnx");
     mt_path(other, dir, "transformer.onnx");
     mt_path(lib, dir, "libcli.so");
-    make_store(db, tn_model_tasks(m), 31, &n_sampled);
-    tn_model_free(m);
+    make_store(db, md_model_tasks(m), 31, &n_sampled);
+    md_model_free(m);
     assert_int_equal(TUNER(&out, &err, "run", "--db", db, "--device", DEVICE, "--repeat", "2",
                            model), TN_EXIT_OK);
     assert_non_null(strstr(out, "7 with a tuned schedule, 0 naive"));
@@ -807,8 +807,8 @@ static void test_cli(void **unused)
 
 static void test_tune_end_to_end(void **unused)
 {
-    tn_model *m = load("small_cnn.onnx");
-    const tn_task_list *tl = tn_model_tasks(m);
+    md_model *m = load("small_cnn.onnx");
+    const md_task_list *tl = md_model_tasks(m);
     char *out, *err, prog[PATH_MAX], res[PATH_MAX];
     size_t n_ref;
     float *ref;
@@ -842,25 +842,25 @@ static void test_tune_end_to_end(void **unused)
     ref = naive_outputs(&tl->tasks[0], &tl->tasks[1], &n_ref);
     compare_outputs(res, ref, n_ref, "tuned library from C");
     free(ref);
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 /* Weights given as graph inputs: filled like inputs, and the same values reach numpy. */
 static void test_run_weights_as_inputs(void **unused)
 {
-    tn_model *m = load("weights_as_inputs.onnx");
+    md_model *m = load("weights_as_inputs.onnx");
     char dump[PATH_MAX], err[1024];
-    tn_run_report rep;
+    md_run_report rep;
     (void)unused;
     mt_path(dump, dir, "dump_wi");
     mkdir(dump, 0755);
-    if (tn_model_run(m, &(tn_run_opts){.n_threads = 1, .seed = 9, .dump_dir = dump}, &rep, err,
+    if (md_model_run(m, &(md_run_opts){.n_threads = 1, .seed = 9, .dump_dir = dump}, &rep, err,
                      sizeof err) != AT_OK)
         fail_msg("%s", err);
     assert_int_equal(rep.n_naive, 3);
     assert_true(rep.max_rel_err == 0); /* the same naive kernels twice */
     numpy_check("weights_as_inputs.onnx", dump);
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 /* torch.nn.TransformerEncoderLayer as torch exports it (packed QKV projection cut with
@@ -868,9 +868,9 @@ static void test_run_weights_as_inputs(void **unused)
 ** run here against numpy (when python3-torch is installed). */
 static void test_run_torch_encoder(void **unused)
 {
-    tn_model *m;
+    md_model *m;
     char dump[PATH_MAX], err[1024];
-    tn_run_report rep;
+    md_run_report rep;
     (void)unused;
     if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
         fprintf(stderr, "SKIP (python3-torch not installed)\n");
@@ -878,17 +878,17 @@ static void test_run_torch_encoder(void **unused)
     }
     mt_make_models(dir, "tv_encoder");
     m = load("tv_encoder.onnx");
-    assert_int_equal(tn_model_n_warnings(m), 0);
+    assert_int_equal(md_model_n_warnings(m), 0);
     /* 8: the packed projection is three dense layers of the output projection's shape, the
     ** 1/sqrt(d) scaling is in the Q weights, the residual Add is fused */
-    assert_int_equal(tn_model_tasks(m)->n_tasks, 8);
+    assert_int_equal(md_model_tasks(m)->n_tasks, 8);
     mt_path(dump, dir, "dump_enc");
     mkdir(dump, 0755);
-    if (tn_model_run(m, &(tn_run_opts){.n_threads = 2, .seed = 4, .dump_dir = dump}, &rep, err,
+    if (md_model_run(m, &(md_run_opts){.n_threads = 2, .seed = 4, .dump_dir = dump}, &rep, err,
                      sizeof err) != AT_OK)
         fail_msg("%s", err);
     numpy_check("tv_encoder.onnx", dump);
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 /* AT_TEST_LONG=1: ResNet-18 and MobileNetV2 run here (naive kernels, 2 threads) and
@@ -906,39 +906,39 @@ static void test_long_large_models(void **unused)
     mt_make_models(dir, "resnet18 mobilenet_v2");
     for (size_t i = 0; i <= AT_ARRAY_LEN(models); i++) {
         int wino = i == AT_ARRAY_LEN(models);
-        tn_model *m = wino ? load_opts(models[0], &(tn_model_opts){.winograd = TN_WINOGRAD_ON})
+        md_model *m = wino ? load_opts(models[0], &(md_model_opts){.winograd = MD_WINOGRAD_ON})
                            : load(models[i]);
         char dump[PATH_MAX], err[1024];
-        tn_run_report rep;
+        md_run_report rep;
         mt_path(dump, dir, "dump_long");
         mkdir(dump, 0755);
-        if (tn_model_run(m, &(tn_run_opts){.n_threads = 2, .seed = 6, .no_check = 1,
+        if (md_model_run(m, &(md_run_opts){.n_threads = 2, .seed = 6, .no_check = 1,
                                            .dump_dir = dump},
                          &rep, err, sizeof err) != AT_OK)
             fail_msg("%s: %s", models[wino ? 0 : i], err);
         if (wino) {
-            tn_model_info info;
-            tn_model_get_info(m, &info);
+            md_model_info info;
+            md_model_get_info(m, &info);
             assert_int_equal(info.n_winograd, 13);
         }
         numpy_check(models[wino ? 0 : i], dump);
-        tn_model_free(m);
+        md_model_free(m);
     }
 }
 
 static void test_cannot_run_unsupported(void **unused)
 {
     char path[PATH_MAX], err[1024];
-    tn_model *m;
-    tn_run_report rep;
+    md_model *m;
+    md_run_report rep;
     (void)unused;
     mt_make_models(dir, "unsupported_op");
     mt_path(path, dir, "unsupported_op.onnx");
-    assert_int_equal(tn_model_load(path, NULL, &m, err, sizeof err), AT_OK);
-    assert_int_equal(tn_model_run(m, &(tn_run_opts){.n_threads = 1}, &rep, err, sizeof err),
+    assert_int_equal(md_model_load(path, NULL, &m, err, sizeof err), AT_OK);
+    assert_int_equal(md_model_run(m, &(md_run_opts){.n_threads = 1}, &rep, err, sizeof err),
                      AT_EUNSUPPORTED);
     assert_non_null(strstr(err, "node 'mystery' (FancyOp) is not supported"));
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 int main(void)

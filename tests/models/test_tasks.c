@@ -32,16 +32,16 @@ static int teardown(void **unused)
     return 0;
 }
 
-static int layout = TN_LAYOUT_NHWC; /* of load() */
-static int winograd = TN_WINOGRAD_OFF; /* of load(): the task lists below are the direct ones */
+static int layout = MD_LAYOUT_NHWC; /* of load() */
+static int winograd = MD_WINOGRAD_OFF; /* of load(): the task lists below are the direct ones */
 
-static tn_model *load(const char *name)
+static md_model *load(const char *name)
 {
     char path[PATH_MAX], err[1024];
-    tn_model *m = NULL;
+    md_model *m = NULL;
     at_err e;
     mt_path(path, dir, name);
-    e = tn_model_load(path, &(tn_model_opts){.layout = layout, .winograd = winograd}, &m, err,
+    e = md_model_load(path, &(md_model_opts){.layout = layout, .winograd = winograd}, &m, err,
                       sizeof err);
     if (e != AT_OK)
         fail_msg("%s: %s (%s)", name, err, at_errname(e));
@@ -65,7 +65,7 @@ static const char *conv(int i, int C, int H, int K, int R, int s, int p, int rel
     snprintf(specs[i], sizeof specs[i],
              "conv2d:%sN=1,C=%d,H=%d,W=%d,K=%d,R=%d,S=%d,sh=%d,sw=%d,ph=%d,pw=%d,dh=1,dw=1,"
              "groups=1,bias=1,relu=%d%s",
-             layout != TN_LAYOUT_NHWC ? "" : C <= 4 ? "layout=NHWC,in_layout=NCHW," : "layout=NHWC,",
+             layout != MD_LAYOUT_NHWC ? "" : C <= 4 ? "layout=NHWC,in_layout=NCHW," : "layout=NHWC,",
              C, H, H, K, R, R, s, s, p, p, relu, tail);
     return specs[i];
 }
@@ -74,11 +74,11 @@ static const char *conv(int i, int C, int H, int K, int R, int s, int p, int rel
 static const char *pool(int i, const char *op, const char *rest)
 {
     snprintf(specs[i], sizeof specs[i], "%s:%s%s", op,
-             layout == TN_LAYOUT_NHWC ? "layout=NHWC," : "", rest);
+             layout == MD_LAYOUT_NHWC ? "layout=NHWC," : "", rest);
     return specs[i];
 }
 
-static void check_tasks(const tn_task_list *tl, const want *w, int n)
+static void check_tasks(const md_task_list *tl, const want *w, int n)
 {
     double total = 0;
     if (tl->n_tasks != n) {
@@ -88,7 +88,7 @@ static void check_tasks(const tn_task_list *tl, const want *w, int n)
         fail_msg("%d tasks, want %d", tl->n_tasks, n);
     }
     for (int i = 0; i < n; i++) {
-        const tn_task *t = &tl->tasks[i];
+        const md_task *t = &tl->tasks[i];
         char err[256];
         if (strcmp(t->desc, w[i].desc) != 0 || t->weight != w[i].weight ||
             strcmp(t->name, w[i].name) != 0)
@@ -112,13 +112,13 @@ static void check_tasks(const tn_task_list *tl, const want *w, int n)
         }
         total += t->flops * t->weight;
     }
-    assert_true(fabs(tn_task_list_flops(tl) - total) < 1e-6 * total);
+    assert_true(fabs(md_task_list_flops(tl) - total) < 1e-6 * total);
 }
 
 static void small_cnn(void)
 {
-    tn_model *m = load("small_cnn.onnx");
-    tn_model_info info;
+    md_model *m = load("small_cnn.onnx");
+    md_model_info info;
     const want w[] = {
         {conv(0, 3, 32, 16, 3, 1, 1, 1, ""), 1, "conv2d_bias_relu", 0},
         {pool(4, "max_pool2d", "N=1,C=16,H=32,W=32,kh=2,kw=2,sh=2,sw=2,ph=0,pw=0"), 1,
@@ -131,50 +131,50 @@ static void small_cnn(void)
         {pool(5, "global_avg_pool", "N=1,C=32,H=16,W=16"), 1, "global_avg_pool", 0},
         {"dense:M=1,N=10,K=32,bias=1,relu=0", 1, "dense_bias", 0},
     };
-    check_tasks(tn_model_tasks(m), w, (int)AT_ARRAY_LEN(w));
+    check_tasks(md_model_tasks(m), w, (int)AT_ARRAY_LEN(w));
     /* the first conv: 2*OUT*C*R*S + bias + relu */
-    assert_true(tn_model_tasks(m)->tasks[0].flops == 2.0 * 16 * 32 * 32 * 27 + 2.0 * 16 * 32 * 32);
+    assert_true(md_model_tasks(m)->tasks[0].flops == 2.0 * 16 * 32 * 32 * 27 + 2.0 * 16 * 32 * 32);
     /* BatchNormalization folded into conv1: its node is listed with the conv's */
-    assert_int_equal(tn_model_tasks(m)->tasks[0].uses[0].n_nodes, 3);
-    assert_string_equal(tn_model_tasks(m)->tasks[0].uses[0].nodes[0], "conv1");
-    assert_string_equal(tn_model_tasks(m)->tasks[0].uses[0].nodes[1], "bn1");
-    assert_string_equal(tn_model_tasks(m)->tasks[0].uses[0].nodes[2], "relu1");
-    assert_string_equal(tn_model_tasks(m)->tasks[3].uses[1].nodes[0], "conv5");
-    tn_model_get_info(m, &info);
+    assert_int_equal(md_model_tasks(m)->tasks[0].uses[0].n_nodes, 3);
+    assert_string_equal(md_model_tasks(m)->tasks[0].uses[0].nodes[0], "conv1");
+    assert_string_equal(md_model_tasks(m)->tasks[0].uses[0].nodes[1], "bn1");
+    assert_string_equal(md_model_tasks(m)->tasks[0].uses[0].nodes[2], "relu1");
+    assert_string_equal(md_model_tasks(m)->tasks[3].uses[1].nodes[0], "conv5");
+    md_model_get_info(m, &info);
     assert_int_equal(info.opset, 13);
     assert_int_equal(info.n_nodes, 16);
     assert_int_equal(info.n_unsupported, 0);
-    assert_int_equal(tn_model_n_warnings(m), 0);
+    assert_int_equal(md_model_n_warnings(m), 0);
     /* 8 task runs (conv3 twice) and nothing to copy: Flatten is an alias.  In NHWC too: the
     ** first conv reads the 3-channel input in NCHW (no transpose) and the pooled
     ** [1, 1, 1, 32] goes back to NCHW as an alias (only dimensions of size 1 move) */
     assert_int_equal(info.n_steps, 8);
-    if (layout == TN_LAYOUT_NHWC) {
-        const char *t0 = tn_model_tasks(m)->tasks[0].dag_text;
+    if (layout == MD_LAYOUT_NHWC) {
+        const char *t0 = md_model_tasks(m)->tasks[0].dag_text;
         assert_non_null(strstr(t0, "input X[1, 3, 32, 32] float32"));
         assert_non_null(strstr(t0, "conv[n:1, h:32, w:32, k:16]"));
         assert_non_null(strstr(t0, "const W[3, 3, 3, 16] float32"));
-        assert_non_null(strstr(tn_model_tasks(m)->tasks[4].dag_text, "input p1[16, 16, 32]"));
+        assert_non_null(strstr(md_model_tasks(m)->tasks[4].dag_text, "input p1[16, 16, 32]"));
     }
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 static void test_small_cnn(void **unused)
 {
     (void)unused;
     small_cnn();
-    layout = TN_LAYOUT_NCHW; /* the model's own layout when asked */
+    layout = MD_LAYOUT_NCHW; /* the model's own layout when asked */
     small_cnn();
-    layout = TN_LAYOUT_NHWC;
+    layout = MD_LAYOUT_NHWC;
 }
 
 /* Winograd on: conv2..conv5 (3x3, stride 1, 16 or 32 channels, 16x16) as three tasks each,
 ** F(4x4, 3x3): 16 tiles; conv3 and conv5 share theirs; conv1 (3 input channels) stays. */
 static void test_small_cnn_winograd(void **unused)
 {
-    tn_model *m;
-    const tn_task_list *tl;
-    tn_model_info info;
+    md_model *m;
+    const md_task_list *tl;
+    md_model_info info;
     const want w[] = {
         {conv(0, 3, 32, 16, 3, 1, 1, 1, ""), 1, "conv2d_bias_relu", 0},
         {pool(4, "max_pool2d", "N=1,C=16,H=32,W=32,kh=2,kw=2,sh=2,sw=2,ph=0,pw=0"), 1,
@@ -191,10 +191,10 @@ static void test_small_cnn_winograd(void **unused)
         {"dense:M=1,N=10,K=32,bias=1,relu=0", 1, "dense_bias", 0},
     };
     (void)unused;
-    winograd = TN_WINOGRAD_ON;
+    winograd = MD_WINOGRAD_ON;
     m = load("small_cnn.onnx");
-    winograd = TN_WINOGRAD_OFF;
-    tl = tn_model_tasks(m);
+    winograd = MD_WINOGRAD_OFF;
+    tl = md_model_tasks(m);
     /* the add and relu: 2 FLOPs per output element more than the library operator */
     for (int i = 0; i < tl->n_tasks; i++)
         if (strcmp(tl->tasks[i].name, "winograd_output_bias_add_relu") == 0) {
@@ -210,15 +210,15 @@ static void test_small_cnn_winograd(void **unused)
     assert_string_equal(tl->tasks[4].uses[0].nodes[0], "conv2.wino_out");
     assert_string_equal(tl->tasks[4].uses[0].nodes[1], "conv2");
     assert_string_equal(tl->tasks[2].uses[0].nodes[0], "conv2.wino_in");
-    tn_model_get_info(m, &info);
+    md_model_get_info(m, &info);
     assert_int_equal(info.n_winograd, 4);
     assert_int_equal(info.n_winograd_eligible, 4);
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 static void test_resnet18(void **unused)
 {
-    tn_model *m = load("resnet18.onnx");
+    md_model *m = load("resnet18.onnx");
     want w[18];
     int k = 0, s = 0, C = 64, H = 56;
     (void)unused;
@@ -239,10 +239,10 @@ static void test_resnet18(void **unused)
     w[k++] = (want){pool(41, "global_avg_pool", "N=1,C=512,H=7,W=7"), 1, "global_avg_pool", 0};
     w[k++] = (want){"dense:M=1,N=1000,K=512,bias=1,relu=0", 1, "dense_bias", 0};
     assert_int_equal(k, 18);
-    check_tasks(tn_model_tasks(m), w, k);
+    check_tasks(md_model_tasks(m), w, k);
     /* 15 distinct conv2d tasks for 20 convolutions */
     {
-        const tn_task_list *tl = tn_model_tasks(m);
+        const md_task_list *tl = md_model_tasks(m);
         int n_conv = 0, uses = 0;
         for (int i = 0; i < tl->n_tasks; i++)
             if (strncmp(tl->tasks[i].desc, "conv2d:", 7) == 0) {
@@ -254,18 +254,18 @@ static void test_resnet18(void **unused)
         assert_string_equal(tl->tasks[2].uses[1].nodes[0], "layer1.1.conv1");
         assert_true(strncmp(tl->tasks[0].tag, "conv2d:", 7) == 0);
     }
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 static void test_mobilenet_v2(void **unused)
 {
-    tn_model *m = load("mobilenet_v2.onnx");
-    const tn_task_list *tl = tn_model_tasks(m);
+    md_model *m = load("mobilenet_v2.onnx");
+    const md_task_list *tl = md_model_tasks(m);
     int n_dw = 0, uses = 0, n_clip = 0, n_add = 0;
     (void)unused;
     assert_int_equal(tl->n_tasks, 32);
     for (int i = 0; i < tl->n_tasks; i++) {
-        const tn_task *t = &tl->tasks[i];
+        const md_task *t = &tl->tasks[i];
         uses += t->weight;
         if (strncmp(t->name, "depthwise_conv2d", 16) == 0) {
             n_dw++;
@@ -286,13 +286,13 @@ static void test_mobilenet_v2(void **unused)
             assert_int_equal(tl->tasks[i].weight, 4);
             assert_non_null(strstr(tl->tasks[i].dag_text, "min(max("));
         }
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 static void test_transformer(void **unused)
 {
-    tn_model *m = load("transformer.onnx");
-    const tn_task_list *tl;
+    md_model *m = load("transformer.onnx");
+    const md_task_list *tl;
     const double gelu = 2.0 * 32 * 256 * 64 + 6.0 * 32 * 256;
     const want w[] = {
         {"dense:M=32,N=64,K=64,bias=1,relu=0", 3, "dense_bias", 0},
@@ -310,17 +310,17 @@ static void test_transformer(void **unused)
          2.0 * 32 * 64 * 256 + 2.0 * 32 * 64},
     };
     (void)unused;
-    tl = tn_model_tasks(m);
+    tl = md_model_tasks(m);
     check_tasks(tl, w, (int)AT_ARRAY_LEN(w));
     /* the decomposed layer norm's nine nodes are one use */
     assert_int_equal(tl->tasks[5].uses[1].n_nodes, 9);
     assert_string_equal(tl->tasks[5].uses[1].nodes[0], "norm2.mean");
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 static void test_weights_as_inputs(void **unused)
 {
-    tn_model *m = load("tiny_mlp.onnx");
+    md_model *m = load("tiny_mlp.onnx");
     const want w[] = {
         {"dense:M=1,N=32,K=16,bias=1,relu=1", 1, "dense_bias_relu", 0},
         {"dense:M=1,N=8,K=32,bias=1,relu=0", 1, "dense_bias", 0},
@@ -333,36 +333,36 @@ static void test_weights_as_inputs(void **unused)
     };
     (void)unused;
     /* initializers listed among the graph inputs too */
-    check_tasks(tn_model_tasks(m), w, 2);
-    tn_model_free(m);
+    check_tasks(md_model_tasks(m), w, 2);
+    md_model_free(m);
     /* weights given as graph inputs without initializers: 'const' in the DAGs all the same */
     m = load("weights_as_inputs.onnx");
-    check_tasks(tn_model_tasks(m), w2, 3);
-    assert_non_null(strstr(tn_model_tasks(m)->tasks[0].dag_text, "const W[8, 3, 3, 3] float32"));
-    assert_non_null(strstr(tn_model_tasks(m)->tasks[2].dag_text, "const W[4, 8] float32"));
-    tn_model_free(m);
+    check_tasks(md_model_tasks(m), w2, 3);
+    assert_non_null(strstr(md_model_tasks(m)->tasks[0].dag_text, "const W[8, 3, 3, 3] float32"));
+    assert_non_null(strstr(md_model_tasks(m)->tasks[2].dag_text, "const W[4, 8] float32"));
+    md_model_free(m);
 }
 
 /* A symbolic batch dimension takes the value asked for (1 by default), with a warning. */
 static void test_symbolic_batch(void **unused)
 {
     char path[PATH_MAX], err[1024];
-    tn_model *m;
+    md_model *m;
     (void)unused;
     mt_path(path, dir, "dynamic_batch.onnx");
     for (int n = 1; n <= 4; n += 3) {
         char prefix[128];
-        assert_int_equal(tn_model_load(path, &(tn_model_opts){.dim_default = n}, &m, err,
+        assert_int_equal(md_model_load(path, &(md_model_opts){.dim_default = n}, &m, err,
                                        sizeof err), AT_OK);
-        assert_int_equal(tn_model_n_warnings(m), 1);
-        assert_non_null(strstr(tn_model_warning(m, 0), "graph input 'input' has 1 symbolic "
+        assert_int_equal(md_model_n_warnings(m), 1);
+        assert_non_null(strstr(md_model_warning(m, 0), "graph input 'input' has 1 symbolic "
                                                       "dimension(s) ('N')"));
         snprintf(prefix, sizeof prefix, "conv2d:layout=NHWC,in_layout=NCHW,N=%d,C=3,H=8,W=8,K=8,",
                  n);
-        assert_true(strncmp(tn_model_tasks(m)->tasks[0].desc, prefix, strlen(prefix)) == 0);
+        assert_true(strncmp(md_model_tasks(m)->tasks[0].desc, prefix, strlen(prefix)) == 0);
         snprintf(prefix, sizeof prefix, "dense:M=%d,N=4,K=8,bias=1", n);
-        assert_true(strncmp(tn_model_tasks(m)->tasks[2].desc, prefix, strlen(prefix)) == 0);
-        tn_model_free(m);
+        assert_true(strncmp(md_model_tasks(m)->tasks[2].desc, prefix, strlen(prefix)) == 0);
+        md_model_free(m);
     }
 }
 
@@ -387,9 +387,9 @@ static void test_torch_exports(void **unused)
     }
     mt_make_models(dir, "tv_resnet18 tv_mobilenet_v2");
     for (size_t p = 0; p < AT_ARRAY_LEN(pairs); p++) {
-        tn_model *a = load(pairs[p][0]), *b = load(pairs[p][1]);
-        const tn_task_list *ta = tn_model_tasks(a), *tb = tn_model_tasks(b);
-        assert_int_equal(tn_model_n_warnings(a), 0);
+        md_model *a = load(pairs[p][0]), *b = load(pairs[p][1]);
+        const md_task_list *ta = md_model_tasks(a), *tb = md_model_tasks(b);
+        assert_int_equal(md_model_n_warnings(a), 0);
         assert_int_equal(ta->n_tasks, tb->n_tasks);
         for (int i = 0; i < ta->n_tasks; i++) {
             if (strcmp(ta->tasks[i].key, tb->tasks[i].key) != 0)
@@ -397,41 +397,41 @@ static void test_torch_exports(void **unused)
                          ta->tasks[i].desc, pairs[p][1], tb->tasks[i].desc);
             assert_int_equal(ta->tasks[i].weight, tb->tasks[i].weight);
         }
-        tn_model_free(a);
-        tn_model_free(b);
+        md_model_free(a);
+        md_model_free(b);
     }
 }
 
 /* ---- the tasks JSONL ---- */
 
-static char *to_jsonl(const tn_task_list *tl, size_t *n)
+static char *to_jsonl(const md_task_list *tl, size_t *n)
 {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, n);
     assert_non_null(f);
-    assert_int_equal(tn_tasks_write_jsonl(tl, f), AT_OK);
+    assert_int_equal(md_tasks_write_jsonl(tl, f), AT_OK);
     fclose(f);
     return buf;
 }
 
-static at_err read_text(const char *text, tn_task_list **out, char *err, size_t n)
+static at_err read_text(const char *text, md_task_list **out, char *err, size_t n)
 {
-    return tn_tasks_read_jsonl("t.jsonl", text, strlen(text), out, err, n);
+    return md_tasks_read_jsonl("t.jsonl", text, strlen(text), out, err, n);
 }
 
 static void test_jsonl_round_trip(void **unused)
 {
-    tn_model *m = load("transformer.onnx");
-    const tn_task_list *tl = tn_model_tasks(m);
-    tn_task_list *back;
+    md_model *m = load("transformer.onnx");
+    const md_task_list *tl = md_model_tasks(m);
+    md_task_list *back;
     char *text, *again, err[512];
     size_t n, n2;
     (void)unused;
     text = to_jsonl(tl, &n);
-    assert_int_equal(tn_tasks_read_jsonl("t.jsonl", text, n, &back, err, sizeof err), AT_OK);
+    assert_int_equal(md_tasks_read_jsonl("t.jsonl", text, n, &back, err, sizeof err), AT_OK);
     assert_int_equal(back->n_tasks, tl->n_tasks);
     for (int i = 0; i < tl->n_tasks; i++) {
-        const tn_task *a = &tl->tasks[i], *b = &back->tasks[i];
+        const md_task *a = &tl->tasks[i], *b = &back->tasks[i];
         assert_string_equal(a->key, b->key);
         assert_string_equal(a->dag_text, b->dag_text);
         assert_string_equal(a->name, b->name);
@@ -454,9 +454,9 @@ static void test_jsonl_round_trip(void **unused)
     assert_int_equal(n, n2);
     assert_memory_equal(text, again, n);
     free(again);
-    tn_task_list_free(back);
+    md_task_list_free(back);
     free(text);
-    tn_model_free(m);
+    md_model_free(m);
 }
 
 static void test_jsonl_errors(void **unused)
@@ -464,7 +464,7 @@ static void test_jsonl_errors(void **unused)
     static const char dag[] = "input A[4, 8] float32\\nconst B[8, 2] float32\\n"
                               "C[i:4, j:2] = sum[k:8](A[i, k] * B[k, j])\\n";
     char good[1024], line[2200], err[512];
-    tn_task_list *tl = NULL;
+    md_task_list *tl = NULL;
     ss_dag *d;
     char text[256];
     (void)unused;
@@ -479,7 +479,7 @@ static void test_jsonl_errors(void **unused)
     assert_int_equal(tl->n_tasks, 1);
     assert_int_equal(tl->tasks[0].weight, 3);
     assert_string_equal(tl->tasks[0].name, "task");
-    tn_task_list_free(tl);
+    md_task_list_free(tl);
     /* a key that is not the DAG's */
     snprintf(line, sizeof line, "{\"v\":1,\"key\":\"%032d\",\"weight\":1,\"dag\":\"%s\"}", 0, dag);
     assert_int_equal(read_text(line, &tl, err, sizeof err), AT_EINVAL);
@@ -590,10 +590,10 @@ static void test_cli_tasks(void **unused)
 static void test_unknown_opset(void **unused)
 {
     char path[PATH_MAX], err[1024];
-    tn_model *m = NULL;
+    md_model *m = NULL;
     (void)unused;
     mt_path(path, dir, "bad_opset.onnx");
-    assert_int_equal(tn_model_load(path, NULL, &m, err, sizeof err), AT_EUNSUPPORTED);
+    assert_int_equal(md_model_load(path, NULL, &m, err, sizeof err), AT_EUNSUPPORTED);
     assert_null(m);
     assert_non_null(strstr(err, "bad_opset.onnx: opset 99"));
     assert_non_null(strstr(err, "7 to 21"));
@@ -601,22 +601,22 @@ static void test_unknown_opset(void **unused)
 
 static void test_unsupported_operator(void **unused)
 {
-    tn_model *m = load("unsupported_op.onnx"), *ref = load("small_cnn.onnx");
-    const tn_task_list *a = tn_model_tasks(m), *b = tn_model_tasks(ref);
-    tn_model_info info;
+    md_model *m = load("unsupported_op.onnx"), *ref = load("small_cnn.onnx");
+    const md_task_list *a = md_model_tasks(m), *b = md_model_tasks(ref);
+    md_model_info info;
     (void)unused;
-    assert_int_equal(tn_model_n_warnings(m), 1);
-    assert_non_null(strstr(tn_model_warning(m, 0), "node 'mystery' (FancyOp)"));
+    assert_int_equal(md_model_n_warnings(m), 1);
+    assert_non_null(strstr(md_model_warning(m, 0), "node 'mystery' (FancyOp)"));
     /* the rest of the model gives the same tasks (the value_info shape of 'mystery') */
     assert_int_equal(a->n_tasks, b->n_tasks);
     for (int i = 0; i < a->n_tasks; i++) {
         assert_string_equal(a->tasks[i].key, b->tasks[i].key);
         assert_int_equal(a->tasks[i].weight, b->tasks[i].weight);
     }
-    tn_model_get_info(m, &info);
+    md_model_get_info(m, &info);
     assert_int_equal(info.n_unsupported, 1);
-    tn_model_free(m);
-    tn_model_free(ref);
+    md_model_free(m);
+    md_model_free(ref);
 }
 
 static int allowed_error(at_err e)
@@ -634,8 +634,8 @@ static void test_truncated(void **unused)
     data = mt_read(path, &n);
     for (int k = 0; k <= 16; k++) {
         size_t cut = k == 16 ? n - 1 : n * (size_t)k / 16;
-        tn_model *m = NULL;
-        at_err e = tn_model_load_mem(data, cut, "cut.onnx", NULL, &m, err, sizeof err);
+        md_model *m = NULL;
+        at_err e = md_model_load_mem(data, cut, "cut.onnx", NULL, &m, err, sizeof err);
         if (e == AT_OK || !allowed_error(e) || strncmp(err, "cut.onnx: ", 10) != 0)
             fail_msg("cut at %zu of %zu: %s: %s", cut, n, at_errname(e), err);
         assert_null(m);
@@ -660,7 +660,7 @@ static void test_corrupt(void **unused)
     /* 120 variants with 1 to 8 bytes changed: an error naming the file, or a model (a
     ** change inside a weight's bytes is still a valid model); never a crash */
     for (int v = 0; v < 120; v++) {
-        tn_model *m = NULL;
+        md_model *m = NULL;
         at_err e;
         int changes = 1 + (int)at_rng_below(&rng, 8);
         memcpy(copy, data, n);
@@ -670,10 +670,10 @@ static void test_corrupt(void **unused)
                                               : n - 1 - at_rng_below(&rng, 4000);
             copy[at] = (char)at_rng_below(&rng, 256);
         }
-        e = tn_model_load_mem(copy, n, "bad.onnx", NULL, &m, err, sizeof err);
+        e = md_model_load_mem(copy, n, "bad.onnx", NULL, &m, err, sizeof err);
         if (e == AT_OK) {
             n_ok++;
-            tn_model_free(m);
+            md_model_free(m);
             continue;
         }
         n_err++;
@@ -684,15 +684,15 @@ static void test_corrupt(void **unused)
     assert_true(n_err > 0);
     /* not ONNX at all */
     for (int v = 0; v < 50; v++) {
-        tn_model *m = NULL;
+        md_model *m = NULL;
         size_t len = 1 + at_rng_below(&rng, 4000);
         for (size_t i = 0; i < len; i++)
             copy[i] = (char)at_rng_below(&rng, 256);
-        assert_int_not_equal(tn_model_load_mem(copy, len, "rand.onnx", NULL, &m, err, sizeof err),
+        assert_int_not_equal(md_model_load_mem(copy, len, "rand.onnx", NULL, &m, err, sizeof err),
                              AT_OK);
         assert_null(m);
     }
-    assert_int_equal(tn_model_load_mem(copy, 0, "empty.onnx", NULL, &(tn_model *){NULL}, err,
+    assert_int_equal(md_model_load_mem(copy, 0, "empty.onnx", NULL, &(md_model *){NULL}, err,
                                        sizeof err), AT_ECORRUPT);
     assert_string_equal(err, "empty.onnx: the file is empty");
     at_free(copy);
@@ -740,14 +740,14 @@ static void test_deep_nesting(void **unused)
     size_t cap = 1 << 16, n;
     uint8_t *p = at_malloc(cap);
     char err[512];
-    tn_model *m = NULL;
+    md_model *m = NULL;
     (void)unused;
     n = nested(p, cap, 200);
-    assert_int_equal(tn_model_load_mem(p, n, "deep.onnx", NULL, &m, err, sizeof err), AT_ECORRUPT);
+    assert_int_equal(md_model_load_mem(p, n, "deep.onnx", NULL, &m, err, sizeof err), AT_ECORRUPT);
     assert_non_null(strstr(err, "nested more than"));
     /* a shallow one passes the check (and fails later for what it is) */
     n = nested(p, cap, 3);
-    assert_int_not_equal(tn_model_load_mem(p, n, "shallow.onnx", NULL, &m, err, sizeof err),
+    assert_int_not_equal(md_model_load_mem(p, n, "shallow.onnx", NULL, &m, err, sizeof err),
                          AT_OK);
     assert_null(strstr(err, "nested"));
     at_free(p);
@@ -766,15 +766,15 @@ static void test_out_of_memory(void **unused)
     base = at_test_live_allocs();
     /* every 5th allocation count; AT_TEST_LONG=1: every one */
     for (size_t limit = 0;; limit += getenv("AT_TEST_LONG") ? 1 : 5, tries++) {
-        tn_model *m = NULL;
+        md_model *m = NULL;
         at_err e;
         at_test_alloc_limit(limit);
-        e = tn_model_load_mem(data, n, "small_cnn.onnx", NULL, &m, err, sizeof err);
+        e = md_model_load_mem(data, n, "small_cnn.onnx", NULL, &m, err, sizeof err);
         at_test_alloc_limit(SIZE_MAX);
         if (e == AT_OK) {
-            assert_int_equal(tn_model_tasks(m)->n_tasks, 13); /* 6 Winograd alternatives */
-            assert_int_equal(tn_model_n_warnings(m), 0);
-            tn_model_free(m);
+            assert_int_equal(md_model_tasks(m)->n_tasks, 13); /* 6 Winograd alternatives */
+            assert_int_equal(md_model_n_warnings(m), 0);
+            md_model_free(m);
             break;
         }
         if (e != AT_ENOMEM)

@@ -1,4 +1,4 @@
-/* tuner/tn_export.c -- 'tuner export-lib': one shared library holding the best kernel of
+/* models/md_export.c -- 'tuner export-lib': one shared library holding the best kernel of
 ** every task, each behind a plain C entry point, and its header.
 **
 ** For each task: the best record for the target (and device key) whose state replays, else
@@ -18,7 +18,7 @@
 **                           from Android's libm and libc; serial only (no threads)
 **
 ** docs/models.md has the calling convention and an example. */
-#include "tuner/tn_graph.h"
+#include "models/md_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +31,7 @@
 
 #include "kernels/kernels.h"
 
-void tn__lib_prefix(const char *path, char *out, size_t size)
+void md__lib_prefix(const char *path, char *out, size_t size)
 {
     const char *b = strrchr(path, '/');
     size_t k = 0, n;
@@ -184,7 +184,7 @@ static int is_libc_sym(const char *s)
 /* ---- the glue and the header ---- */
 
 typedef struct xtask {
-    const tn_task *t;
+    const md_task *t;
     kn_artifact *a;
     int tuned;
     double cost_s;
@@ -196,7 +196,7 @@ static const char *const c_words[] = {"auto", "break", "case", "char", "const", 
     "typedef", "union", "unsigned", "void", "volatile", "while", "bufs", NULL};
 
 /* The DAG name of argument i of a task, as a C identifier. */
-static void arg_name(const tn_task *t, int i, char *out, size_t size)
+static void arg_name(const md_task *t, int i, char *out, size_t size)
 {
     const ss_dag *d = t->dag;
     const char *nm = d->ops[d->args[i]].name;
@@ -506,10 +506,10 @@ static void glue_text(at_buf *b, const char *P, const xtask *xs, int n, int pool
 /* ---- the whole model in the library ---- */
 
 /* The pointer expression of graph tensor t: in the arena or the weights' block. */
-static void buf_expr(at_buf *b, const tn_plan *pl, int t)
+static void buf_expr(at_buf *b, const md_plan *pl, int t)
 {
-    const tn_plan_buf *pb = &pl->bufs[pl->buf_of[t]];
-    at_buf_printf(b, "%s(%lld)", pb->kind == TN_BUF_CONST ? "WB" : "AR", (long long)pb->offset);
+    const md_plan_buf *pb = &pl->bufs[pl->buf_of[t]];
+    at_buf_printf(b, "%s(%lld)", pb->kind == MD_BUF_CONST ? "WB" : "AR", (long long)pb->offset);
 }
 
 static void ll_array(at_buf *b, const int64_t *v, int n)
@@ -521,7 +521,7 @@ static void ll_array(at_buf *b, const int64_t *v, int n)
 }
 
 /* A copy: dst[shape] (strides ds) <- src + src_off (strides ss); offsets in elements. */
-static void copy_call(at_buf *b, const tn_plan *pl, int dst, int64_t dst_off, const int64_t *ds,
+static void copy_call(at_buf *b, const md_plan *pl, int dst, int64_t dst_off, const int64_t *ds,
                       int src, int64_t src_off, const int64_t *ss, int rank, const int64_t *shape)
 {
     at_buf_puts(b, "    {\n        static const long long ds[] = ");
@@ -548,18 +548,18 @@ static void strides_of(const int64_t *shape, int r, int64_t *st)
 
 /* The C statements of copy step 'nd'; -1 when a parameter cannot be read (never after
 ** the graph was checked). */
-static int copy_step_text(at_buf *b, const tn_graph *g, const tn_plan *pl, const tn_node *nd)
+static int copy_step_text(at_buf *b, const md_graph *g, const md_plan *pl, const md_node *nd)
 {
-    const tn_tensor *in = &g->tensors[nd->in[0]];
-    int64_t st[TN_MAX_RANK], ds[TN_MAX_RANK], ss[TN_MAX_RANK], shape[TN_MAX_RANK];
+    const md_tensor *in = &g->tensors[nd->in[0]];
+    int64_t st[MD_MAX_RANK], ds[MD_MAX_RANK], ss[MD_MAX_RANK], shape[MD_MAX_RANK];
     int r = in->rank;
     char why[256];
     strides_of(in->shape, r, st);
     switch (nd->kind) {
-    case TN_OP_TRANSPOSE: {
-        const tn_tensor *out = &g->tensors[nd->out[0]];
-        int64_t perm[TN_MAX_RANK];
-        if (tn__attr_ints(nd, "perm", perm, TN_MAX_RANK) != r)
+    case MD_OP_TRANSPOSE: {
+        const md_tensor *out = &g->tensors[nd->out[0]];
+        int64_t perm[MD_MAX_RANK];
+        if (md__attr_ints(nd, "perm", perm, MD_MAX_RANK) != r)
             for (int d = 0; d < r; d++)
                 perm[d] = r - 1 - d;
         strides_of(out->shape, r, ds);
@@ -570,14 +570,14 @@ static int copy_step_text(at_buf *b, const tn_graph *g, const tn_plan *pl, const
         copy_call(b, pl, nd->out[0], 0, ds, nd->in[0], 0, ss, r, out->shape);
         return 0;
     }
-    case TN_OP_CONCAT: {
-        const tn_tensor *out = &g->tensors[nd->out[0]];
-        int64_t axis = tn__attr_i(nd, "axis", 0), off = 0;
+    case MD_OP_CONCAT: {
+        const md_tensor *out = &g->tensors[nd->out[0]];
+        int64_t axis = md__attr_i(nd, "axis", 0), off = 0;
         if (axis < 0)
             axis += out->rank;
         strides_of(out->shape, out->rank, ds);
         for (int k = 0; k < nd->n_in; k++) {
-            const tn_tensor *x = &g->tensors[nd->in[k]];
+            const md_tensor *x = &g->tensors[nd->in[k]];
             strides_of(x->shape, x->rank, ss);
             copy_call(b, pl, nd->out[0], off * ds[axis], ds, nd->in[k], 0, ss, x->rank,
                       x->shape);
@@ -585,9 +585,9 @@ static int copy_step_text(at_buf *b, const tn_graph *g, const tn_plan *pl, const
         }
         return 0;
     }
-    case TN_OP_GATHER: {
-        const tn_tensor *ix = &g->tensors[nd->in[1]];
-        int64_t axis = tn__attr_i(nd, "axis", 0), outer = 1, tail = 1;
+    case MD_OP_GATHER: {
+        const md_tensor *ix = &g->tensors[nd->in[1]];
+        int64_t axis = md__attr_i(nd, "axis", 0), outer = 1, tail = 1;
         if (axis < 0)
             axis += r;
         for (int d = 0; d < axis; d++)
@@ -607,10 +607,10 @@ static int copy_step_text(at_buf *b, const tn_graph *g, const tn_plan *pl, const
     }
     default: /* Slice, Split */
         for (int k = 0; k < nd->n_out; k++) {
-            int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK], base = 0;
-            at_err e = nd->kind == TN_OP_SLICE
-                           ? tn__slice_params(g, nd, in, lo, step, shape, why, sizeof why)
-                           : tn__split_params(g, nd, in, k, lo, step, shape, why, sizeof why);
+            int64_t lo[MD_MAX_RANK], step[MD_MAX_RANK], base = 0;
+            at_err e = nd->kind == MD_OP_SLICE
+                           ? md__slice_params(g, nd, in, lo, step, shape, why, sizeof why)
+                           : md__split_params(g, nd, in, k, lo, step, shape, why, sizeof why);
             if (nd->out[k] < 0 || pl->buf_of[nd->out[k]] < 0)
                 continue;
             if (e != AT_OK)
@@ -628,10 +628,10 @@ static int copy_step_text(at_buf *b, const tn_graph *g, const tn_plan *pl, const
 
 /* P_model_init, P_model_run and what they need; the arena and the weights' block come from
 ** the plan.  Returns -1 when a step cannot be written (see copy_step_text). */
-static int model_text(at_buf *b, const char *P, const xtask *xs, const tn_model *m,
-                      const tn_plan *pl)
+static int model_text(at_buf *b, const char *P, const xtask *xs, const md_model *m,
+                      const md_plan *pl)
 {
-    const tn_graph *g = m->g;
+    const md_graph *g = m->g;
     at_buf_puts(b, "\n/* ---- the whole model ---- */\n");
     at_buf_puts(b, "#include <string.h>\n");
     at_buf_puts(b, copy_text);
@@ -644,8 +644,8 @@ static int model_text(at_buf *b, const char *P, const xtask *xs, const tn_model 
     at_buf_puts(b, "static int model_ready;\n");
     at_buf_printf(b, "API int %s_model_init(void)\n{\n    if (model_ready)\n        return 0;\n", P);
     for (int s = 0; s < m->n_steps; s++) {
-        const tn_step *st = &m->steps[s];
-        if (st->kind != TN_STEP_TASK || !xs[st->task].a->n_pre)
+        const md_step *st = &m->steps[s];
+        if (st->kind != MD_STEP_TASK || !xs[st->task].a->n_pre)
             continue;
         at_buf_puts(b, "    {\n        void *bufs[] = {");
         for (int k = 0; k < st->n_args; k++) {
@@ -661,7 +661,7 @@ static int model_text(at_buf *b, const char *P, const xtask *xs, const tn_model 
                      "    if (!model_ready && (rc = %s_model_init()) != 0)\n        return rc;\n",
                   P, P);
     for (int i = 0; i < g->n_inputs; i++) {
-        const tn_tensor *t = &g->tensors[g->inputs[i]];
+        const md_tensor *t = &g->tensors[g->inputs[i]];
         if (pl->buf_of[g->inputs[i]] < 0)
             continue;
         at_buf_puts(b, "    memcpy(");
@@ -670,9 +670,9 @@ static int model_text(at_buf *b, const char *P, const xtask *xs, const tn_model 
                       (long long)(t->n_elems * at_dtype_bytes(t->dtype)));
     }
     for (int s = 0; s < m->n_steps; s++) {
-        const tn_step *st = &m->steps[s];
-        const tn_node *nd = &g->nodes[st->node];
-        if (st->kind == TN_STEP_COPY) {
+        const md_step *st = &m->steps[s];
+        const md_node *nd = &g->nodes[st->node];
+        if (st->kind == MD_STEP_COPY) {
             at_buf_printf(b, "    /* step %d: %s '%s' */\n", s, nd->op_type, nd->name);
             if (copy_step_text(b, g, pl, nd) != 0)
                 return -1;
@@ -688,7 +688,7 @@ static int model_text(at_buf *b, const char *P, const xtask *xs, const tn_model 
                       st->task);
     }
     for (int i = 0; i < g->n_outputs; i++) {
-        const tn_tensor *t = &g->tensors[g->outputs[i]];
+        const md_tensor *t = &g->tensors[g->outputs[i]];
         at_buf_printf(b, "    memcpy(outputs[%d], ", i);
         buf_expr(b, pl, g->outputs[i]);
         at_buf_printf(b, ", %lld);\n", (long long)(t->n_elems * at_dtype_bytes(t->dtype)));
@@ -732,9 +732,9 @@ static void weights_asm(at_buf *b, const char *P, const char *bin)
 
 /* The model part of the header: the inputs and outputs in the model's own layout, and the
 ** layouts the tasks use inside. */
-static void header_model_text(at_buf *b, const char *P, const tn_model *m)
+static void header_model_text(at_buf *b, const char *P, const md_model *m)
 {
-    const tn_graph *g = m->g;
+    const md_graph *g = m->g;
     int nhwc = 0;
     for (int i = 0; i < g->n_nodes; i++)
         nhwc |= !g->nodes[i].dead && g->nodes[i].nhwc;
@@ -753,9 +753,9 @@ static void header_model_text(at_buf *b, const char *P, const tn_model *m)
         int n = io ? g->n_outputs : g->n_inputs;
         const int *ts = io ? g->outputs : g->inputs;
         for (int i = 0; i < n; i++) {
-            const tn_tensor *t = &g->tensors[ts[i]];
+            const md_tensor *t = &g->tensors[ts[i]];
             char sh[160];
-            tn__shape_str(t->shape, t->rank, sh, sizeof sh);
+            md__shape_str(t->shape, t->rank, sh, sizeof sh);
             at_buf_printf(b, "**   %s %d: '%s' float32%s\n", io ? "output" : "input ", i, t->name, sh);
         }
     }
@@ -769,8 +769,8 @@ static void header_model_text(at_buf *b, const char *P, const tn_model *m)
 }
 
 static void header_text(at_buf *b, const char *P, const char *file, const xtask *xs, int n,
-                        int pool, int max_threads, const tn_task_list *tl, const char *target,
-                        const tn_model *m)
+                        int pool, int max_threads, const md_task_list *tl, const char *target,
+                        const md_model *m)
 {
     char guard[140], up[128];
     size_t k = 0;
@@ -812,7 +812,7 @@ static void header_text(at_buf *b, const char *P, const char *file, const xtask 
     at_buf_printf(b, "int %s_n_weight_transforms(void);\n", P);
     for (int i = 0; i < n; i++) {
         const xtask *x = &xs[i];
-        const tn_task *t = x->t;
+        const md_task *t = x->t;
         at_buf_printf(b, "\n/* task %d: %s, run %d time%s per inference", i, t->name, t->weight,
                       t->weight == 1 ? "" : "s");
         if (t->n_uses > 0) {
@@ -872,7 +872,7 @@ static at_err write_text(const char *path, at_buf *b, char *errmsg, size_t errms
 static void rm_tree(const char *dir)
 {
     char cmd[400];
-    if (strncmp(dir, "/tmp/tn_export.", 15) != 0)
+    if (strncmp(dir, "/tmp/md_export.", 15) != 0)
         return;
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
@@ -921,8 +921,8 @@ static at_err android_stubs(const char *tmp, const char *cc, const char *ld, con
 
 /* weights.bin (every constant a step reads, at its plan offset), weights.S that includes
 ** it, assembled into weights.o. */
-static at_err write_weights(const char *tmp, const char *P, const tn_model *m,
-                            const tn_plan *pl, const char *cc, const char *log, char *errmsg,
+static at_err write_weights(const char *tmp, const char *P, const md_model *m,
+                            const md_plan *pl, const char *cc, const char *log, char *errmsg,
                             size_t errmsg_size)
 {
     char bin[300], S[300], obj[300];
@@ -932,9 +932,9 @@ static at_err write_weights(const char *tmp, const char *P, const tn_model *m,
     if (blob == NULL)
         return AT_ENOMEM;
     for (int i = 0; i < pl->n_bufs; i++) {
-        const tn_plan_buf *pb = &pl->bufs[i];
-        const tn_tensor *t = &m->g->tensors[pb->root];
-        if (pb->kind == TN_BUF_CONST)
+        const md_plan_buf *pb = &pl->bufs[i];
+        const md_tensor *t = &m->g->tensors[pb->root];
+        if (pb->kind == MD_BUF_CONST)
             memcpy(blob + pb->offset, t->data, (size_t)(t->n_elems * at_dtype_bytes(t->dtype)));
     }
     snprintf(bin, sizeof bin, "%s/weights.bin", tmp);
@@ -955,7 +955,7 @@ static at_err write_weights(const char *tmp, const char *P, const tn_model *m,
     return err;
 }
 
-at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_report *rep,
+at_err md_export_lib(const md_task_list *tl, const md_export_opts *o, md_export_report *rep,
                      char *errmsg, size_t errmsg_size)
 {
     kn_target tgt;
@@ -964,7 +964,7 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
     char log[300], file[256];
     xtask *xs = NULL;
     symset undef;
-    tn_plan plan;
+    md_plan plan;
     int pool, max_threads, n = tl->n_tasks;
     double t0 = at_time_mono_s();
     at_err err;
@@ -1016,13 +1016,13 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
         }
     }
     if (o->prefix && o->prefix[0]) {
-        tn__lib_prefix(o->prefix, P, sizeof P);
+        md__lib_prefix(o->prefix, P, sizeof P);
         if (strcmp(P, o->prefix) != 0) {
             snprintf(errmsg, errmsg_size, "prefix '%s' is not a C identifier", o->prefix);
             return AT_EINVAL;
         }
     } else {
-        tn__lib_prefix(o->out_path, P, sizeof P);
+        md__lib_prefix(o->out_path, P, sizeof P);
     }
     snprintf(rep->prefix, sizeof rep->prefix, "%s", P);
     if (o->header_path)
@@ -1034,7 +1034,7 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
         else
             snprintf(hdr, sizeof hdr, "%s.h", o->out_path);
     }
-    snprintf(tmp, sizeof tmp, "/tmp/tn_export.XXXXXX");
+    snprintf(tmp, sizeof tmp, "/tmp/md_export.XXXXXX");
     if (mkdtemp(tmp) == NULL) {
         snprintf(errmsg, errmsg_size, "cannot make a temporary folder: %s", strerror(errno));
         return AT_EIO;
@@ -1049,12 +1049,12 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
         ss_state *st = NULL;
         char entry[128], msg[768], path[300];
         xs[i].t = &tl->tasks[i];
-        err = tn_task_schedule(&tl->tasks[i], o->store, tgt.text, o->device_key, &st,
+        err = md_task_schedule(&tl->tasks[i], o->store, tgt.text, o->device_key, &st,
                                &xs[i].cost_s, msg, sizeof msg);
         if (err == AT_OK) {
             xs[i].tuned = st->n_steps > 0 && xs[i].cost_s > 0;
             snprintf(entry, sizeof entry, "tnk_%s_%d", P, i);
-            err = tn__build_state(st, &tgt, entry, &xs[i].a, msg, sizeof msg);
+            err = md__build_state(st, &tgt, entry, &xs[i].a, msg, sizeof msg);
         }
         ss_state_free(st);
         if (err == AT_OK) {
@@ -1087,7 +1087,7 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
     }
     glue_text(&b, P, xs, n, pool, max_threads, tl->model ? tl->model : "tasks", tgt.text);
     if (o->model) {
-        if ((err = tn__plan_make(o->model, &plan)) != AT_OK)
+        if ((err = md__plan_make(o->model, &plan)) != AT_OK)
             goto out;
         if (model_text(&b, P, xs, o->model, &plan) != 0) {
             snprintf(errmsg, errmsg_size, "internal: a copy step of the model cannot be written");
@@ -1099,7 +1099,7 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
         symset_add(&undef, "memcpy");
         rep->arena_bytes = plan.arena_bytes;
         for (int s = 0; s < o->model->n_steps; s++)
-            rep->n_weight_uses += o->model->steps[s].kind == TN_STEP_TASK &&
+            rep->n_weight_uses += o->model->steps[s].kind == MD_STEP_TASK &&
                                   xs[o->model->steps[s].task].a->n_pre > 0;
         rep->weight_bytes = plan.const_bytes;
     }
@@ -1217,12 +1217,12 @@ at_err tn_export_lib(const tn_task_list *tl, const tn_export_opts *o, tn_export_
     if ((err = write_text(hdr, &b, errmsg, errmsg_size)) != AT_OK)
         goto out;
 out:
-    tn__plan_free(&plan);
+    md__plan_free(&plan);
     for (int i = 0; xs && i < n; i++)
         kn_artifact_free(xs[i].a);
     at_free(xs);
     at_buf_fini(&b);
-    tn_replay_check(NULL, NULL, NULL, NULL, 0); /* the DAG it cached */
+    md_replay_check(NULL, NULL, NULL, NULL, 0); /* the DAG it cached */
     rep->build_s = at_time_mono_s() - t0;
     if (tmp[0]) {
         if (o->keep_temp)

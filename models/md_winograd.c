@@ -1,4 +1,4 @@
-/* tuner/tn_winograd.c -- 3x3 stride-1 convolutions as Winograd F(m x m, 3 x 3).
+/* models/md_winograd.c -- 3x3 stride-1 convolutions as Winograd F(m x m, 3 x 3).
 **
 ** An eligible convolution (NHWC by the layout plan, 3x3, stride 1, dilation 1, padding 1,
 ** one group, a constant weight, at least 8 input and output channels) becomes three nodes,
@@ -13,22 +13,22 @@
 ** once, when the model is loaded (kn_winograd_weight); Bt and At are shared constants.  The
 ** elementwise consumers of the convolution (relu, the residual add) fuse into wino_out as
 ** they fused into the convolution.  Which convolutions are rewritten is the caller's choice
-** (tn_model.c: the ones whose three tasks measured faster than the direct one). */
-#include "tuner/tn_graph.h"
+** (md_model.c: the ones whose three tasks measured faster than the direct one). */
+#include "models/md_int.h"
 
 #include <stdio.h>
 #include <string.h>
 
-int tn__winograd_m(const tn_graph *g, int node)
+int md__winograd_m(const md_graph *g, int node)
 {
-    const tn_node *n = &g->nodes[node];
-    tn_conv_params p;
+    const md_node *n = &g->nodes[node];
+    md_conv_params p;
     char why[64];
-    const tn_tensor *w;
-    if (n->dead || n->unsupported || n->kind != TN_OP_CONV || !n->nhwc || n->in_nchw ||
+    const md_tensor *w;
+    if (n->dead || n->unsupported || n->kind != MD_OP_CONV || !n->nhwc || n->in_nchw ||
         n->n_in < 2 || n->in[1] < 0)
         return 0;
-    if (tn__conv_params(g, n, &p, why, sizeof why) != AT_OK)
+    if (md__conv_params(g, n, &p, why, sizeof why) != AT_OK)
         return 0;
     w = &g->tensors[n->in[1]];
     if (p.groups != 1 || p.R != 3 || p.S != 3 || p.sh != 1 || p.sw != 1 || p.dh != 1 ||
@@ -41,39 +41,39 @@ int tn__winograd_m(const tn_graph *g, int node)
 
 /* The shared constant "winograd.Bt<m>" / "winograd.At<m>" (made on first use); -1 on
 ** ENOMEM. */
-static int matrix(tn_graph *g, int m, int which)
+static int matrix(md_graph *g, int m, int which)
 {
     const float *bt, *gm, *at;
     char name[32];
     int a = m + 2, t;
     snprintf(name, sizeof name, "winograd.%s%d", which ? "At" : "Bt", m);
-    if ((t = tn__tensor_find(g, name)) >= 0)
+    if ((t = md__tensor_find(g, name)) >= 0)
         return t;
     kn_winograd_matrices(m, &bt, &gm, &at);
-    t = which ? tn__tensor_const(g, name, AT_DT_F32, 2, (int64_t[]){m, a}, at)
-              : tn__tensor_const(g, name, AT_DT_F32, 2, (int64_t[]){a, a}, bt);
+    t = which ? md__tensor_const(g, name, AT_DT_F32, 2, (int64_t[]){m, a}, at)
+              : md__tensor_const(g, name, AT_DT_F32, 2, (int64_t[]){a, a}, bt);
     if (t >= 0)
         g->tensors[t].is_weight = 1;
     return t;
 }
 
-static int activation(tn_graph *g, const char *name, int rank, const int64_t *shape)
+static int activation(md_graph *g, const char *name, int rank, const int64_t *shape)
 {
     char why[128];
-    int t = tn__tensor_get(g, name);
-    if (t < 0 || tn__set_shape(g, t, AT_DT_F32, rank, shape, why, sizeof why) != AT_OK)
+    int t = md__tensor_get(g, name);
+    if (t < 0 || md__set_shape(g, t, AT_DT_F32, rank, shape, why, sizeof why) != AT_OK)
         return -1;
     return t;
 }
 
-static int add_node(tn_graph *g, const char *conv, const char *suffix, tn_op_kind kind, int n_in,
+static int add_node(md_graph *g, const char *conv, const char *suffix, md_op_kind kind, int n_in,
                     const int *in, int out)
 {
     char name[300];
     int nd;
     snprintf(name, sizeof name, "%.280s.%s", conv, suffix);
-    if ((nd = tn__node_add(g, name, "Conv", "")) < 0 ||
-        tn__node_io(g, nd, n_in, in, 1, &out) != AT_OK)
+    if ((nd = md__node_add(g, name, "Conv", "")) < 0 ||
+        md__node_io(g, nd, n_in, in, 1, &out) != AT_OK)
         return -1;
     g->nodes[nd].kind = kind;
     g->nodes[nd].nhwc = 1;
@@ -85,7 +85,7 @@ static int add_node(tn_graph *g, const char *conv, const char *suffix, tn_op_kin
 ** for node i, else -1): the graph stays in topological order and fusion sees the nodes in
 ** the order it saw the convolution (a residual add still joins the convolution's task, not
 ** a downsampling convolution's that comes later). */
-static at_err place(tn_graph *g, int n_orig, const int *new_at)
+static at_err place(md_graph *g, int n_orig, const int *new_at)
 {
     int k = 0;
     int *order = at_malloc((size_t)g->n_nodes * sizeof *order);
@@ -98,12 +98,12 @@ static at_err place(tn_graph *g, int n_orig, const int *new_at)
             for (int j = 0; j < 3; j++)
                 order[k++] = new_at[i] + j;
     }
-    err = tn__reorder_nodes(g, order);
+    err = md__reorder_nodes(g, order);
     at_free(order);
     return err;
 }
 
-static at_err rewrite(tn_graph *g, int node, int m)
+static at_err rewrite(md_graph *g, int node, int m)
 {
     /* g->nodes and g->tensors move as nodes and tensors are added: indices only */
     int x = g->nodes[node].in[0], w = g->nodes[node].in[1], y = g->nodes[node].out[0];
@@ -116,7 +116,7 @@ static at_err rewrite(tn_graph *g, int node, int m)
     if ((bt = matrix(g, m, 0)) < 0 || (at = matrix(g, m, 1)) < 0)
         return AT_ENOMEM;
     snprintf(name, sizeof name, "%.280s.wino_U", conv);
-    if ((u = tn__tensor_const(g, name, AT_DT_F32, 4, (int64_t[]){a, a, C, K}, NULL)) < 0)
+    if ((u = md__tensor_const(g, name, AT_DT_F32, 4, (int64_t[]){a, a, C, K}, NULL)) < 0)
         return AT_ENOMEM;
     g->tensors[u].is_weight = 1;
     kn_winograd_weight(m, C, K, g->tensors[w].data, g->tensors[u].data);
@@ -127,18 +127,18 @@ static at_err rewrite(tn_graph *g, int node, int m)
     if ((mm = activation(g, name, 4, (int64_t[]){a, a, P, K})) < 0)
         return AT_ENOMEM;
     conv = g->nodes[node].name;
-    if ((ni = add_node(g, conv, "wino_in", TN_OP_WINO_IN, 2, (int[]){x, bt}, v)) < 0)
+    if ((ni = add_node(g, conv, "wino_in", MD_OP_WINO_IN, 2, (int[]){x, bt}, v)) < 0)
         return AT_ENOMEM;
     conv = g->nodes[node].name;
-    if ((ng = add_node(g, conv, "wino_gemm", TN_OP_WINO_GEMM, 2, (int[]){v, u}, mm)) < 0)
+    if ((ng = add_node(g, conv, "wino_gemm", MD_OP_WINO_GEMM, 2, (int[]){v, u}, mm)) < 0)
         return AT_ENOMEM;
     conv = g->nodes[node].name;
-    if ((no = add_node(g, conv, "wino_out", TN_OP_WINO_OUT, b >= 0 ? 3 : 2,
+    if ((no = add_node(g, conv, "wino_out", MD_OP_WINO_OUT, b >= 0 ? 3 : 2,
                        (int[]){mm, at, b}, y)) < 0)
         return AT_ENOMEM;
     /* the convolution (and what was folded into it) is named with the output transform */
     {
-        tn_node *c = &g->nodes[node], *o = &g->nodes[no];
+        md_node *c = &g->nodes[node], *o = &g->nodes[no];
         int *mg = at_malloc((size_t)(c->n_merged + 1) * sizeof *mg);
         if (mg == NULL)
             return AT_ENOMEM;
@@ -154,7 +154,7 @@ static at_err rewrite(tn_graph *g, int node, int m)
     return AT_OK;
 }
 
-static int selected(const tn_graph *g, int node, int n_sel, const char *const *sel)
+static int selected(const md_graph *g, int node, int n_sel, const char *const *sel)
 {
     if (n_sel < 0)
         return 1;
@@ -164,7 +164,7 @@ static int selected(const tn_graph *g, int node, int n_sel, const char *const *s
     return 0;
 }
 
-at_err tn__plan_winograd(tn_graph *g, int n_sel, const char *const *sel, int *n_done,
+at_err md__plan_winograd(md_graph *g, int n_sel, const char *const *sel, int *n_done,
                          char *errmsg, size_t errmsg_size)
 {
     int n = g->n_nodes, done = 0, *new_at;
@@ -175,7 +175,7 @@ at_err tn__plan_winograd(tn_graph *g, int n_sel, const char *const *sel, int *n_
     if ((new_at = at_malloc((size_t)(n ? n : 1) * sizeof *new_at)) == NULL)
         return AT_ENOMEM;
     for (int i = 0; i < n && err == AT_OK; i++) {
-        int m = tn__winograd_m(g, i);
+        int m = md__winograd_m(g, i);
         new_at[i] = -1;
         if (m == 0 || !selected(g, i, n_sel, sel))
             continue;
@@ -188,8 +188,8 @@ at_err tn__plan_winograd(tn_graph *g, int n_sel, const char *const *sel, int *n_
     at_free(new_at);
     if (err != AT_OK || done == 0)
         return err;
-    tn__resolve_aliases(g);
-    tn__count_consumers(g);
+    md__resolve_aliases(g);
+    md__count_consumers(g);
     *n_done = done;
     return AT_OK;
 }

@@ -1,6 +1,6 @@
-/* tuner/tn_run.c -- running a whole model here, and choosing each task's schedule.
+/* models/md_run.c -- running a whole model here, and choosing each task's schedule.
 **
-** The plan is tn_model's steps in topological order: a TASK step calls the task's kernel on
+** The plan is md_model's steps in topological order: a TASK step calls the task's kernel on
 ** the buffers of its arguments (the DAG's inputs in declaration order, then the output); a
 ** TRANSPOSE or CONCAT step is a copy done here.  Reshape, Flatten, Squeeze, Unsqueeze,
 ** Identity and Dropout are no steps at all: their output shares its input's buffer.
@@ -13,7 +13,7 @@
 **
 ** tuner run compares the model run with the chosen kernels against the same model run
 ** with every task's naive kernel (the naive lowering of its DAG), output by output. */
-#include "tuner/tn_graph.h"
+#include "models/md_int.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,7 +28,7 @@
 
 /* ---- schedules ---- */
 
-at_err tn_task_schedule(const tn_task *t, rec_store *st, const char *target,
+at_err md_task_schedule(const md_task *t, rec_store *st, const char *target,
                         const char *device_key, ss_state **out, double *cost_s, char *errmsg,
                         size_t errmsg_size)
 {
@@ -45,7 +45,7 @@ at_err tn_task_schedule(const tn_task *t, rec_store *st, const char *target,
         q.target = target;
         q.device_key = device_key;
         q.top = 1;
-        q.replay = tn_replay_check;
+        q.replay = md_replay_check;
         if ((err = rec_best(st, &q, &res)) != AT_OK) {
             snprintf(errmsg, errmsg_size, "records: %s", rec_store_errmsg(st));
             return err;
@@ -68,15 +68,15 @@ at_err tn_task_schedule(const tn_task *t, rec_store *st, const char *target,
     return err;
 }
 
-int tn_store_cost(void *ctx, const tn_task *t, double *seconds)
+int md_store_cost(void *ctx, const md_task *t, double *seconds)
 {
-    const tn_store_cost_ctx *c = ctx;
+    const md_store_cost_ctx *c = ctx;
     ss_state *st = NULL;
     double cost = 0;
     char msg[256];
     int ok;
     *seconds = 0;
-    if (c->store == NULL || tn_task_schedule(t, c->store, c->target, c->device_key, &st, &cost,
+    if (c->store == NULL || md_task_schedule(t, c->store, c->target, c->device_key, &st, &cost,
                                              msg, sizeof msg) != AT_OK)
         return 0;
     ok = st->n_steps > 0 && cost > 0;
@@ -85,19 +85,19 @@ int tn_store_cost(void *ctx, const tn_task *t, double *seconds)
     return ok;
 }
 
-struct tn_lib_keys {
+struct md_lib_keys {
     void *h;
     int n;
     const char *(*key)(int);
 };
 
-at_err tn_lib_keys_open(const char *path, tn_lib_keys **out, char *errmsg, size_t errmsg_size)
+at_err md_lib_keys_open(const char *path, md_lib_keys **out, char *errmsg, size_t errmsg_size)
 {
     char prefix[96], full[4096], sym[160];
-    tn_lib_keys *k;
+    md_lib_keys *k;
     int (*n_tasks)(void);
     *out = NULL;
-    tn__lib_prefix(path, prefix, sizeof prefix);
+    md__lib_prefix(path, prefix, sizeof prefix);
     if (realpath(path, full) == NULL) {
         snprintf(errmsg, errmsg_size, "%s: %s", path, strerror(errno));
         return AT_ELOAD;
@@ -116,7 +116,7 @@ at_err tn_lib_keys_open(const char *path, tn_lib_keys **out, char *errmsg, size_
     if (n_tasks == NULL || k->key == NULL) {
         snprintf(errmsg, errmsg_size, "%s has no %s_n_tasks or %s_task_key (the prefix comes "
                  "from the file name)", path, prefix, prefix);
-        tn_lib_keys_close(k);
+        md_lib_keys_close(k);
         return AT_ELOAD;
     }
     k->n = n_tasks();
@@ -124,9 +124,9 @@ at_err tn_lib_keys_open(const char *path, tn_lib_keys **out, char *errmsg, size_
     return AT_OK;
 }
 
-int tn_lib_has_task(void *ctx, const tn_task *t, double *seconds)
+int md_lib_has_task(void *ctx, const md_task *t, double *seconds)
 {
-    const tn_lib_keys *k = ctx;
+    const md_lib_keys *k = ctx;
     *seconds = 0;
     for (int j = 0; j < k->n; j++)
         if (strcmp(k->key(j), t->key) == 0)
@@ -134,7 +134,7 @@ int tn_lib_has_task(void *ctx, const tn_task *t, double *seconds)
     return 0;
 }
 
-void tn_lib_keys_close(tn_lib_keys *k)
+void md_lib_keys_close(md_lib_keys *k)
 {
     if (k == NULL)
         return;
@@ -143,7 +143,7 @@ void tn_lib_keys_close(tn_lib_keys *k)
     at_free(k);
 }
 
-at_err tn__build_state(const ss_state *st, const kn_target *target, const char *entry,
+at_err md__build_state(const ss_state *st, const kn_target *target, const char *entry,
                        kn_artifact **out, char *errmsg, size_t errmsg_size)
 {
     kn_ir *ir = NULL;
@@ -213,10 +213,10 @@ static at_err kset_alloc(kset *k, int n, int n_steps)
 
 /* Build (for the host) and load the kernel of each task: the chosen schedule's, or the
 ** naive one when 'naive' or when there is no record. */
-static at_err kset_build(kset *k, const tn_model *m, const tn_run_opts *o, const kn_target *tgt,
-                         int naive, tn_run_report *rep, char *errmsg, size_t errmsg_size)
+static at_err kset_build(kset *k, const md_model *m, const md_run_opts *o, const kn_target *tgt,
+                         int naive, md_run_report *rep, char *errmsg, size_t errmsg_size)
 {
-    const tn_task_list *tl = m->tasks;
+    const md_task_list *tl = m->tasks;
     double t0 = at_time_mono_s();
     at_err err = AT_OK;
     /* the Winograd alternatives at the end of the list run in no step */
@@ -224,9 +224,9 @@ static at_err kset_build(kset *k, const tn_model *m, const tn_run_opts *o, const
         ss_state *st = NULL;
         char entry[48], msg[512];
         double cost = 0;
-        snprintf(entry, sizeof entry, "tn_task%d", i);
+        snprintf(entry, sizeof entry, "md_task%d", i);
         err = naive ? ss_state_new(tl->tasks[i].dag, &st)
-                    : tn_task_schedule(&tl->tasks[i], o->store, tgt->text, o->device_key, &st,
+                    : md_task_schedule(&tl->tasks[i], o->store, tgt->text, o->device_key, &st,
                                        &cost, msg, sizeof msg);
         if (err != AT_OK) {
             snprintf(errmsg, errmsg_size, "task %d (%s): %s", i, tl->tasks[i].name,
@@ -240,7 +240,7 @@ static at_err kset_build(kset *k, const tn_model *m, const tn_run_opts *o, const
                 rep->n_naive++;
             k->cost[i] = cost;
         }
-        err = tn__build_state(st, tgt, entry, &k->art[i], msg, sizeof msg);
+        err = md__build_state(st, tgt, entry, &k->art[i], msg, sizeof msg);
         ss_state_free(st);
         if (err == AT_OK)
             err = kn_rt_module_load(k->art[i]->obj, k->art[i]->obj_size, NULL, &k->mod[i], msg,
@@ -264,7 +264,7 @@ static at_err kset_build(kset *k, const tn_model *m, const tn_run_opts *o, const
     return err;
 }
 
-/* ---- the library of tn_export_lib ---- */
+/* ---- the library of md_export_lib ---- */
 
 typedef struct lib {
     void *h;
@@ -281,13 +281,13 @@ static void *lib_sym(lib *l, const char *prefix, const char *name)
     return dlsym(l->h, s);
 }
 
-static at_err lib_open(lib *l, const char *path, kset *k, const tn_model *m, int n_threads,
+static at_err lib_open(lib *l, const char *path, kset *k, const md_model *m, int n_threads,
                        char *errmsg, size_t errmsg_size)
 {
     char prefix[96], full[4096];
     int n;
     memset(l, 0, sizeof *l);
-    tn__lib_prefix(path, prefix, sizeof prefix);
+    md__lib_prefix(path, prefix, sizeof prefix);
     /* a name without '/' would be looked up on the library path, not here */
     if (realpath(path, full) == NULL) {
         snprintf(errmsg, errmsg_size, "%s: %s", path, strerror(errno));
@@ -330,9 +330,9 @@ static at_err lib_open(lib *l, const char *path, kset *k, const tn_model *m, int
 /* ---- the executor ---- */
 
 typedef struct exec {
-    const tn_model *m;
-    const tn_graph *g;
-    tn_plan plan;
+    const md_model *m;
+    const md_graph *g;
+    md_plan plan;
     char *arena, *consts;  /* the plan's two blocks */
     void **buf;            /* per tensor: where its bytes are (aliases: their root's) */
     kn_rt_pool *pool;
@@ -343,21 +343,21 @@ typedef struct exec {
     double *prof;          /* step_s while the profiled runs run, else NULL */
 } exec;
 
-static int64_t tensor_bytes(const tn_tensor *t)
+static int64_t tensor_bytes(const md_tensor *t)
 {
     return t->n_elems * (int64_t)at_dtype_bytes(t->dtype);
 }
 
-static at_err exec_init(exec *x, const tn_model *m, const tn_run_opts *o, char *errmsg,
+static at_err exec_init(exec *x, const md_model *m, const md_run_opts *o, char *errmsg,
                         size_t errmsg_size)
 {
-    const tn_graph *g = m->g;
+    const md_graph *g = m->g;
     uint32_t stream = 0;
     at_err err;
     memset(x, 0, sizeof *x);
     x->m = m;
     x->g = g;
-    if ((err = tn__plan_make(m, &x->plan)) != AT_OK)
+    if ((err = md__plan_make(m, &x->plan)) != AT_OK)
         return err;
     if ((x->buf = at_calloc((size_t)g->n_tensors + 1, sizeof *x->buf)) == NULL ||
         (x->arena = kn_rt_alloc((size_t)x->plan.arena_bytes + 64)) == NULL ||
@@ -366,17 +366,17 @@ static at_err exec_init(exec *x, const tn_model *m, const tn_run_opts *o, char *
     /* constants copied once; graph inputs and weights without values filled once, in the
     ** plan's order (graph inputs first, then as the steps meet them): stream = that rank */
     for (int i = 0; i < x->plan.n_bufs; i++) {
-        const tn_plan_buf *b = &x->plan.bufs[i];
-        const tn_tensor *rt = &g->tensors[b->root];
-        if (b->kind == TN_BUF_CONST)
+        const md_plan_buf *b = &x->plan.bufs[i];
+        const md_tensor *rt = &g->tensors[b->root];
+        if (b->kind == MD_BUF_CONST)
             memcpy(x->consts + b->offset, rt->data, (size_t)tensor_bytes(rt));
-        else if (b->kind == TN_BUF_INPUT)
+        else if (b->kind == MD_BUF_INPUT)
             kn_rt_fill(x->arena + b->offset, rt->dtype, rt->n_elems, o->seed, stream++);
     }
     for (int t = 0; t < g->n_tensors; t++) {
         int k = x->plan.buf_of[t];
         if (k >= 0)
-            x->buf[t] = (x->plan.bufs[k].kind == TN_BUF_CONST ? x->consts : x->arena) +
+            x->buf[t] = (x->plan.bufs[k].kind == MD_BUF_CONST ? x->consts : x->arena) +
                         x->plan.bufs[k].offset;
     }
     if (o->profile && (x->step_s = at_calloc((size_t)m->n_steps + 1, sizeof *x->step_s)) == NULL)
@@ -397,13 +397,13 @@ static void exec_fini(exec *x)
     kn_rt_free(x->ws);
     kn_rt_pool_free(x->pool);
     at_free(x->step_s);
-    tn__plan_free(&x->plan);
+    md__plan_free(&x->plan);
 }
 
 /* Workspace big enough for every kernel of 'k'; the rewritten weights of each step. */
 static at_err kset_prepare(exec *x, kset *k, char *errmsg, size_t errmsg_size)
 {
-    const tn_model *m = x->m;
+    const md_model *m = x->m;
     for (int i = 0; i < k->n; i++) {
         const kn_artifact *a = k->art[i];
         int64_t need = a ? a->ws_fixed + a->ws_per_thread * x->par->n_threads : 0;
@@ -416,8 +416,8 @@ static at_err kset_prepare(exec *x, kset *k, char *errmsg, size_t errmsg_size)
         }
     }
     for (int s = 0; s < m->n_steps; s++) {
-        const tn_step *st = &m->steps[s];
-        const kn_artifact *a = st->kind == TN_STEP_TASK ? k->art[st->task] : NULL;
+        const md_step *st = &m->steps[s];
+        const kn_artifact *a = st->kind == MD_STEP_TASK ? k->art[st->task] : NULL;
         void *pargs[2 * KN_MAX_ARGS];
         int n = 0;
         int32_t rc;
@@ -449,15 +449,15 @@ static at_err kset_prepare(exec *x, kset *k, char *errmsg, size_t errmsg_size)
     return AT_OK;
 }
 
-static void do_transpose(const exec *x, const tn_node *nd)
+static void do_transpose(const exec *x, const md_node *nd)
 {
-    const tn_tensor *in = &x->g->tensors[nd->in[0]], *out = &x->g->tensors[nd->out[0]];
+    const md_tensor *in = &x->g->tensors[nd->in[0]], *out = &x->g->tensors[nd->out[0]];
     const float *src = x->buf[nd->in[0]];
     float *dst = x->buf[nd->out[0]];
-    int64_t perm[TN_MAX_RANK], st[TN_MAX_RANK], ss[TN_MAX_RANK] = {0}, ds[TN_MAX_RANK];
-    int64_t shape[TN_MAX_RANK], idx[TN_MAX_RANK] = {0}, acc = 1, outer = 1, n, di, si;
+    int64_t perm[MD_MAX_RANK], st[MD_MAX_RANK], ss[MD_MAX_RANK] = {0}, ds[MD_MAX_RANK];
+    int64_t shape[MD_MAX_RANK], idx[MD_MAX_RANK] = {0}, acc = 1, outer = 1, n, di, si;
     int r = in->rank, k = -1;
-    if (tn__attr_ints(nd, "perm", perm, TN_MAX_RANK) != r)
+    if (md__attr_ints(nd, "perm", perm, MD_MAX_RANK) != r)
         for (int d = 0; d < r; d++)
             perm[d] = r - 1 - d;
     if (r == 0) {
@@ -506,10 +506,10 @@ static void do_transpose(const exec *x, const tn_node *nd)
     }
 }
 
-static void do_concat(const exec *x, const tn_node *nd)
+static void do_concat(const exec *x, const md_node *nd)
 {
-    const tn_tensor *out = &x->g->tensors[nd->out[0]];
-    int64_t axis = tn__attr_i(nd, "axis", 0), outer = 1, tail = 1, off = 0;
+    const md_tensor *out = &x->g->tensors[nd->out[0]];
+    int64_t axis = md__attr_i(nd, "axis", 0), outer = 1, tail = 1, off = 0;
     char *dst = x->buf[nd->out[0]];
     if (axis < 0)
         axis += out->rank;
@@ -518,7 +518,7 @@ static void do_concat(const exec *x, const tn_node *nd)
     for (int d = (int)axis + 1; d < out->rank; d++)
         tail *= out->shape[d];
     for (int k = 0; k < nd->n_in; k++) {
-        const tn_tensor *in = &x->g->tensors[nd->in[k]];
+        const md_tensor *in = &x->g->tensors[nd->in[k]];
         const char *src = x->buf[nd->in[k]];
         int64_t row = in->shape[axis] * tail * 4;
         for (int64_t o = 0; o < outer; o++)
@@ -527,10 +527,10 @@ static void do_concat(const exec *x, const tn_node *nd)
     }
 }
 
-static void do_gather(const exec *x, const tn_node *nd)
+static void do_gather(const exec *x, const md_node *nd)
 {
-    const tn_tensor *in = &x->g->tensors[nd->in[0]], *ix = &x->g->tensors[nd->in[1]];
-    int64_t axis = tn__attr_i(nd, "axis", 0), outer = 1, tail = 1, j = 0;
+    const md_tensor *in = &x->g->tensors[nd->in[0]], *ix = &x->g->tensors[nd->in[1]];
+    int64_t axis = md__attr_i(nd, "axis", 0), outer = 1, tail = 1, j = 0;
     const float *src = x->buf[nd->in[0]];
     float *dst = x->buf[nd->out[0]];
     if (axis < 0)
@@ -550,25 +550,25 @@ static void do_gather(const exec *x, const tn_node *nd)
 }
 
 /* Slice and Split: regions of the input (the parameters were checked by inference). */
-static void do_slices(const exec *x, const tn_node *nd)
+static void do_slices(const exec *x, const md_node *nd)
 {
-    const tn_tensor *in = &x->g->tensors[nd->in[0]];
+    const md_tensor *in = &x->g->tensors[nd->in[0]];
     char why[256];
     for (int k = 0; k < nd->n_out; k++) {
-        int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK], out[TN_MAX_RANK];
-        at_err e = nd->kind == TN_OP_SLICE ? tn__slice_params(x->g, nd, in, lo, step, out, why,
+        int64_t lo[MD_MAX_RANK], step[MD_MAX_RANK], out[MD_MAX_RANK];
+        at_err e = nd->kind == MD_OP_SLICE ? md__slice_params(x->g, nd, in, lo, step, out, why,
                                                               sizeof why)
-                                           : tn__split_params(x->g, nd, in, k, lo, step, out,
+                                           : md__split_params(x->g, nd, in, k, lo, step, out,
                                                               why, sizeof why);
         if (nd->out[k] >= 0 && e == AT_OK)
-            tn__copy_region(x->buf[nd->out[k]], x->buf[nd->in[0]], in, lo, step, out, 4);
+            md__copy_region(x->buf[nd->out[k]], x->buf[nd->in[0]], in, lo, step, out, 4);
     }
 }
 
 /* One run of the whole model with kernel set k (with x->prof, each step timed). */
 static at_err exec_run(exec *x, const kset *k, char *errmsg, size_t errmsg_size)
 {
-    const tn_model *m = x->m;
+    const md_model *m = x->m;
     double t0 = x->prof ? at_time_mono_s() : 0;
     if (k->lib_model) {
         /* the library runs the whole model itself, as a C caller would */
@@ -586,7 +586,7 @@ static at_err exec_run(exec *x, const kset *k, char *errmsg, size_t errmsg_size)
         return AT_OK;
     }
     for (int s = 0; s < m->n_steps; s++) {
-        const tn_step *st = &m->steps[s];
+        const md_step *st = &m->steps[s];
         void *bufs[KN_MAX_ARGS];
         int32_t rc;
         if (x->prof && s > 0) {
@@ -594,16 +594,16 @@ static at_err exec_run(exec *x, const kset *k, char *errmsg, size_t errmsg_size)
             x->prof[s - 1] += t - t0;
             t0 = t;
         }
-        if (st->kind == TN_STEP_COPY) {
-            const tn_node *nd = &x->g->nodes[st->node];
+        if (st->kind == MD_STEP_COPY) {
+            const md_node *nd = &x->g->nodes[st->node];
             switch (nd->kind) {
-            case TN_OP_TRANSPOSE:
+            case MD_OP_TRANSPOSE:
                 do_transpose(x, nd);
                 break;
-            case TN_OP_CONCAT:
+            case MD_OP_CONCAT:
                 do_concat(x, nd);
                 break;
-            case TN_OP_GATHER:
+            case MD_OP_GATHER:
                 do_gather(x, nd);
                 break;
             default:
@@ -687,7 +687,7 @@ static at_err make_dir(const char *dir, char *errmsg, size_t errmsg_size)
 ** the time its record measured on the agent (the kernel alone, warm caches). */
 static void print_profile(FILE *f, const exec *x, const kset *k, int n_runs, double median_s)
 {
-    const tn_model *m = x->m;
+    const md_model *m = x->m;
     double total = 0, measured = 0;
     for (int s = 0; s < m->n_steps; s++)
         total += x->step_s[s];
@@ -697,16 +697,16 @@ static void print_profile(FILE *f, const exec *x, const kset *k, int n_runs, dou
     fprintf(f, "%4s  %-34s %-28s %10s %7s %12s\n", "step", "what", "node", "ms/run", "share",
             "measured ms");
     for (int s = 0; s < m->n_steps; s++) {
-        const tn_step *st = &m->steps[s];
+        const md_step *st = &m->steps[s];
         char what[64];
         double ms = x->step_s[s] / n_runs * 1e3;
-        if (st->kind == TN_STEP_TASK)
+        if (st->kind == MD_STEP_TASK)
             snprintf(what, sizeof what, "task %d %s", st->task, m->tasks->tasks[st->task].name);
         else
             snprintf(what, sizeof what, "copy %s", m->g->nodes[st->node].op_type);
         fprintf(f, "%4d  %-34.34s %-28.28s %10.4f %6.1f%%", s, what, m->g->nodes[st->node].name,
                 ms, total > 0 ? 100 * x->step_s[s] / total : 0);
-        if (st->kind == TN_STEP_TASK && k->cost && k->cost[st->task] > 0) {
+        if (st->kind == MD_STEP_TASK && k->cost && k->cost[st->task] > 0) {
             fprintf(f, " %12.4f", k->cost[st->task] * 1e3);
             measured += k->cost[st->task];
         }
@@ -716,16 +716,16 @@ static void print_profile(FILE *f, const exec *x, const kset *k, int n_runs, dou
                "to %.3f ms\n", total / n_runs * 1e3, median_s * 1e3, measured * 1e3);
 }
 
-at_err tn_model_run(const tn_model *m, const tn_run_opts *o, tn_run_report *rep, char *errmsg,
+at_err md_model_run(const md_model *m, const md_run_opts *o, md_run_report *rep, char *errmsg,
                     size_t errmsg_size)
 {
-    const tn_graph *g = m->g;
+    const md_graph *g = m->g;
     kn_target tgt;
     kset tuned, naive;
     exec x;
     lib l;
     float **outs = NULL;
-    int n_out = g->n_outputs < TN_RUN_MAX_OUTPUTS ? g->n_outputs : TN_RUN_MAX_OUTPUTS;
+    int n_out = g->n_outputs < MD_RUN_MAX_OUTPUTS ? g->n_outputs : MD_RUN_MAX_OUTPUTS;
     at_err err;
     memset(rep, 0, sizeof *rep);
     memset(&tuned, 0, sizeof tuned);
@@ -782,7 +782,7 @@ at_err tn_model_run(const tn_model *m, const tn_run_opts *o, tn_run_report *rep,
     }
     rep->n_outputs = n_out;
     for (int i = 0; i < n_out; i++) {
-        const tn_tensor *t = &g->tensors[g->outputs[i]];
+        const md_tensor *t = &g->tensors[g->outputs[i]];
         double sum = 0;
         if ((outs[i] = at_malloc((size_t)tensor_bytes(t) + 4)) == NULL) {
             err = AT_ENOMEM;
@@ -814,7 +814,7 @@ at_err tn_model_run(const tn_model *m, const tn_run_opts *o, tn_run_report *rep,
         if ((err = exec_run(&x, &naive, errmsg, errmsg_size)) != AT_OK)
             goto out;
         for (int i = 0; i < n_out; i++) {
-            const tn_tensor *t = &g->tensors[g->outputs[i]];
+            const md_tensor *t = &g->tensors[g->outputs[i]];
             double e = kn_rt_rel_err(outs[i], x.buf[g->outputs[i]], AT_DT_F32, t->n_elems);
             rep->outputs[i].rel_err = e;
             if (!(e <= rep->max_rel_err))
@@ -844,7 +844,7 @@ out:
     exec_fini(&x);
     if (l.h)
         dlclose(l.h);
-    tn_replay_check(NULL, NULL, NULL, NULL, 0); /* the DAG it cached */
+    md_replay_check(NULL, NULL, NULL, NULL, 0); /* the DAG it cached */
     if (err == AT_ENOMEM && errmsg_size)
         snprintf(errmsg, errmsg_size, "out of memory");
     return err;

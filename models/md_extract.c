@@ -1,4 +1,4 @@
-/* tuner/tn_extract.c -- tasks from a prepared graph.
+/* models/md_extract.c -- tasks from a prepared graph.
 **
 ** Fusion.  Nodes are visited in topological order.  Each anchor (a convolution, dense
 ** layer, matmul, pool, softmax, layer norm or reduction) starts a group; so does each
@@ -21,7 +21,7 @@
 ** weights and constants, with dimensions of size 1 dropped), a constant of one value a
 ** literal.  The text is parsed (ss_dag_parse): its canonical form gives the key; identical
 ** keys are one task whose weight counts the groups. */
-#include "tuner/tn_graph.h"
+#include "models/md_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -48,15 +48,15 @@ typedef struct dagtext {
     int gt[64];       /* graph tensor ... */
     char gname[64][16]; /* ... and its name in the DAG */
     int rank;         /* the DAG output's rank and shape (the appended lines' axes) */
-    int64_t shape[TN_MAX_RANK];
+    int64_t shape[MD_MAX_RANK];
     int n_p, n_c, n_e; /* counters for names */
     char why[256];    /* set when something cannot be expressed */
     int oom;          /* a call ran out of memory: the whole load fails with AT_ENOMEM */
 } dagtext;
 
 typedef struct ex {
-    tn_model *m;
-    tn_graph *g;
+    md_model *m;
+    md_graph *g;
     int *cons_start, *cons;  /* consumers of each tensor (CSR over live nodes) */
     int n_groups, cap_groups;
     grp *groups;
@@ -70,13 +70,13 @@ typedef struct ex {
 
 static at_err build_consumers(ex *x)
 {
-    tn_graph *g = x->g;
+    md_graph *g = x->g;
     int total = 0, *fill;
     x->cons_start = at_calloc((size_t)g->n_tensors + 1, sizeof *x->cons_start);
     if (x->cons_start == NULL)
         return AT_ENOMEM;
     for (int i = 0; i < g->n_nodes; i++) {
-        const tn_node *n = &g->nodes[i];
+        const md_node *n = &g->nodes[i];
         if (n->dead)
             continue;
         for (int k = 0; k < n->n_in; k++)
@@ -94,7 +94,7 @@ static at_err build_consumers(ex *x)
         return AT_ENOMEM;
     }
     for (int i = 0; i < g->n_nodes; i++) {
-        const tn_node *n = &g->nodes[i];
+        const md_node *n = &g->nodes[i];
         if (n->dead)
             continue;
         for (int k = 0; k < n->n_in; k++) {
@@ -123,7 +123,7 @@ static int squeeze(const int64_t *s, int r, int64_t *out)
 
 static int same_squeezed(const int64_t *a, int ra, const int64_t *b, int rb)
 {
-    int64_t x[TN_MAX_RANK], y[TN_MAX_RANK];
+    int64_t x[MD_MAX_RANK], y[MD_MAX_RANK];
     int n = squeeze(a, ra, x), m = squeeze(b, rb, y);
     return n == m && memcmp(x, y, (size_t)n * sizeof *x) == 0;
 }
@@ -151,7 +151,7 @@ static void float_text(double v, char *s, size_t size)
 
 /* ---- anchors: library specs ---- */
 
-static int is_weight(const tn_graph *g, int t)
+static int is_weight(const md_graph *g, int t)
 {
     return g->tensors[t].data != NULL || g->tensors[t].is_weight;
 }
@@ -163,16 +163,16 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
                           char *kind, size_t kind_size, int64_t *oshape, int *orank, char *why,
                           size_t why_size)
 {
-    tn_graph *g = x->g;
-    const tn_node *n = &g->nodes[node];
-    const tn_tensor *in0 = &g->tensors[n->in[0]];
+    md_graph *g = x->g;
+    const md_node *n = &g->nodes[node];
+    const md_tensor *in0 = &g->tensors[n->in[0]];
     char sh[128];
     at_err err;
     spec[0] = 0;
     switch (n->kind) {
-    case TN_OP_CONV: {
-        tn_conv_params p;
-        if ((err = tn__conv_params(g, n, &p, why, why_size)) != AT_OK)
+    case MD_OP_CONV: {
+        md_conv_params p;
+        if ((err = md__conv_params(g, n, &p, why, why_size)) != AT_OK)
             return err;
         snprintf(spec, spec_size,
                  "conv2d:%s%sN=%lld,C=%lld,H=%lld,W=%lld,K=%lld,R=%lld,S=%lld,sh=%lld,sw=%lld,"
@@ -192,18 +192,18 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
         *orank = 4;
         return AT_OK;
     }
-    case TN_OP_WINO_IN:
-    case TN_OP_WINO_GEMM:
-    case TN_OP_WINO_OUT: {
-        /* tn_winograd.c: [a, a, P, C] tiles between the NHWC input and output */
-        const tn_tensor *o = &g->tensors[n->out[0]];
-        if (n->kind == TN_OP_WINO_IN) {
+    case MD_OP_WINO_IN:
+    case MD_OP_WINO_GEMM:
+    case MD_OP_WINO_OUT: {
+        /* md_winograd.c: [a, a, P, C] tiles between the NHWC input and output */
+        const md_tensor *o = &g->tensors[n->out[0]];
+        if (n->kind == MD_OP_WINO_IN) {
             snprintf(spec, spec_size, "winograd_input:N=%lld,H=%lld,W=%lld,C=%lld,m=%lld",
                      (long long)in0->shape[0], (long long)in0->shape[1],
                      (long long)in0->shape[2], (long long)in0->shape[3],
                      (long long)o->shape[0] - 2);
             snprintf(kind, kind_size, "winograd_input");
-        } else if (n->kind == TN_OP_WINO_GEMM) {
+        } else if (n->kind == MD_OP_WINO_GEMM) {
             snprintf(spec, spec_size, "winograd_gemm:P=%lld,C=%lld,K=%lld,m=%lld",
                      (long long)in0->shape[2], (long long)in0->shape[3],
                      (long long)o->shape[3], (long long)in0->shape[0] - 2);
@@ -220,12 +220,12 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
         *orank = 4;
         return AT_OK;
     }
-    case TN_OP_DENSE:
-    case TN_OP_MATMUL: {
-        const tn_tensor *b = &g->tensors[n->in[1]];
+    case MD_OP_DENSE:
+    case MD_OP_MATMUL: {
+        const md_tensor *b = &g->tensors[n->in[1]];
         int64_t M = 1, K = in0->shape[in0->rank - 1];
-        int64_t N = n->kind == TN_OP_DENSE ? b->shape[0] : b->shape[b->rank - 1];
-        if (n->kind == TN_OP_MATMUL && !(b->rank == 2 && is_weight(g, n->in[1]))) {
+        int64_t N = n->kind == MD_OP_DENSE ? b->shape[0] : b->shape[b->rank - 1];
+        if (n->kind == MD_OP_MATMUL && !(b->rank == 2 && is_weight(g, n->in[1]))) {
             /* both operands computed at run time: batch_matmul over equal batch dims */
             int64_t B1 = 1, B2 = 1;
             for (int d = 0; d < in0->rank - 2; d++)
@@ -249,7 +249,7 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
         }
         for (int d = 0; d < in0->rank - 1; d++)
             M *= in0->shape[d];
-        if (n->kind == TN_OP_DENSE) {
+        if (n->kind == MD_OP_DENSE) {
             snprintf(spec, spec_size, "dense:M=%lld,N=%lld,K=%lld,bias=%d,relu=%d",
                      (long long)M, (long long)N, (long long)K, n->n_in > 2 && n->in[2] >= 0,
                      bias_relu_relu);
@@ -264,20 +264,20 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
         *orank = 2;
         return AT_OK;
     }
-    case TN_OP_MAXPOOL:
-    case TN_OP_AVGPOOL: {
-        tn_pool_params p;
-        if ((err = tn__pool_params(g, n, &p, why, why_size)) != AT_OK)
+    case MD_OP_MAXPOOL:
+    case MD_OP_AVGPOOL: {
+        md_pool_params p;
+        if ((err = md__pool_params(g, n, &p, why, why_size)) != AT_OK)
             return err;
         snprintf(spec, spec_size,
                  "%s:%sN=%lld,C=%lld,H=%lld,W=%lld,kh=%lld,kw=%lld,sh=%lld,sw=%lld,ph=%lld,"
                  "pw=%lld",
-                 n->kind == TN_OP_MAXPOOL ? "max_pool2d" : "avg_pool2d",
+                 n->kind == MD_OP_MAXPOOL ? "max_pool2d" : "avg_pool2d",
                  n->nhwc ? "layout=NHWC," : "", (long long)p.N,
                  (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.kh,
                  (long long)p.kw, (long long)p.sh, (long long)p.sw, (long long)p.ph,
                  (long long)p.pw);
-        snprintf(kind, kind_size, "%s", n->kind == TN_OP_MAXPOOL ? "max_pool2d" : "avg_pool2d");
+        snprintf(kind, kind_size, "%s", n->kind == MD_OP_MAXPOOL ? "max_pool2d" : "avg_pool2d");
         oshape[0] = p.N;
         oshape[1] = n->nhwc ? p.OH : p.C;
         oshape[2] = n->nhwc ? p.OW : p.OH;
@@ -285,7 +285,7 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
         *orank = 4;
         return AT_OK;
     }
-    case TN_OP_GAP: {
+    case MD_OP_GAP: {
         int c = n->nhwc ? 3 : 1, h = n->nhwc ? 1 : 2;
         snprintf(spec, spec_size, "global_avg_pool:%sN=%lld,C=%lld,H=%lld,W=%lld",
                  n->nhwc ? "layout=NHWC," : "", (long long)in0->shape[0],
@@ -297,13 +297,13 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
         *orank = 2;
         return AT_OK;
     }
-    case TN_OP_SOFTMAX:
-    case TN_OP_LAYERNORM: {
-        int64_t s[TN_MAX_RANK];
+    case MD_OP_SOFTMAX:
+    case MD_OP_LAYERNORM: {
+        int64_t s[MD_MAX_RANK];
         int r;
-        if (n->kind == TN_OP_SOFTMAX && g->opset < 13) {
+        if (n->kind == MD_OP_SOFTMAX && g->opset < 13) {
             /* before opset 13: the input seen as 2-d, [prod(:axis), prod(axis:)] */
-            int64_t axis = tn__attr_i(n, "axis", 1), a = 1, b = 1;
+            int64_t axis = md__attr_i(n, "axis", 1), a = 1, b = 1;
             if (axis < 0)
                 axis += in0->rank;
             for (int d = 0; d < in0->rank; d++) {
@@ -329,11 +329,11 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
             }
         }
         shape_x(s, r, sh, sizeof sh);
-        if (n->kind == TN_OP_SOFTMAX) {
+        if (n->kind == MD_OP_SOFTMAX) {
             snprintf(spec, spec_size, "softmax:shape=%s", sh);
             snprintf(kind, kind_size, "softmax");
         } else {
-            double eps = tn__attr_f(n, "epsilon", 1e-5);
+            double eps = md__attr_f(n, "epsilon", 1e-5);
             if (!(eps > 0) || (float)eps <= 0) {
                 snprintf(why, why_size, "epsilon %g is not a positive float", eps);
                 return AT_EUNSUPPORTED;
@@ -347,22 +347,22 @@ static at_err anchor_spec(ex *x, int node, int bias_relu_relu, char *spec, size_
         *orank = r;
         return AT_OK;
     }
-    case TN_OP_GMP:
+    case MD_OP_GMP:
         snprintf(kind, kind_size, "global_max_pool");
         oshape[0] = in0->shape[0];
         oshape[1] = in0->shape[n->nhwc ? 3 : 1];
         *orank = 2;
         return AT_OK;
-    case TN_OP_REDUCEMEAN:
-    case TN_OP_REDUCESUM:
-    case TN_OP_REDUCEMAX:
-    case TN_OP_REDUCEMIN: {
-        int64_t axes[TN_MAX_RANK];
-        int cnt = tn__node_axes(g, n, in0->rank, axes, TN_MAX_RANK), r = 0;
+    case MD_OP_REDUCEMEAN:
+    case MD_OP_REDUCESUM:
+    case MD_OP_REDUCEMAX:
+    case MD_OP_REDUCEMIN: {
+        int64_t axes[MD_MAX_RANK];
+        int cnt = md__node_axes(g, n, in0->rank, axes, MD_MAX_RANK), r = 0;
         snprintf(kind, kind_size, "%s",
-                 n->kind == TN_OP_REDUCEMEAN ? "reduce_mean"
-                 : n->kind == TN_OP_REDUCESUM ? "reduce_sum"
-                 : n->kind == TN_OP_REDUCEMAX ? "reduce_max" : "reduce_min");
+                 n->kind == MD_OP_REDUCEMEAN ? "reduce_mean"
+                 : n->kind == MD_OP_REDUCESUM ? "reduce_sum"
+                 : n->kind == MD_OP_REDUCEMAX ? "reduce_max" : "reduce_min");
         for (int d = 0; d < in0->rank; d++) {
             int red = cnt == 0;
             for (int i = 0; i < cnt; i++)
@@ -399,7 +399,7 @@ static int in_list(const int *a, int n, int v)
 /* Tensors of the first k nodes of the group needed outside those k nodes. */
 static int n_live_outputs(const ex *x, const grp *gr, int k, int *last_live)
 {
-    const tn_graph *g = x->g;
+    const md_graph *g = x->g;
     int count = 0;
     for (int i = 0; i < k; i++) {
         int t = g->nodes[gr->nodes[i]].out[0], outside = g->tensors[t].is_output;
@@ -418,7 +418,7 @@ static int n_live_outputs(const ex *x, const grp *gr, int k, int *last_live)
 static at_err grow(ex *x, grp *gr, int gid, const int64_t *oshape, int orank, char *group_t,
                    char *taint)
 {
-    tn_graph *g = x->g;
+    md_graph *g = x->g;
     /* the seed: the anchor, or the anchor and the output transpose it absorbed */
     int n_seed = gr->n_nodes, start = gr->nodes[n_seed - 1], seed_out = g->nodes[start].out[0];
     int pending, best = n_seed, live_t = -1;
@@ -427,7 +427,7 @@ static at_err grow(ex *x, grp *gr, int gid, const int64_t *oshape, int orank, ch
         group_t[g->nodes[gr->nodes[k]].out[0]] = 1;
     pending = x->cons_start[seed_out + 1] - x->cons_start[seed_out];
     for (int j = start + 1; j < g->n_nodes && pending > 0; j++) {
-        tn_node *n = &g->nodes[j];
+        md_node *n = &g->nodes[j];
         int reads_group = 0, reads_taint = 0, o;
         if (n->dead)
             continue;
@@ -449,8 +449,8 @@ static at_err grow(ex *x, grp *gr, int gid, const int64_t *oshape, int orank, ch
         ** dimensions of size 1 (torch's [128, 1, 768] views of a [128, 768] dense output):
         ** an alias's output is the same DAG tensor as its input */
         if (reads_group && !reads_taint && !n->unsupported && n->group < 0 &&
-            (tn_op_class_of(n->kind) == TN_CLS_ELEM ||
-             (tn_op_class_of(n->kind) == TN_CLS_ALIAS && n->in[0] >= 0 && group_t[n->in[0]])) &&
+            (md_op_class_of(n->kind) == MD_CLS_ELEM ||
+             (md_op_class_of(n->kind) == MD_CLS_ALIAS && n->in[0] >= 0 && group_t[n->in[0]])) &&
             o >= 0 && g->tensors[o].known &&
             same_squeezed(g->tensors[o].shape, g->tensors[o].rank, oshape, orank) &&
             gr->n_nodes < 48) {
@@ -524,13 +524,13 @@ static void axes_ref(at_buf *b, int rank)
 ** the graph shape of the node's output (what its inputs broadcast against). */
 static int operand(ex *x, dagtext *d, int t, const int64_t *oshape, int orank, at_buf *b)
 {
-    tn_graph *g = x->g;
-    const tn_tensor *tt = &g->tensors[t];
+    md_graph *g = x->g;
+    const md_tensor *tt = &g->tensors[t];
     const char *nm = dt_name_of(d, t);
     double v;
-    int map[TN_MAX_RANK], k = 0, kept = 0;
-    int64_t pshape[TN_MAX_RANK];
-    int pidx[TN_MAX_RANK];
+    int map[MD_MAX_RANK], k = 0, kept = 0;
+    int64_t pshape[MD_MAX_RANK];
+    int pidx[MD_MAX_RANK];
     if (nm) {
         at_buf_puts(b, nm);
         axes_ref(b, d->rank);
@@ -553,7 +553,7 @@ static int operand(ex *x, dagtext *d, int t, const int64_t *oshape, int orank, a
     }
     /* the k-th output dimension that is not 1 -> the k-th DAG axis that is not 1 */
     {
-        int nz[TN_MAX_RANK], n_nz = 0;
+        int nz[MD_MAX_RANK], n_nz = 0;
         for (int j = 0; j < d->rank; j++)
             if (d->shape[j] != 1)
                 nz[n_nz++] = j;
@@ -610,14 +610,14 @@ static int operand(ex *x, dagtext *d, int t, const int64_t *oshape, int orank, a
 ** its output is its input's DAG tensor). */
 static int append_elem(ex *x, dagtext *d, int node)
 {
-    tn_graph *g = x->g;
-    const tn_node *n = &g->nodes[node];
-    const tn_tensor *o = &g->tensors[n->out[0]];
+    md_graph *g = x->g;
+    const md_node *n = &g->nodes[node];
+    const md_tensor *o = &g->tensors[n->out[0]];
     at_buf a, b, line;
     int rc = 0;
     double lo = -INFINITY, hi = INFINITY, e;
     char name[16];
-    if (tn_op_class_of(n->kind) == TN_CLS_ALIAS) {
+    if (md_op_class_of(n->kind) == MD_CLS_ALIAS) {
         const char *src = dt_name_of(d, n->in[0]);
         if (src == NULL || d->n_t >= 64) {
             snprintf(d->why, sizeof d->why, "internal: alias '%s' of no group tensor", n->name);
@@ -632,7 +632,7 @@ static int append_elem(ex *x, dagtext *d, int node)
     at_buf_init(&b);
     at_buf_init(&line);
     if (n->n_in < 1 || n->in[0] < 0 || operand(x, d, n->in[0], o->shape, o->rank, &a) ||
-        (n->n_in > 1 && n->in[1] >= 0 && n->kind != TN_OP_CLIP && n->kind != TN_OP_POW &&
+        (n->n_in > 1 && n->in[1] >= 0 && n->kind != MD_OP_CLIP && n->kind != MD_OP_POW &&
          operand(x, d, n->in[1], o->shape, o->rank, &b))) {
         rc = -1;
         goto out;
@@ -643,14 +643,14 @@ static int append_elem(ex *x, dagtext *d, int node)
         goto out;
     }
     switch (n->kind) {
-    case TN_OP_ADD: at_buf_printf(&line, "%s + %s", a.data, b.data ? b.data : ""); break;
-    case TN_OP_SUB: at_buf_printf(&line, "%s - (%s)", a.data, b.data ? b.data : ""); break;
-    case TN_OP_MUL: at_buf_printf(&line, "%s * %s", a.data, b.data ? b.data : ""); break;
-    case TN_OP_DIV: at_buf_printf(&line, "%s / (%s)", a.data, b.data ? b.data : ""); break;
-    case TN_OP_MAX: at_buf_printf(&line, "max(%s, %s)", a.data, b.data ? b.data : ""); break;
-    case TN_OP_MIN: at_buf_printf(&line, "min(%s, %s)", a.data, b.data ? b.data : ""); break;
-    case TN_OP_POW: {
-        const tn_tensor *ex_t = &g->tensors[n->in[1]];
+    case MD_OP_ADD: at_buf_printf(&line, "%s + %s", a.data, b.data ? b.data : ""); break;
+    case MD_OP_SUB: at_buf_printf(&line, "%s - (%s)", a.data, b.data ? b.data : ""); break;
+    case MD_OP_MUL: at_buf_printf(&line, "%s * %s", a.data, b.data ? b.data : ""); break;
+    case MD_OP_DIV: at_buf_printf(&line, "%s / (%s)", a.data, b.data ? b.data : ""); break;
+    case MD_OP_MAX: at_buf_printf(&line, "max(%s, %s)", a.data, b.data ? b.data : ""); break;
+    case MD_OP_MIN: at_buf_printf(&line, "min(%s, %s)", a.data, b.data ? b.data : ""); break;
+    case MD_OP_POW: {
+        const md_tensor *ex_t = &g->tensors[n->in[1]];
         e = ex_t->dtype == AT_DT_F32 ? *(const float *)ex_t->data
                                      : (double)*(const int64_t *)ex_t->data;
         if (e == 2)
@@ -667,14 +667,14 @@ static int append_elem(ex *x, dagtext *d, int node)
             at_buf_printf(&line, "1.0 / sqrt(%s)", a.data);
         break;
     }
-    case TN_OP_RELU: at_buf_printf(&line, "max(%s, 0.0)", a.data); break;
-    case TN_OP_CLIP:
+    case MD_OP_RELU: at_buf_printf(&line, "max(%s, 0.0)", a.data); break;
+    case MD_OP_CLIP:
         if (g->opset < 11) {
-            lo = tn__attr_f(n, "min", -INFINITY);
-            hi = tn__attr_f(n, "max", INFINITY);
+            lo = md__attr_f(n, "min", -INFINITY);
+            hi = md__attr_f(n, "max", INFINITY);
         } else {
             for (int k = 1; k < 3 && k < n->n_in; k++) {
-                const tn_tensor *c = n->in[k] >= 0 ? &g->tensors[n->in[k]] : NULL;
+                const md_tensor *c = n->in[k] >= 0 ? &g->tensors[n->in[k]] : NULL;
                 double v;
                 if (c == NULL)
                     continue;
@@ -712,35 +712,35 @@ static int append_elem(ex *x, dagtext *d, int node)
             at_buf_fini(&t);
         }
         break;
-    case TN_OP_SIGMOID: at_buf_printf(&line, "sigmoid(%s)", a.data); break;
-    case TN_OP_TANH: at_buf_printf(&line, "tanh(%s)", a.data); break;
-    case TN_OP_ERF: at_buf_printf(&line, "erf(%s)", a.data); break;
-    case TN_OP_EXP: at_buf_printf(&line, "exp(%s)", a.data); break;
-    case TN_OP_LOG: at_buf_printf(&line, "log(%s)", a.data); break;
-    case TN_OP_SQRT: at_buf_printf(&line, "sqrt(%s)", a.data); break;
-    case TN_OP_ABS: at_buf_printf(&line, "abs(%s)", a.data); break;
-    case TN_OP_NEG: at_buf_printf(&line, "-%s", a.data); break;
-    case TN_OP_RECIPROCAL: at_buf_printf(&line, "1.0 / %s", a.data); break;
-    case TN_OP_GELU:
-        if (strcmp(tn__attr_s(n, "approximate", "none"), "tanh") == 0)
+    case MD_OP_SIGMOID: at_buf_printf(&line, "sigmoid(%s)", a.data); break;
+    case MD_OP_TANH: at_buf_printf(&line, "tanh(%s)", a.data); break;
+    case MD_OP_ERF: at_buf_printf(&line, "erf(%s)", a.data); break;
+    case MD_OP_EXP: at_buf_printf(&line, "exp(%s)", a.data); break;
+    case MD_OP_LOG: at_buf_printf(&line, "log(%s)", a.data); break;
+    case MD_OP_SQRT: at_buf_printf(&line, "sqrt(%s)", a.data); break;
+    case MD_OP_ABS: at_buf_printf(&line, "abs(%s)", a.data); break;
+    case MD_OP_NEG: at_buf_printf(&line, "-%s", a.data); break;
+    case MD_OP_RECIPROCAL: at_buf_printf(&line, "1.0 / %s", a.data); break;
+    case MD_OP_GELU:
+        if (strcmp(md__attr_s(n, "approximate", "none"), "tanh") == 0)
             at_buf_printf(&line, "0.5 * %s * (1.0 + tanh(0.797884561 * (%s + 0.044715 * %s * "
                           "%s * %s)))", a.data, a.data, a.data, a.data, a.data);
         else
             at_buf_printf(&line, "0.5 * %s * (1.0 + erf(%s / 1.41421354))", a.data, a.data);
         break;
-    case TN_OP_LEAKYRELU:
+    case MD_OP_LEAKYRELU:
         at_buf_printf(&line, "select(%s >= 0.0, %s, %s * ", a.data, a.data, a.data);
-        print_float(&line, tn__attr_f(n, "alpha", 0.01));
+        print_float(&line, md__attr_f(n, "alpha", 0.01));
         at_buf_putc(&line, ')');
         break;
-    case TN_OP_HARDSIGMOID:
+    case MD_OP_HARDSIGMOID:
         at_buf_puts(&line, "max(min(");
-        print_float(&line, tn__attr_f(n, "alpha", 0.2));
+        print_float(&line, md__attr_f(n, "alpha", 0.2));
         at_buf_printf(&line, " * %s + ", a.data);
-        print_float(&line, tn__attr_f(n, "beta", 0.5));
+        print_float(&line, md__attr_f(n, "beta", 0.5));
         at_buf_puts(&line, ", 1.0), 0.0)");
         break;
-    case TN_OP_HARDSWISH:
+    case MD_OP_HARDSWISH:
         at_buf_printf(&line, "%s * max(min(%s / 6.0 + 0.5, 1.0), 0.0)", a.data, a.data);
         break;
     default:
@@ -775,11 +775,11 @@ out:
 /* The text of an anchor this file writes itself (global max pool, reductions). */
 static int own_anchor_text(ex *x, dagtext *d, int node)
 {
-    tn_graph *g = x->g;
-    const tn_node *n = &g->nodes[node];
-    const tn_tensor *in = &g->tensors[n->in[0]];
-    int64_t axes[TN_MAX_RANK];
-    int red[TN_MAX_RANK] = {0}, cnt, k = 0, rk = 0, sp = 0;
+    md_graph *g = x->g;
+    const md_node *n = &g->nodes[node];
+    const md_tensor *in = &g->tensors[n->in[0]];
+    int64_t axes[MD_MAX_RANK];
+    int red[MD_MAX_RANK] = {0}, cnt, k = 0, rk = 0, sp = 0;
     int64_t rsize = 1;
     const char *op;
     d->args[0] = n->in[0];
@@ -789,17 +789,17 @@ static int own_anchor_text(ex *x, dagtext *d, int node)
     for (int dd = 0; dd < in->rank; dd++)
         at_buf_printf(&d->decl, "%s%lld", dd ? ", " : "", (long long)in->shape[dd]);
     at_buf_puts(&d->decl, "] float32\n");
-    if (n->kind == TN_OP_GMP) {
+    if (n->kind == MD_OP_GMP) {
         red[n->nhwc ? 1 : 2] = red[n->nhwc ? 2 : 3] = 1;
         op = "max";
     } else {
-        cnt = tn__node_axes(g, n, in->rank, axes, TN_MAX_RANK);
+        cnt = md__node_axes(g, n, in->rank, axes, MD_MAX_RANK);
         for (int i = 0; i < cnt; i++)
             red[axes[i]] = 1;
         for (int dd = 0; dd < in->rank; dd++)
             if (cnt == 0)
                 red[dd] = 1;
-        op = n->kind == TN_OP_REDUCEMAX ? "max" : n->kind == TN_OP_REDUCEMIN ? "min" : "sum";
+        op = n->kind == MD_OP_REDUCEMAX ? "max" : n->kind == MD_OP_REDUCEMIN ? "min" : "sum";
     }
     at_buf_puts(&d->body, "r[");
     for (int dd = 0; dd < in->rank; dd++)
@@ -824,7 +824,7 @@ static int own_anchor_text(ex *x, dagtext *d, int node)
     at_buf_puts(&d->body, "])\n");
     d->gt[0] = n->out[0];
     snprintf(d->gname[0], sizeof d->gname[0], "r");
-    if (n->kind == TN_OP_REDUCEMEAN) {
+    if (n->kind == MD_OP_REDUCEMEAN) {
         at_buf_puts(&d->body, "mean[");
         for (int j = 0; j < d->rank; j++)
             at_buf_printf(&d->body, "%sa%d:%lld", j ? ", " : "", j, (long long)d->shape[j]);
@@ -842,8 +842,8 @@ static int own_anchor_text(ex *x, dagtext *d, int node)
 /* The library text of an anchor, its placeholders bound to the node's inputs. */
 static int library_text(ex *x, dagtext *d, int node, const char *spec)
 {
-    tn_graph *g = x->g;
-    const tn_node *n = &g->nodes[node];
+    md_graph *g = x->g;
+    const md_node *n = &g->nodes[node];
     char err[256], *text = NULL;
     const char *p, *line;
     ss_dag *dag = NULL;
@@ -912,38 +912,38 @@ static int library_text(ex *x, dagtext *d, int node, const char *spec)
 /* The Transpose behind operand tensor t (through aliases with one reader each), or -1. */
 static int transpose_behind(const ex *x, int t)
 {
-    const tn_graph *g = x->g;
+    const md_graph *g = x->g;
     for (int hops = 0; hops < 8 && t >= 0; hops++) {
         int p = g->tensors[t].producer;
-        const tn_node *n;
+        const md_node *n;
         if (p < 0 || g->tensors[t].is_output || g->tensors[t].n_consumers != 1)
             return -1;
         n = &g->nodes[p];
         if (n->dead || n->unsupported)
             return -1;
-        if (n->kind == TN_OP_TRANSPOSE)
+        if (n->kind == MD_OP_TRANSPOSE)
             return g->tensors[n->in[0]].rank == 3 && !g->tensors[n->in[0]].data &&
                            g->tensors[n->in[0]].known ? p : -1;
-        if (tn_op_class_of(n->kind) != TN_CLS_ALIAS)
+        if (md_op_class_of(n->kind) != MD_CLS_ALIAS)
             return -1;
         t = n->in[0];
     }
     return -1;
 }
 
-static int perm3(const tn_node *n, int64_t *perm)
+static int perm3(const md_node *n, int64_t *perm)
 {
-    if (tn__attr_ints(n, "perm", perm, 3) != 3) {
+    if (md__attr_ints(n, "perm", perm, 3) != 3) {
         perm[0] = 2, perm[1] = 1, perm[2] = 0;
     }
     return perm[0] + perm[1] + perm[2] == 3 && perm[0] != perm[1] && perm[1] != perm[2] &&
            perm[0] != perm[2];
 }
 
-static int batched_matmul(const tn_graph *g, const tn_node *n)
+static int batched_matmul(const md_graph *g, const md_node *n)
 {
-    const tn_tensor *a, *b, *o;
-    if (n->kind != TN_OP_MATMUL || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 || n->n_out < 1 ||
+    const md_tensor *a, *b, *o;
+    if (n->kind != MD_OP_MATMUL || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 || n->n_out < 1 ||
         n->out[0] < 0 || n->dead || n->unsupported)
         return 0;
     a = &g->tensors[n->in[0]];
@@ -955,13 +955,13 @@ static int batched_matmul(const tn_graph *g, const tn_node *n)
 
 static at_err plan_absorb(ex *x)
 {
-    tn_graph *g = x->g;
+    md_graph *g = x->g;
     x->absorb = at_malloc((size_t)(g->n_nodes + 1) * sizeof *x->absorb);
     x->absorbed = at_calloc((size_t)g->n_nodes + 1, 1);
     if (x->absorb == NULL || x->absorbed == NULL)
         return AT_ENOMEM;
     for (int i = 0; i < g->n_nodes; i++) {
-        const tn_node *n = &g->nodes[i];
+        const md_node *n = &g->nodes[i];
         int64_t perm[3];
         x->absorb[i][0] = x->absorb[i][1] = x->absorb[i][2] = -1;
         if (!batched_matmul(g, n))
@@ -978,7 +978,7 @@ static at_err plan_absorb(ex *x)
             int t = n->out[0], c = -1;
             if (!g->tensors[t].is_output && x->cons_start[t + 1] - x->cons_start[t] == 1)
                 c = x->cons[x->cons_start[t]];
-            if (c >= 0 && g->nodes[c].kind == TN_OP_TRANSPOSE && !g->nodes[c].dead &&
+            if (c >= 0 && g->nodes[c].kind == MD_OP_TRANSPOSE && !g->nodes[c].dead &&
                 !g->nodes[c].unsupported && g->nodes[c].out[0] >= 0 && !x->absorbed[c] &&
                 perm3(&g->nodes[c], perm)) {
                 x->absorb[i][2] = c;
@@ -994,8 +994,8 @@ static at_err plan_absorb(ex *x)
 **   the result's loops in the order of the output transpose. */
 static int bmm_text(ex *x, dagtext *d, int node)
 {
-    tn_graph *g = x->g;
-    const tn_node *n = &g->nodes[node];
+    md_graph *g = x->g;
+    const md_node *n = &g->nodes[node];
     const char *lname[3] = {"b", "i", "k"}, *rname[3] = {"b", "k", "j"}, *oname[3] = {"b", "i", "j"};
     const char *idx[2][3];
     int64_t ext[3]; /* B, M, N */
@@ -1005,7 +1005,7 @@ static int bmm_text(ex *x, dagtext *d, int node)
     ext[2] = g->tensors[n->out[0]].shape[2];
     for (int k = 0; k < 2; k++) {
         int p = x->absorb[node][k], src = p >= 0 ? g->nodes[p].in[0] : n->in[k];
-        const tn_tensor *t = &g->tensors[src];
+        const md_tensor *t = &g->tensors[src];
         const char **nm = k ? rname : lname;
         int64_t perm[3] = {0, 1, 2};
         if (p >= 0)
@@ -1040,12 +1040,12 @@ static int bmm_text(ex *x, dagtext *d, int node)
 
 /* ---- tasks ---- */
 
-static char *arena_str(tn_task_list *tl, const char *s)
+static char *arena_str(md_task_list *tl, const char *s)
 {
     return at_arena_strdup(&tl->arena, s);
 }
 
-static int find_task(const tn_task_list *tl, const char *key)
+static int find_task(const md_task_list *tl, const char *key)
 {
     for (int i = 0; i < tl->n_tasks; i++)
         if (strcmp(tl->tasks[i].key, key) == 0)
@@ -1062,10 +1062,10 @@ static int has_reduction(const ss_dag *dag)
 }
 
 /* Node names of a group's use: members with what was merged into them. */
-static at_err make_use(ex *x, const grp *gr, tn_task_use *u)
+static at_err make_use(ex *x, const grp *gr, md_task_use *u)
 {
-    tn_graph *g = x->g;
-    tn_task_list *tl = x->m->tasks;
+    md_graph *g = x->g;
+    md_task_list *tl = x->m->tasks;
     int n = 0;
     for (int i = 0; i < gr->n_nodes; i++)
         n += 1 + g->nodes[gr->nodes[i]].n_merged;
@@ -1074,7 +1074,7 @@ static at_err make_use(ex *x, const grp *gr, tn_task_use *u)
         return AT_ENOMEM;
     u->n_nodes = 0;
     for (int i = 0; i < gr->n_nodes; i++) {
-        const tn_node *nd = &g->nodes[gr->nodes[i]];
+        const md_node *nd = &g->nodes[gr->nodes[i]];
         for (int k = -1; k < nd->n_merged; k++) {
             const char *nm = k < 0 ? nd->name : g->nodes[nd->merged[k]].name;
             if (u->n_nodes && strcmp(u->nodes[u->n_nodes - 1], nm) == 0)
@@ -1088,8 +1088,8 @@ static at_err make_use(ex *x, const grp *gr, tn_task_use *u)
 
 static at_err add_use(ex *x, int task, const grp *gr)
 {
-    tn_task *t = &x->m->tasks->tasks[task];
-    tn_task_use *nu = at_arena_alloc(&x->m->tasks->arena, (size_t)(t->n_uses + 1) * sizeof *nu);
+    md_task *t = &x->m->tasks->tasks[task];
+    md_task_use *nu = at_arena_alloc(&x->m->tasks->arena, (size_t)(t->n_uses + 1) * sizeof *nu);
     if (nu == NULL)
         return AT_ENOMEM;
     if (t->n_uses)
@@ -1102,9 +1102,9 @@ static at_err add_use(ex *x, int task, const grp *gr)
 static at_err new_task(ex *x, const grp *gr, ss_dag *dag, const char *name, const char *desc,
                        const char *kind, int *task)
 {
-    tn_graph *g = x->g;
-    tn_task_list *tl = x->m->tasks;
-    tn_task t;
+    md_graph *g = x->g;
+    md_task_list *tl = x->m->tasks;
+    md_task t;
     at_buf b;
     char tag[96];
     int n_ops = 0;
@@ -1131,7 +1131,7 @@ static at_err new_task(ex *x, const grp *gr, ss_dag *dag, const char *name, cons
         t.op_types == NULL)
         return AT_ENOMEM;
     for (int i = 0; i < gr->n_nodes; i++) {
-        const tn_node *nd = &g->nodes[gr->nodes[i]];
+        const md_node *nd = &g->nodes[gr->nodes[i]];
         for (int k = -1; k < nd->n_merged; k++) {
             const char *op = k < 0 ? nd->op_type : g->nodes[nd->merged[k]].op_type;
             if ((t.op_types[t.n_op_types++] = arena_str(tl, op)) == NULL)
@@ -1157,7 +1157,7 @@ static void lower_str(char *s)
 /* Build the DAG of group 'gid', find or make its task, and add the TASK step. */
 static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int relu_absorbed)
 {
-    tn_graph *g = x->g;
+    md_graph *g = x->g;
     grp *gr = &x->groups[gid];
     dagtext *d = at_calloc(1, sizeof *d);
     at_buf text, name, desc;
@@ -1165,7 +1165,7 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
     char err[512];
     int first_elem, task = -1, rc = 0;
     at_err e = AT_OK;
-    tn_step st;
+    md_step st;
     if (d == NULL)
         return AT_ENOMEM;
     at_buf_init(&d->decl);
@@ -1174,10 +1174,10 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
     at_buf_init(&name);
     at_buf_init(&desc);
     if (gr->anchor >= 0) {
-        const tn_node *an = &g->nodes[gr->anchor];
+        const md_node *an = &g->nodes[gr->anchor];
         char why[256];
         int r;
-        int64_t s[TN_MAX_RANK];
+        int64_t s[MD_MAX_RANK];
         char sp2[512], k2[64];
         anchor_spec(x, gr->anchor, 0, sp2, sizeof sp2, k2, sizeof k2, s, &r, why, sizeof why);
         d->rank = r;
@@ -1186,7 +1186,7 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
             x->absorb[gr->anchor][2] >= 0) {
             rc = bmm_text(x, d, gr->anchor);
             if (x->absorb[gr->anchor][2] >= 0) {
-                const tn_tensor *o = &g->tensors[g->nodes[x->absorb[gr->anchor][2]].out[0]];
+                const md_tensor *o = &g->tensors[g->nodes[x->absorb[gr->anchor][2]].out[0]];
                 d->rank = o->rank;
                 memcpy(d->shape, o->shape, sizeof d->shape);
             }
@@ -1195,7 +1195,7 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
                          : own_anchor_text(x, d, gr->anchor);
         }
         at_buf_puts(&name, kind);
-        if (an->kind == TN_OP_CONV || an->kind == TN_OP_DENSE || an->kind == TN_OP_WINO_OUT) {
+        if (an->kind == MD_OP_CONV || an->kind == MD_OP_DENSE || an->kind == MD_OP_WINO_OUT) {
             if (an->n_in > 2 && an->in[2] >= 0)
                 at_buf_puts(&name, "_bias");
         }
@@ -1219,7 +1219,7 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
             first_elem = 2;
         }
     } else {
-        const tn_tensor *o = &g->tensors[g->nodes[gr->nodes[0]].out[0]];
+        const md_tensor *o = &g->tensors[g->nodes[gr->nodes[0]].out[0]];
         char sh[128];
         d->rank = squeeze(o->shape, o->rank, d->shape);
         if (d->rank == 0)
@@ -1230,13 +1230,13 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
         first_elem = 0;
     }
     for (int i = first_elem, printed = 0; i < gr->n_nodes && rc == 0; i++) {
-        const tn_node *n = &g->nodes[gr->nodes[i]];
+        const md_node *n = &g->nodes[gr->nodes[i]];
         char op[64];
         snprintf(op, sizeof op, "%s", n->op_type);
         lower_str(op);
-        if (n->kind == TN_OP_ADD && strcmp(n->op_type, "BatchNormalization") == 0)
+        if (n->kind == MD_OP_ADD && strcmp(n->op_type, "BatchNormalization") == 0)
             continue; /* the shift of a split BatchNormalization: named once, by its Mul */
-        if (tn_op_class_of(n->kind) == TN_CLS_ALIAS)
+        if (md_op_class_of(n->kind) == MD_CLS_ALIAS)
             continue; /* a view: no work */
         at_buf_printf(&name, "_%s", op);
         at_buf_printf(&desc, "%s%s", i == 0 ? ": " : (!printed && gr->anchor >= 0 ? " + " : ", "), op);
@@ -1273,7 +1273,7 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
     if (rc != 0) {
         /* cannot be a task: the group's nodes are unsupported, named */
         for (int i = 0; i < gr->n_nodes; i++) {
-            e = tn__unsupported(g, gr->nodes[i], "cannot be made a task: %s", d->why);
+            e = md__unsupported(g, gr->nodes[i], "cannot be made a task: %s", d->why);
             if (e == AT_ENOMEM)
                 goto out;
             g->nodes[gr->nodes[i]].group = -1;
@@ -1291,7 +1291,7 @@ static at_err group_task(ex *x, int gid, const char *spec, const char *kind, int
     if (e != AT_OK)
         goto out;
     memset(&st, 0, sizeof st);
-    st.kind = TN_STEP_TASK;
+    st.kind = MD_STEP_TASK;
     st.node = gr->nodes[gr->n_nodes - 1];
     st.task = task;
     st.n_args = d->n_args + 1;
@@ -1320,14 +1320,14 @@ out:
 
 static int step_cmp_node(const void *a, const void *b)
 {
-    const tn_step *x = a, *y = b;
+    const md_step *x = a, *y = b;
     return (x->node > y->node) - (x->node < y->node);
 }
 
-at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
+at_err md__extract(md_model *m, char *errmsg, size_t errmsg_size)
 {
     ex x;
-    tn_graph *g = m->g;
+    md_graph *g = m->g;
     char *group_t = NULL, *taint = NULL;
     at_err err = AT_OK;
     (void)errmsg;
@@ -1344,11 +1344,11 @@ at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
         goto out;
     }
     for (int i = 0; i < g->n_nodes; i++) {
-        tn_node *n = &g->nodes[i];
-        tn_op_class c = tn_op_class_of(n->kind);
+        md_node *n = &g->nodes[i];
+        md_op_class c = md_op_class_of(n->kind);
         grp gr;
         char spec[512] = "", kind[64] = "", why[256] = "";
-        int64_t oshape[TN_MAX_RANK];
+        int64_t oshape[MD_MAX_RANK];
         int orank = 0, relu = 0;
         if (n->dead)
             continue;
@@ -1356,12 +1356,12 @@ at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
             m->n_unsupported++;
             continue;
         }
-        if (c == TN_CLS_MOVE && x.absorbed[i])
+        if (c == MD_CLS_MOVE && x.absorbed[i])
             continue; /* a batched MatMul's task reads or writes through it */
-        if (c == TN_CLS_MOVE) {
-            tn_step st;
+        if (c == MD_CLS_MOVE) {
+            md_step st;
             memset(&st, 0, sizeof st);
-            st.kind = TN_STEP_COPY;
+            st.kind = MD_STEP_COPY;
             st.node = i;
             st.task = -1;
             if (at_vec_push(&m->steps, &m->n_steps, &m->cap_steps, st) != AT_OK) {
@@ -1370,14 +1370,14 @@ at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
             }
             continue;
         }
-        if (n->group >= 0 || (c != TN_CLS_ANCHOR && c != TN_CLS_ELEM))
+        if (n->group >= 0 || (c != MD_CLS_ANCHOR && c != MD_CLS_ELEM))
             continue;
         memset(&gr, 0, sizeof gr);
-        gr.anchor = c == TN_CLS_ANCHOR ? i : -1;
+        gr.anchor = c == MD_CLS_ANCHOR ? i : -1;
         if (gr.anchor >= 0) {
             if (anchor_spec(&x, i, 0, spec, sizeof spec, kind, sizeof kind, oshape, &orank, why,
                             sizeof why) != AT_OK) {
-                if ((err = tn__unsupported(g, i, "%s", why)) == AT_ENOMEM)
+                if ((err = md__unsupported(g, i, "%s", why)) == AT_ENOMEM)
                     goto out;
                 err = AT_OK;
                 m->n_unsupported++;
@@ -1389,7 +1389,7 @@ at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
                                oshape, orank))
                 orank = -1;
         } else {
-            const tn_tensor *o = &g->tensors[n->out[0]];
+            const md_tensor *o = &g->tensors[n->out[0]];
             memcpy(oshape, o->shape, sizeof oshape);
             orank = o->rank;
             snprintf(kind, sizeof kind, "elementwise");
@@ -1399,7 +1399,7 @@ at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
         n->group = x.n_groups;
         if (gr.anchor >= 0 && x.absorb[i][2] >= 0) {
             /* the output transpose belongs to the MatMul: fusion continues after it */
-            const tn_tensor *o = &g->tensors[g->nodes[x.absorb[i][2]].out[0]];
+            const md_tensor *o = &g->tensors[g->nodes[x.absorb[i][2]].out[0]];
             if ((err = grp_push(&gr, x.absorb[i][2])) != AT_OK)
                 goto out;
             g->nodes[x.absorb[i][2]].group = x.n_groups;
@@ -1414,8 +1414,8 @@ at_err tn__extract(tn_model *m, char *errmsg, size_t errmsg_size)
             gr.out = n->out[0];
         /* conv2d / dense with bias followed at once by Relu: the library's relu=1 */
         if (gr.anchor >= 0 && gr.n_nodes > 1 &&
-            (n->kind == TN_OP_CONV || n->kind == TN_OP_DENSE || n->kind == TN_OP_WINO_OUT) &&
-            n->n_in > 2 && n->in[2] >= 0 && g->nodes[gr.nodes[1]].kind == TN_OP_RELU &&
+            (n->kind == MD_OP_CONV || n->kind == MD_OP_DENSE || n->kind == MD_OP_WINO_OUT) &&
+            n->n_in > 2 && n->in[2] >= 0 && g->nodes[gr.nodes[1]].kind == MD_OP_RELU &&
             g->nodes[gr.nodes[1]].in[0] == n->out[0] && g->tensors[n->out[0]].n_consumers == 1 &&
             !g->tensors[n->out[0]].is_output) {
             relu = 1;

@@ -1,4 +1,4 @@
-/* tuner/tn_onnx.c -- ONNX bytes into a tn_graph.
+/* models/md_onnx.c -- ONNX bytes into a md_graph.
 **
 ** The decoder is protobuf-c's, generated at build time by protoc-c from the schema that
 ** Debian's libonnx-dev ships (/usr/include/onnx/onnx.proto; see the Makefile).  The file is
@@ -8,12 +8,12 @@
 ** size, name and index the file gives is checked before use; allocations go through
 ** at_malloc (so the tests' allocation limit reaches them).
 **
-** What is read: the default domain's opset (TN_OPSET_MIN..TN_OPSET_MAX), the graph's
+** What is read: the default domain's opset (MD_OPSET_MIN..MD_OPSET_MAX), the graph's
 ** initializers (float, double, float16, and the integer types, stored as float32 or
 ** int64), inputs (an input with an initializer of the same name is a weight), outputs,
 ** value_info shapes (used for the outputs of unsupported nodes) and the nodes with their
 ** attributes.  Sparse initializers, external data and string tensors are refused. */
-#include "tuner/tn_graph.h"
+#include "models/md_int.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -22,8 +22,8 @@
 
 #include "onnx.pb-c.h"
 
-#define TN_OPSET_MIN 7
-#define TN_OPSET_MAX 21
+#define MD_OPSET_MIN 7
+#define MD_OPSET_MAX 21
 #define MAX_DEPTH 64
 
 /* ONNX TensorProto.DataType numbers */
@@ -109,7 +109,7 @@ static int wire_depth_ok(const uint8_t *p, size_t n, const ProtobufCMessageDescr
 /* ---- conversion ---- */
 
 typedef struct conv {
-    tn_graph *g;
+    md_graph *g;
     char *errmsg;
     size_t errmsg_size;
     int neg_dim;         /* value_shape: the first dimension given as a negative size, or -1 */
@@ -153,7 +153,7 @@ static float half_to_float(uint16_t h)
 /* Decode an initializer (or a Constant's value) into tensor t. */
 static at_err read_tensor(conv *c, const Onnx__TensorProto *tp, int t, const char *what)
 {
-    tn_tensor *x = &c->g->tensors[t];
+    md_tensor *x = &c->g->tensors[t];
     int32_t dt = tp->has_data_type ? tp->data_type : 0;
     int64_t n = 1;
     size_t esz, have;
@@ -162,9 +162,9 @@ static at_err read_tensor(conv *c, const Onnx__TensorProto *tp, int t, const cha
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
         return fail(c, AT_EUNSUPPORTED, "%s '%s' keeps its data in an external file, which is "
                     "not supported (save the model with its weights inside)", what, x->name);
-    if (tp->n_dims > TN_MAX_RANK)
+    if (tp->n_dims > MD_MAX_RANK)
         return fail(c, AT_EUNSUPPORTED, "%s '%s' has %zu dimensions (at most %d)", what,
-                    x->name, tp->n_dims, TN_MAX_RANK);
+                    x->name, tp->n_dims, MD_MAX_RANK);
     for (size_t d = 0; d < tp->n_dims; d++) {
         if (tp->dims[d] < 0 || (tp->dims[d] > 0 && n > INT32_MAX / tp->dims[d]))
             return fail(c, AT_ECORRUPT, "%s '%s': dimension %zu is %lld", what, x->name, d,
@@ -311,7 +311,7 @@ static int value_shape(conv *c, const Onnx__ValueInfoProto *vi, int *rank, int64
         (tt = tp->tensor_type) == NULL)
         return 0;
     *elem = tt->has_elem_type ? tt->elem_type : 0;
-    if (tt->shape == NULL || tt->shape->n_dim > TN_MAX_RANK)
+    if (tt->shape == NULL || tt->shape->n_dim > MD_MAX_RANK)
         return 0;
     *rank = (int)tt->shape->n_dim;
     for (size_t d = 0; d < tt->shape->n_dim; d++) {
@@ -332,24 +332,24 @@ static int value_shape(conv *c, const Onnx__ValueInfoProto *vi, int *rank, int64
     return 1;
 }
 
-static at_err read_attr(conv *c, int node, const Onnx__AttributeProto *ap, tn_attr *a)
+static at_err read_attr(conv *c, int node, const Onnx__AttributeProto *ap, md_attr *a)
 {
-    tn_graph *g = c->g;
+    md_graph *g = c->g;
     memset(a, 0, sizeof *a);
     a->tensor = -1;
     if ((a->name = at_strdup(or_empty(ap->name))) == NULL)
         return AT_ENOMEM;
     switch (ap->has_type ? ap->type : 0) {
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
-        a->type = TN_ATTR_FLOAT;
+        a->type = MD_ATTR_FLOAT;
         a->f = ap->f;
         break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
-        a->type = TN_ATTR_INT;
+        a->type = MD_ATTR_INT;
         a->i = ap->i;
         break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
-        a->type = TN_ATTR_STRING;
+        a->type = MD_ATTR_STRING;
         if ((a->s = at_strndup(ap->s.data ? (const char *)ap->s.data : "", ap->s.len)) == NULL)
             return AT_ENOMEM;
         break;
@@ -357,7 +357,7 @@ static at_err read_attr(conv *c, int node, const Onnx__AttributeProto *ap, tn_at
         if (ap->n_floats > 4096)
             return fail(c, AT_EUNSUPPORTED, "node '%s': attribute '%s' has %zu values",
                         g->nodes[node].name, a->name, ap->n_floats);
-        a->type = TN_ATTR_FLOATS;
+        a->type = MD_ATTR_FLOATS;
         a->n = (int)ap->n_floats;
         if ((a->floats = at_malloc((size_t)(a->n + 1) * sizeof *a->floats)) == NULL)
             return AT_ENOMEM;
@@ -368,7 +368,7 @@ static at_err read_attr(conv *c, int node, const Onnx__AttributeProto *ap, tn_at
         if (ap->n_ints > 4096)
             return fail(c, AT_EUNSUPPORTED, "node '%s': attribute '%s' has %zu values",
                         g->nodes[node].name, a->name, ap->n_ints);
-        a->type = TN_ATTR_INTS;
+        a->type = MD_ATTR_INTS;
         a->n = (int)ap->n_ints;
         if ((a->ints = at_malloc((size_t)(a->n + 1) * sizeof *a->ints)) == NULL)
             return AT_ENOMEM;
@@ -383,16 +383,16 @@ static at_err read_attr(conv *c, int node, const Onnx__AttributeProto *ap, tn_at
             return fail(c, AT_ECORRUPT, "node '%s': tensor attribute '%s' has no tensor",
                         g->nodes[node].name, a->name);
         snprintf(nm, sizeof nm, "%.200s.%.60s", g->nodes[node].name, a->name);
-        if ((t = tn__tensor_const(g, nm, AT_DT_F32, 0, NULL, NULL)) < 0)
+        if ((t = md__tensor_const(g, nm, AT_DT_F32, 0, NULL, NULL)) < 0)
             return AT_ENOMEM;
         if ((err = read_tensor(c, ap->t, t, "tensor attribute")) != AT_OK)
             return err;
-        a->type = TN_ATTR_TENSOR;
+        a->type = MD_ATTR_TENSOR;
         a->tensor = t;
         break;
     }
     default:
-        a->type = TN_ATTR_OTHER; /* graphs, sparse tensors, types: no supported op uses them */
+        a->type = MD_ATTR_OTHER; /* graphs, sparse tensors, types: no supported op uses them */
         break;
     }
     return AT_OK;
@@ -405,7 +405,7 @@ static at_err add_io(int **arr, int *n, int *cap, int t)
 
 static at_err convert(conv *c, const Onnx__ModelProto *mp)
 {
-    tn_graph *g = c->g;
+    md_graph *g = c->g;
     const Onnx__GraphProto *gp = mp->graph;
     int have_opset = 0;
     at_err err;
@@ -441,15 +441,15 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
         return fail(c, AT_EUNSUPPORTED, "the model imports no opset of the default ONNX "
                     "domain, so its operators have no defined meaning");
     }
-    if (g->opset > TN_OPSET_MAX)
+    if (g->opset > MD_OPSET_MAX)
         return fail(c, AT_EUNSUPPORTED, "opset %lld of the default ONNX domain is newer than "
                     "this tuner knows (%d to %d); export the model with opset %d or older",
-                    (long long)g->opset, TN_OPSET_MIN, TN_OPSET_MAX, TN_OPSET_MAX);
-    if (g->opset < TN_OPSET_MIN)
+                    (long long)g->opset, MD_OPSET_MIN, MD_OPSET_MAX, MD_OPSET_MAX);
+    if (g->opset < MD_OPSET_MIN)
         return fail(c, AT_EUNSUPPORTED, "opset %lld of the default ONNX domain is older than "
                     "this tuner supports (%d to %d); convert the model to a newer opset "
-                    "(onnx.version_converter)", (long long)g->opset, TN_OPSET_MIN,
-                    TN_OPSET_MAX);
+                    "(onnx.version_converter)", (long long)g->opset, MD_OPSET_MIN,
+                    MD_OPSET_MAX);
     if (gp->n_sparse_initializer)
         return fail(c, AT_EUNSUPPORTED, "sparse initializers are not supported");
     /* initializers */
@@ -458,9 +458,9 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
         int t;
         if (tp == NULL || tp->name == NULL || tp->name[0] == 0)
             return fail(c, AT_ECORRUPT, "initializer %zu has no name", i);
-        if (tn__tensor_find(g, tp->name) >= 0)
+        if (md__tensor_find(g, tp->name) >= 0)
             return fail(c, AT_EINVAL, "two initializers are named '%s'", tp->name);
-        if ((t = tn__tensor_get(g, tp->name)) < 0)
+        if ((t = md__tensor_get(g, tp->name)) < 0)
             return AT_ENOMEM;
         if ((err = read_tensor(c, tp, t, "initializer")) != AT_OK)
             return err;
@@ -468,14 +468,14 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
     /* inputs: those without an initializer are fed at run time */
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
-        int64_t shape[TN_MAX_RANK];
+        int64_t shape[MD_MAX_RANK];
         int rank = 0, n_sym, t;
         int32_t elem = 0;
         const char *sym;
         char why[256];
         if (vi == NULL || vi->name == NULL || vi->name[0] == 0)
             return fail(c, AT_ECORRUPT, "graph input %zu has no name", i);
-        if ((t = tn__tensor_find(g, vi->name)) >= 0 && g->tensors[t].data)
+        if ((t = md__tensor_find(g, vi->name)) >= 0 && g->tensors[t].data)
             continue; /* a weight listed among the inputs (older exporters) */
         if (t >= 0)
             return fail(c, AT_EINVAL, "graph input '%s' is listed twice", vi->name);
@@ -493,15 +493,15 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
             for (int d = 0; d < rank; d++)
                 if (shape[d] < 0)
                     shape[d] = g->dim_default;
-            if ((err = tn__warn(g, "%s: graph input '%s' has %d symbolic dimension(s)%s%s%s; "
+            if ((err = md__warn(g, "%s: graph input '%s' has %d symbolic dimension(s)%s%s%s; "
                                 "using %lld", g->name, vi->name, n_sym, sym ? " ('" : "",
                                 sym ? sym : "", sym ? "')" : "", (long long)g->dim_default)) !=
                 AT_OK)
                 return err;
         }
-        if ((t = tn__tensor_get(g, vi->name)) < 0)
+        if ((t = md__tensor_get(g, vi->name)) < 0)
             return AT_ENOMEM;
-        if (tn__set_shape(g, t, elem == DT_FLOAT ? AT_DT_F32 : AT_DT_I64, rank, shape, why,
+        if (md__set_shape(g, t, elem == DT_FLOAT ? AT_DT_F32 : AT_DT_I64, rank, shape, why,
                           sizeof why) != AT_OK)
             return fail(c, AT_EUNSUPPORTED, "graph input %s", why);
         g->tensors[t].is_input = 1;
@@ -522,7 +522,7 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
         if (np->n_input > 4096 || np->n_output > 4096 || np->n_attribute > 4096)
             return fail(c, AT_EUNSUPPORTED, "node '%s' has too many inputs, outputs or "
                         "attributes", name);
-        if ((node = tn__node_add(g, name, np->op_type, np->domain)) < 0)
+        if ((node = md__node_add(g, name, np->op_type, np->domain)) < 0)
             return AT_ENOMEM;
         in = at_malloc((np->n_input + 1) * sizeof *in);
         out = at_malloc((np->n_output + 1) * sizeof *out);
@@ -534,7 +534,7 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
         err = AT_OK;
         for (size_t k = 0; k < np->n_input && err == AT_OK; k++) {
             const char *nm = or_empty(np->input[k]);
-            in[k] = nm[0] ? tn__tensor_find(g, nm) : -1;
+            in[k] = nm[0] ? md__tensor_find(g, nm) : -1;
             if (nm[0] && in[k] < 0)
                 err = fail(c, AT_EINVAL, "node '%s' (%s) reads '%s', which no earlier node, "
                            "initializer or graph input provides", name, np->op_type, nm);
@@ -544,27 +544,27 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
             out[k] = -1;
             if (nm[0] == 0)
                 continue;
-            if ((out[k] = tn__tensor_find(g, nm)) >= 0) {
-                const tn_tensor *x = &g->tensors[out[k]];
+            if ((out[k] = md__tensor_find(g, nm)) >= 0) {
+                const md_tensor *x = &g->tensors[out[k]];
                 err = x->producer >= 0
                           ? fail(c, AT_EINVAL, "'%s' is written by node '%s' and by node '%s'",
                                  nm, g->nodes[x->producer].name, name)
                           : fail(c, AT_EINVAL, "node '%s' writes '%s', which is a graph input "
                                  "or initializer", name, nm);
-            } else if ((out[k] = tn__tensor_get(g, nm)) < 0) {
+            } else if ((out[k] = md__tensor_get(g, nm)) < 0) {
                 err = AT_ENOMEM;
             } else {
                 g->tensors[out[k]].producer = node;
             }
         }
         if (err == AT_OK)
-            err = tn__node_io(g, node, (int)np->n_input, in, (int)np->n_output, out);
+            err = md__node_io(g, node, (int)np->n_input, in, (int)np->n_output, out);
         at_free(in);
         at_free(out);
         if (err != AT_OK)
             return err;
         if (np->n_attribute) {
-            tn_attr *attrs = at_calloc(np->n_attribute, sizeof *attrs);
+            md_attr *attrs = at_calloc(np->n_attribute, sizeof *attrs);
             if (attrs == NULL)
                 return AT_ENOMEM;
             g->nodes[node].attrs = attrs;
@@ -583,7 +583,7 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
     for (size_t i = 0; i < gp->n_output + gp->n_value_info; i++) {
         const Onnx__ValueInfoProto *vi =
             i < gp->n_output ? gp->output[i] : gp->value_info[i - gp->n_output];
-        int64_t shape[TN_MAX_RANK];
+        int64_t shape[MD_MAX_RANK];
         int rank = 0, n_sym, t;
         int32_t elem = DT_FLOAT;
         const char *sym;
@@ -592,7 +592,7 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
                 return fail(c, AT_ECORRUPT, "graph output %zu has no name", i);
             continue;
         }
-        t = tn__tensor_find(g, vi->name);
+        t = md__tensor_find(g, vi->name);
         if (i < gp->n_output) {
             if (t < 0)
                 return fail(c, AT_EINVAL, "graph output '%s' is not computed by any node",
@@ -604,7 +604,7 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
             }
         }
         if (t >= 0 && value_shape(c, vi, &rank, shape, &elem, &n_sym, &sym) && n_sym == 0) {
-            tn_tensor *x = &g->tensors[t];
+            md_tensor *x = &g->tensors[t];
             x->hint = 1;
             x->hint_rank = rank;
             memcpy(x->hint_shape, shape, (size_t)rank * sizeof *shape);
@@ -617,8 +617,8 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
     return AT_OK;
 }
 
-at_err tn__onnx_decode(const void *bytes, size_t n, const char *name, int64_t dim_default,
-                       tn_graph **out, char *errmsg, size_t errmsg_size)
+at_err md__onnx_decode(const void *bytes, size_t n, const char *name, int64_t dim_default,
+                       md_graph **out, char *errmsg, size_t errmsg_size)
 {
     Onnx__ModelProto *mp;
     conv c;
@@ -626,7 +626,7 @@ at_err tn__onnx_decode(const void *bytes, size_t n, const char *name, int64_t di
     *out = NULL;
     if (errmsg_size)
         errmsg[0] = 0;
-    if ((err = tn__graph_new(name, &c.g)) != AT_OK)
+    if ((err = md__graph_new(name, &c.g)) != AT_OK)
         return err;
     c.g->dim_default = dim_default > 0 ? dim_default : 1;
     c.errmsg = errmsg;
@@ -655,7 +655,7 @@ at_err tn__onnx_decode(const void *bytes, size_t n, const char *name, int64_t di
     onnx__model_proto__free_unpacked(mp, &allocator);
 out:
     if (err != AT_OK) {
-        tn__graph_free(c.g);
+        md__graph_free(c.g);
         return err;
     }
     *out = c.g;

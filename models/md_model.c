@@ -1,6 +1,6 @@
-/* tuner/tn_model.c -- loading a model: decode (tn_onnx.c), prepare (tn_graph.c) and extract
-** the tasks (tn_extract.c); and what the model object answers. */
-#include "tuner/tn_graph.h"
+/* models/md_model.c -- loading a model: decode (md_onnx.c), prepare (md_graph.c) and extract
+** the tasks (md_extract.c); and what the model object answers. */
+#include "models/md_int.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -13,11 +13,11 @@ static const char *base_name(const char *path)
 
 /* Decode, prepare, plan the layout, rewrite the Winograd convolutions named in sel[n_sel]
 ** (all eligible ones when n_sel < 0, none when 0) and extract. */
-static at_err load_one(const void *bytes, size_t n, const char *name, const tn_model_opts *opts,
-                       int n_sel, const char *const *sel, tn_model **out, char *errmsg,
+static at_err load_one(const void *bytes, size_t n, const char *name, const md_model_opts *opts,
+                       int n_sel, const char *const *sel, md_model **out, char *errmsg,
                        size_t errmsg_size)
 {
-    tn_model *m;
+    md_model *m;
     at_err err;
     *out = NULL;
     if ((m = at_calloc(1, sizeof *m)) == NULL)
@@ -31,33 +31,33 @@ static at_err load_one(const void *bytes, size_t n, const char *name, const tn_m
         err = AT_ENOMEM;
         goto fail;
     }
-    err = tn__onnx_decode(bytes, n, name, opts ? opts->dim_default : 1, &m->g, errmsg,
+    err = md__onnx_decode(bytes, n, name, opts ? opts->dim_default : 1, &m->g, errmsg,
                           errmsg_size);
     if (err != AT_OK)
         goto fail;
-    if ((err = tn__graph_prepare(m->g, errmsg, errmsg_size)) != AT_OK)
+    if ((err = md__graph_prepare(m->g, errmsg, errmsg_size)) != AT_OK)
         goto fail;
-    if ((err = tn__plan_layout(m->g, opts ? opts->layout : TN_LAYOUT_NHWC, errmsg,
+    if ((err = md__plan_layout(m->g, opts ? opts->layout : MD_LAYOUT_NHWC, errmsg,
                                errmsg_size)) != AT_OK)
         goto fail;
     for (int i = 0; i < m->g->n_nodes; i++)
-        m->n_winograd_eligible += tn__winograd_m(m->g, i) != 0;
-    if (n_sel != 0 && (err = tn__plan_winograd(m->g, n_sel, sel, &m->n_winograd, errmsg,
+        m->n_winograd_eligible += md__winograd_m(m->g, i) != 0;
+    if (n_sel != 0 && (err = md__plan_winograd(m->g, n_sel, sel, &m->n_winograd, errmsg,
                                                errmsg_size)) != AT_OK)
         goto fail;
-    if ((err = tn__extract(m, errmsg, errmsg_size)) != AT_OK)
+    if ((err = md__extract(m, errmsg, errmsg_size)) != AT_OK)
         goto fail;
     *out = m;
     return AT_OK;
 fail:
-    tn_model_free(m);
+    md_model_free(m);
     return err;
 }
 
 /* The task that runs node 'name' of model m (its group's step), or -1. */
-static int task_of(const tn_model *m, const char *name)
+static int task_of(const md_model *m, const char *name)
 {
-    const tn_graph *g = m->g;
+    const md_graph *g = m->g;
     int node = -1, grp;
     for (int i = 0; i < g->n_nodes && node < 0; i++)
         if (!g->nodes[i].dead && strcmp(g->nodes[i].name, name) == 0)
@@ -65,20 +65,20 @@ static int task_of(const tn_model *m, const char *name)
     if (node < 0 || (grp = g->nodes[node].group) < 0)
         return -1;
     for (int s = 0; s < m->n_steps; s++)
-        if (m->steps[s].kind == TN_STEP_TASK && g->nodes[m->steps[s].node].group == grp)
+        if (m->steps[s].kind == MD_STEP_TASK && g->nodes[m->steps[s].node].group == grp)
             return m->steps[s].task;
     return -1;
 }
 
-static char *dup_str(tn_task_list *tl, const char *s)
+static char *dup_str(md_task_list *tl, const char *s)
 {
     return s ? at_arena_strdup(&tl->arena, s) : NULL;
 }
 
 /* Append a copy of task t (from another list) to tl. */
-static at_err copy_task(tn_task_list *tl, const tn_task *t)
+static at_err copy_task(md_task_list *tl, const md_task *t)
 {
-    tn_task c = *t;
+    md_task c = *t;
     c.name = dup_str(tl, t->name);
     c.desc = dup_str(tl, t->desc);
     c.tag = dup_str(tl, t->tag);
@@ -112,10 +112,10 @@ static at_err copy_task(tn_task_list *tl, const tn_task *t)
 ** costs, w's extra tasks join d's list (d is the model); with costs, the convolutions whose
 ** three Winograd tasks sum below the direct task make the model (*out: d, w or a third
 ** load). */
-static at_err choose(const void *bytes, size_t n, const char *name, const tn_model_opts *opts,
-                     tn_model *d, tn_model *w, tn_model **out, char *errmsg, size_t errmsg_size)
+static at_err choose(const void *bytes, size_t n, const char *name, const md_model_opts *opts,
+                     md_model *d, md_model *w, md_model **out, char *errmsg, size_t errmsg_size)
 {
-    const tn_graph *g = d->g;
+    const md_graph *g = d->g;
     const char **sel = NULL;
     int n_sel = 0;
     at_err err = AT_OK;
@@ -128,9 +128,9 @@ static at_err choose(const void *bytes, size_t n, const char *name, const tn_mod
             if (!dup && (err = copy_task(d->tasks, &w->tasks->tasks[i])) == AT_OK)
                 d->n_alt_tasks++;
         }
-        tn_model_free(w);
+        md_model_free(w);
         if (err != AT_OK) {
-            tn_model_free(d);
+            md_model_free(d);
             return err;
         }
         *out = d;
@@ -142,10 +142,10 @@ static at_err choose(const void *bytes, size_t n, const char *name, const tn_mod
     }
     for (int i = 0; i < g->n_nodes; i++) {
         static const char *const parts[3] = {"wino_in", "wino_gemm", "wino_out"};
-        const tn_task_list *dl = d->tasks, *wl = w->tasks;
+        const md_task_list *dl = d->tasks, *wl = w->tasks;
         double direct = 0, wino = 0, c;
         int td, ok = 1;
-        if (tn__winograd_m(g, i) == 0)
+        if (md__winograd_m(g, i) == 0)
             continue;
         td = task_of(d, g->nodes[i].name);
         for (int k = 0; k < 3 && ok; k++) {
@@ -171,17 +171,17 @@ static at_err choose(const void *bytes, size_t n, const char *name, const tn_mod
     }
 done:
     at_free(sel);
-    tn_model_free(d);
-    tn_model_free(w);
+    md_model_free(d);
+    md_model_free(w);
     return err;
 }
 
-at_err tn_model_load_mem(const void *bytes, size_t n, const char *name,
-                         const tn_model_opts *opts, tn_model **out, char *errmsg,
+at_err md_model_load_mem(const void *bytes, size_t n, const char *name,
+                         const md_model_opts *opts, md_model **out, char *errmsg,
                          size_t errmsg_size)
 {
-    static const tn_model_opts dflt;
-    tn_model *d = NULL, *w = NULL;
+    static const md_model_opts dflt;
+    md_model *d = NULL, *w = NULL;
     at_err err;
     *out = NULL;
     if (errmsg_size)
@@ -190,14 +190,14 @@ at_err tn_model_load_mem(const void *bytes, size_t n, const char *name,
         name = "model";
     if (opts == NULL)
         opts = &dflt;
-    err = load_one(bytes, n, name, opts, opts->winograd == TN_WINOGRAD_ON ? -1 : 0, NULL, &d,
+    err = load_one(bytes, n, name, opts, opts->winograd == MD_WINOGRAD_ON ? -1 : 0, NULL, &d,
                    errmsg, errmsg_size);
-    if (err == AT_OK && opts->winograd == TN_WINOGRAD_AUTO && d->n_winograd_eligible > 0) {
+    if (err == AT_OK && opts->winograd == MD_WINOGRAD_AUTO && d->n_winograd_eligible > 0) {
         err = load_one(bytes, n, name, opts, -1, NULL, &w, errmsg, errmsg_size);
         if (err == AT_OK)
             err = choose(bytes, n, name, opts, d, w, &d, errmsg, errmsg_size);
         else
-            tn_model_free(d), d = NULL;
+            md_model_free(d), d = NULL;
     }
     if (err != AT_OK) {
         if (err == AT_ENOMEM && errmsg_size)
@@ -208,7 +208,7 @@ at_err tn_model_load_mem(const void *bytes, size_t n, const char *name,
     return AT_OK;
 }
 
-at_err tn_model_load(const char *path, const tn_model_opts *opts, tn_model **out, char *errmsg,
+at_err md_model_load(const char *path, const md_model_opts *opts, md_model **out, char *errmsg,
                      size_t errmsg_size)
 {
     char *data;
@@ -217,41 +217,41 @@ at_err tn_model_load(const char *path, const tn_model_opts *opts, tn_model **out
     *out = NULL;
     if ((err = at_file_read(path, &data, &n, errmsg, errmsg_size)) != AT_OK)
         return err;
-    err = tn_model_load_mem(data, n, base_name(path), opts, out, errmsg, errmsg_size);
+    err = md_model_load_mem(data, n, base_name(path), opts, out, errmsg, errmsg_size);
     at_free(data);
     return err;
 }
 
-void tn_model_free(tn_model *m)
+void md_model_free(md_model *m)
 {
     if (m == NULL)
         return;
     for (int i = 0; i < m->n_steps; i++)
         at_free(m->steps[i].args);
     at_free(m->steps);
-    tn_task_list_free(m->tasks);
-    tn__graph_free(m->g);
+    md_task_list_free(m->tasks);
+    md__graph_free(m->g);
     at_free(m);
 }
 
-const tn_task_list *tn_model_tasks(const tn_model *m)
+const md_task_list *md_model_tasks(const md_model *m)
 {
     return m->tasks;
 }
 
-int tn_model_n_warnings(const tn_model *m)
+int md_model_n_warnings(const md_model *m)
 {
     return m->g->n_warnings;
 }
 
-const char *tn_model_warning(const tn_model *m, int i)
+const char *md_model_warning(const md_model *m, int i)
 {
     return i >= 0 && i < m->g->n_warnings ? m->g->warnings[i] : NULL;
 }
 
-void tn_model_get_info(const tn_model *m, tn_model_info *out)
+void md_model_get_info(const md_model *m, md_model_info *out)
 {
-    const tn_graph *g = m->g;
+    const md_graph *g = m->g;
     memset(out, 0, sizeof *out);
     out->opset = g->opset;
     out->ir_version = g->ir_version;

@@ -1,8 +1,8 @@
-/* tuner/tn_replay.c -- the replay check handed to the records store: a record is used only
+/* models/md_replay.c -- the replay check handed to the records store: a record is used only
 ** if its state still replays on its task's DAG (the schedule code may have changed since
 ** it was measured).  The last parsed DAG is kept (per thread), since records come grouped
 ** by task. */
-#include "tuner/tuner.h"
+#include "models/models.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -46,7 +46,7 @@ static at_err cached_dag(const char *dag_text, char *errmsg, size_t n)
     return AT_OK;
 }
 
-at_err tn_task_check(void *ctx, const char *dag_text, char *key, double *flops, char *errmsg,
+at_err md_task_check(void *ctx, const char *dag_text, char *key, double *flops, char *errmsg,
                      size_t n)
 {
     at_err err;
@@ -60,7 +60,7 @@ at_err tn_task_check(void *ctx, const char *dag_text, char *key, double *flops, 
     return AT_OK;
 }
 
-at_err tn_replay_check(void *ctx, const char *dag_text, const char *state_json, char *errmsg,
+at_err md_replay_check(void *ctx, const char *dag_text, const char *state_json, char *errmsg,
                        size_t n)
 {
     ss_state *st = NULL;
@@ -70,7 +70,7 @@ at_err tn_replay_check(void *ctx, const char *dag_text, const char *state_json, 
     if (errmsg && n)
         errmsg[0] = 0;
     if (dag_text == NULL || state_json == NULL) {
-        /* a release of the cache: tn_replay_check(NULL, NULL, NULL, NULL, 0) */
+        /* a release of the cache: md_replay_check(NULL, NULL, NULL, NULL, 0) */
         cache_clear();
         return AT_OK;
     }

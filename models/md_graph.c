@@ -1,8 +1,8 @@
-/* tuner/tn_graph.c -- the imported model graph: builders, attributes, the operator table,
-** and tn__graph_prepare, which puts the nodes in topological order, infers shapes and
-** folds constants (tn_infer.c), rewrites (tn_rewrite.c), removes dead nodes and resolves
-** aliases.  See tn_graph.h for the invariants it establishes. */
-#include "tuner/tn_graph.h"
+/* models/md_graph.c -- the imported model graph: builders, attributes, the operator table,
+** and md__graph_prepare, which puts the nodes in topological order, infers shapes and
+** folds constants (md_infer.c), rewrites (md_rewrite.c), removes dead nodes and resolves
+** aliases.  See md_graph.h for the invariants it establishes. */
+#include "models/md_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,38 +12,38 @@
 
 static const struct {
     const char *name;
-    tn_op_class cls;
+    md_op_class cls;
 } op_table[] = {
 #define X(id, name, cls) {name, cls},
-    TN_OP_MAP(X)
+    MD_OP_MAP(X)
 #undef X
 };
 
-const char *tn_op_name(tn_op_kind k)
+const char *md_op_name(md_op_kind k)
 {
-    return (unsigned)k < TN_N_OPS ? op_table[k].name : "?";
+    return (unsigned)k < MD_N_OPS ? op_table[k].name : "?";
 }
 
-tn_op_class tn_op_class_of(tn_op_kind k)
+md_op_class md_op_class_of(md_op_kind k)
 {
-    return (unsigned)k < TN_N_OPS ? op_table[k].cls : TN_CLS_CONST;
+    return (unsigned)k < MD_N_OPS ? op_table[k].cls : MD_CLS_CONST;
 }
 
-tn_op_kind tn_op_lookup(const char *op_type)
+md_op_kind md_op_lookup(const char *op_type)
 {
     if (op_type == NULL)
-        return TN_OP_UNKNOWN;
-    for (int k = 0; k < TN_OP_UNKNOWN; k++)
+        return MD_OP_UNKNOWN;
+    for (int k = 0; k < MD_OP_UNKNOWN; k++)
         if (op_table[k].name[0] != '(' && strcmp(op_table[k].name, op_type) == 0)
-            return (tn_op_kind)k;
-    return TN_OP_UNKNOWN;
+            return (md_op_kind)k;
+    return MD_OP_UNKNOWN;
 }
 
 /* ---- builders ---- */
 
-at_err tn__graph_new(const char *name, tn_graph **out)
+at_err md__graph_new(const char *name, md_graph **out)
 {
-    tn_graph *g = at_calloc(1, sizeof *g);
+    md_graph *g = at_calloc(1, sizeof *g);
     *out = NULL;
     if (g == NULL)
         return AT_ENOMEM;
@@ -51,14 +51,14 @@ at_err tn__graph_new(const char *name, tn_graph **out)
     g->producer = at_strdup("");
     g->dim_default = 1;
     if (g->name == NULL || g->producer == NULL) {
-        tn__graph_free(g);
+        md__graph_free(g);
         return AT_ENOMEM;
     }
     *out = g;
     return AT_OK;
 }
 
-static void attr_fini(tn_attr *a)
+static void attr_fini(md_attr *a)
 {
     at_free(a->name);
     at_free(a->s);
@@ -66,7 +66,7 @@ static void attr_fini(tn_attr *a)
     at_free(a->ints);
 }
 
-void tn__graph_free(tn_graph *g)
+void md__graph_free(md_graph *g)
 {
     if (g == NULL)
         return;
@@ -75,7 +75,7 @@ void tn__graph_free(tn_graph *g)
         at_free(g->tensors[i].data);
     }
     for (int i = 0; i < g->n_nodes; i++) {
-        tn_node *n = &g->nodes[i];
+        md_node *n = &g->nodes[i];
         at_free(n->name);
         at_free(n->op_type);
         at_free(n->domain);
@@ -99,7 +99,7 @@ void tn__graph_free(tn_graph *g)
     at_free(g);
 }
 
-int tn__tensor_find(const tn_graph *g, const char *name)
+int md__tensor_find(const md_graph *g, const char *name)
 {
     /* Models have hundreds to a few thousand tensors; a linear scan from the end (recent
     ** tensors are looked up most) keeps this simple and fast enough. */
@@ -109,9 +109,9 @@ int tn__tensor_find(const tn_graph *g, const char *name)
     return -1;
 }
 
-static int tensor_new(tn_graph *g, const char *name)
+static int tensor_new(md_graph *g, const char *name)
 {
-    tn_tensor t;
+    md_tensor t;
     memset(&t, 0, sizeof t);
     t.dtype = AT_DT_F32;
     t.producer = -1;
@@ -125,28 +125,28 @@ static int tensor_new(tn_graph *g, const char *name)
     return g->n_tensors - 1;
 }
 
-int tn__tensor_get(tn_graph *g, const char *name)
+int md__tensor_get(md_graph *g, const char *name)
 {
-    int t = tn__tensor_find(g, name);
+    int t = md__tensor_find(g, name);
     return t >= 0 ? t : tensor_new(g, name);
 }
 
-int tn__tensor_const(tn_graph *g, const char *name, at_dtype dt, int rank, const int64_t *shape,
+int md__tensor_const(md_graph *g, const char *name, at_dtype dt, int rank, const int64_t *shape,
                      const void *data)
 {
     char unique[256];
-    int64_t n = 1, dims[TN_MAX_RANK];
+    int64_t n = 1, dims[MD_MAX_RANK];
     int t;
     size_t bytes;
     /* 'shape' may point into g->tensors, which tensor_new may move */
-    if (rank < 0 || rank > TN_MAX_RANK)
+    if (rank < 0 || rank > MD_MAX_RANK)
         return -1;
     if (rank > 0)
         memcpy(dims, shape, (size_t)rank * sizeof *dims);
     shape = dims;
     /* a fresh name: constants made by rewrites must not collide with the file's names */
     snprintf(unique, sizeof unique, "%s", name);
-    for (int k = 1; tn__tensor_find(g, unique) >= 0; k++)
+    for (int k = 1; md__tensor_find(g, unique) >= 0; k++)
         snprintf(unique, sizeof unique, "%.200s~%d", name, k);
     if ((t = tensor_new(g, unique)) < 0)
         return -1;
@@ -167,9 +167,9 @@ int tn__tensor_const(tn_graph *g, const char *name, at_dtype dt, int rank, const
     return t;
 }
 
-int tn__node_add(tn_graph *g, const char *name, const char *op_type, const char *domain)
+int md__node_add(md_graph *g, const char *name, const char *op_type, const char *domain)
 {
-    tn_node n;
+    md_node n;
     memset(&n, 0, sizeof n);
     n.group = -1;
     n.name = at_strdup(name);
@@ -178,10 +178,10 @@ int tn__node_add(tn_graph *g, const char *name, const char *op_type, const char 
     if (n.name == NULL || n.op_type == NULL || n.domain == NULL)
         goto fail;
     n.kind = (domain == NULL || domain[0] == 0 || strcmp(domain, "ai.onnx") == 0)
-                 ? tn_op_lookup(op_type)
-                 : TN_OP_UNKNOWN;
+                 ? md_op_lookup(op_type)
+                 : MD_OP_UNKNOWN;
     if (domain && strcmp(domain, "com.microsoft") == 0 && strcmp(op_type, "Gelu") == 0)
-        n.kind = TN_OP_GELU; /* onnxruntime's contrib Gelu is the exact (erf) form */
+        n.kind = MD_OP_GELU; /* onnxruntime's contrib Gelu is the exact (erf) form */
     if (at_vec_push(&g->nodes, &g->n_nodes, &g->cap_nodes, n) != AT_OK)
         goto fail;
     return g->n_nodes - 1;
@@ -192,9 +192,9 @@ fail:
     return -1;
 }
 
-at_err tn__node_io(tn_graph *g, int node, int n_in, const int *in, int n_out, const int *out)
+at_err md__node_io(md_graph *g, int node, int n_in, const int *in, int n_out, const int *out)
 {
-    tn_node *n = &g->nodes[node];
+    md_node *n = &g->nodes[node];
     int *a = at_malloc((size_t)(n_in ? n_in : 1) * sizeof *a);
     int *b = at_malloc((size_t)(n_out ? n_out : 1) * sizeof *b);
     if (a == NULL || b == NULL) {
@@ -215,7 +215,7 @@ at_err tn__node_io(tn_graph *g, int node, int n_in, const int *in, int n_out, co
     return AT_OK;
 }
 
-at_err tn__warn(tn_graph *g, const char *fmt, ...)
+at_err md__warn(md_graph *g, const char *fmt, ...)
 {
     char text[1024];
     char *s;
@@ -236,7 +236,7 @@ at_err tn__warn(tn_graph *g, const char *fmt, ...)
 
 /* ---- attributes ---- */
 
-const tn_attr *tn__attr(const tn_node *n, const char *name)
+const md_attr *md__attr(const md_node *n, const char *name)
 {
     for (int i = 0; i < n->n_attrs; i++)
         if (strcmp(n->attrs[i].name, name) == 0)
@@ -244,43 +244,43 @@ const tn_attr *tn__attr(const tn_node *n, const char *name)
     return NULL;
 }
 
-int64_t tn__attr_i(const tn_node *n, const char *name, int64_t dflt)
+int64_t md__attr_i(const md_node *n, const char *name, int64_t dflt)
 {
-    const tn_attr *a = tn__attr(n, name);
-    if (a && a->type == TN_ATTR_INT)
+    const md_attr *a = md__attr(n, name);
+    if (a && a->type == MD_ATTR_INT)
         return a->i;
-    if (a && a->type == TN_ATTR_FLOAT)
+    if (a && a->type == MD_ATTR_FLOAT)
         return (int64_t)a->f;
     return dflt;
 }
 
-double tn__attr_f(const tn_node *n, const char *name, double dflt)
+double md__attr_f(const md_node *n, const char *name, double dflt)
 {
-    const tn_attr *a = tn__attr(n, name);
-    if (a && a->type == TN_ATTR_FLOAT)
+    const md_attr *a = md__attr(n, name);
+    if (a && a->type == MD_ATTR_FLOAT)
         return a->f;
-    if (a && a->type == TN_ATTR_INT)
+    if (a && a->type == MD_ATTR_INT)
         return (double)a->i;
     return dflt;
 }
 
-const char *tn__attr_s(const tn_node *n, const char *name, const char *dflt)
+const char *md__attr_s(const md_node *n, const char *name, const char *dflt)
 {
-    const tn_attr *a = tn__attr(n, name);
-    return a && a->type == TN_ATTR_STRING && a->s ? a->s : dflt;
+    const md_attr *a = md__attr(n, name);
+    return a && a->type == MD_ATTR_STRING && a->s ? a->s : dflt;
 }
 
-int tn__attr_ints(const tn_node *n, const char *name, int64_t *out, int max)
+int md__attr_ints(const md_node *n, const char *name, int64_t *out, int max)
 {
-    const tn_attr *a = tn__attr(n, name);
-    if (a == NULL || a->type != TN_ATTR_INTS || a->n > max)
+    const md_attr *a = md__attr(n, name);
+    if (a == NULL || a->type != MD_ATTR_INTS || a->n > max)
         return -1;
     for (int i = 0; i < a->n; i++)
         out[i] = a->ints[i];
     return a->n;
 }
 
-void tn__shape_str(const int64_t *shape, int rank, char *out, size_t size)
+void md__shape_str(const int64_t *shape, int rank, char *out, size_t size)
 {
     size_t k = 0;
     if (size == 0)
@@ -297,10 +297,10 @@ void tn__shape_str(const int64_t *shape, int rank, char *out, size_t size)
 
 /* Reorder g->nodes so that every node comes after the producers of its inputs (stable:
 ** an already sorted file keeps its order).  A cycle is an error. */
-at_err tn__reorder_nodes(tn_graph *g, const int *order)
+at_err md__reorder_nodes(md_graph *g, const int *order)
 {
     int n = g->n_nodes;
-    tn_node *sorted = at_malloc((size_t)(n ? n : 1) * sizeof *sorted);
+    md_node *sorted = at_malloc((size_t)(n ? n : 1) * sizeof *sorted);
     int *remap = at_malloc((size_t)(n ? n : 1) * sizeof *remap);
     if (sorted == NULL || remap == NULL) {
         at_free(sorted);
@@ -323,7 +323,7 @@ at_err tn__reorder_nodes(tn_graph *g, const int *order)
     return AT_OK;
 }
 
-at_err tn__topo_sort(tn_graph *g, char *errmsg, size_t errmsg_size)
+at_err md__topo_sort(md_graph *g, char *errmsg, size_t errmsg_size)
 {
     int n = g->n_nodes;
     int *order, *pending;
@@ -344,7 +344,7 @@ at_err tn__topo_sort(tn_graph *g, char *errmsg, size_t errmsg_size)
     while (n_done < n) {
         int progress = 0;
         for (int i = 0; i < n; i++) {
-            const tn_node *nd = &g->nodes[i];
+            const md_node *nd = &g->nodes[i];
             int ready = 1;
             if (done[i])
                 continue;
@@ -372,7 +372,7 @@ at_err tn__topo_sort(tn_graph *g, char *errmsg, size_t errmsg_size)
             goto out;
         }
     }
-    err = tn__reorder_nodes(g, order);
+    err = md__reorder_nodes(g, order);
 out:
     at_free(order);
     at_free(pending);
@@ -382,12 +382,12 @@ out:
 
 /* ---- liveness, consumers, aliases ---- */
 
-void tn__count_consumers(tn_graph *g)
+void md__count_consumers(md_graph *g)
 {
     for (int t = 0; t < g->n_tensors; t++)
         g->tensors[t].n_consumers = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        const tn_node *n = &g->nodes[i];
+        const md_node *n = &g->nodes[i];
         if (n->dead)
             continue;
         for (int k = 0; k < n->n_in; k++)
@@ -397,11 +397,11 @@ void tn__count_consumers(tn_graph *g)
 }
 
 /* Mark nodes dead whose outputs nobody needs (backwards, so chains go at once). */
-static void remove_dead(tn_graph *g)
+static void remove_dead(md_graph *g)
 {
-    tn__count_consumers(g);
+    md__count_consumers(g);
     for (int i = g->n_nodes - 1; i >= 0; i--) {
-        tn_node *n = &g->nodes[i];
+        md_node *n = &g->nodes[i];
         int needed = 0;
         if (n->dead)
             continue;
@@ -419,35 +419,35 @@ static void remove_dead(tn_graph *g)
     }
 }
 
-void tn__resolve_aliases(tn_graph *g)
+void md__resolve_aliases(md_graph *g)
 {
     for (int t = 0; t < g->n_tensors; t++)
         g->tensors[t].alias = -1;
     for (int i = 0; i < g->n_nodes; i++) {
-        const tn_node *n = &g->nodes[i];
+        const md_node *n = &g->nodes[i];
         int src, dst;
-        if (n->dead || n->unsupported || tn_op_class_of(n->kind) != TN_CLS_ALIAS)
+        if (n->dead || n->unsupported || md_op_class_of(n->kind) != MD_CLS_ALIAS)
             continue;
         src = n->in[0];
         dst = n->out[0];
         if (src < 0 || dst < 0 || g->tensors[src].data)
             continue;
-        g->tensors[dst].alias = tn__root(g, src);
+        g->tensors[dst].alias = md__root(g, src);
     }
 }
 
-at_err tn__graph_prepare(tn_graph *g, char *errmsg, size_t errmsg_size)
+at_err md__graph_prepare(md_graph *g, char *errmsg, size_t errmsg_size)
 {
     at_err err;
-    if ((err = tn__topo_sort(g, errmsg, errmsg_size)) != AT_OK)
+    if ((err = md__topo_sort(g, errmsg, errmsg_size)) != AT_OK)
         return err;
-    if ((err = tn__infer(g, errmsg, errmsg_size)) != AT_OK)
-        return err;
-    remove_dead(g);
-    if ((err = tn__rewrite(g, errmsg, errmsg_size)) != AT_OK)
+    if ((err = md__infer(g, errmsg, errmsg_size)) != AT_OK)
         return err;
     remove_dead(g);
-    tn__resolve_aliases(g);
-    tn__count_consumers(g);
+    if ((err = md__rewrite(g, errmsg, errmsg_size)) != AT_OK)
+        return err;
+    remove_dead(g);
+    md__resolve_aliases(g);
+    md__count_consumers(g);
     return AT_OK;
 }

@@ -1,4 +1,4 @@
-/* tuner/tn_infer.c -- shape inference and constant folding, node by node in topological
+/* models/md_infer.c -- shape inference and constant folding, node by node in topological
 ** order.
 **
 ** A node whose inputs all have values (initializers, Constant nodes, folded results) and
@@ -9,7 +9,7 @@
 ** outside what the library computes, inconsistent shapes) is marked unsupported with a
 ** warning naming it; its outputs take the shapes the file declares (value_info, graph
 ** outputs) when it has them, so the rest of the model still gives tasks. */
-#include "tuner/tn_graph.h"
+#include "models/md_int.h"
 
 #include <limits.h>
 #include <math.h>
@@ -19,9 +19,9 @@
 
 #define WHY_SIZE 256
 
-at_err tn__unsupported(tn_graph *g, int node, const char *fmt, ...)
+at_err md__unsupported(md_graph *g, int node, const char *fmt, ...)
 {
-    tn_node *n = &g->nodes[node];
+    md_node *n = &g->nodes[node];
     char text[512];
     va_list ap;
     va_start(ap, fmt);
@@ -31,20 +31,20 @@ at_err tn__unsupported(tn_graph *g, int node, const char *fmt, ...)
     at_free(n->why);
     if ((n->why = at_strdup(text)) == NULL)
         return AT_ENOMEM;
-    if (tn__warn(g, "%s: node '%s' (%s%s%s): %s", g->name, n->name,
+    if (md__warn(g, "%s: node '%s' (%s%s%s): %s", g->name, n->name,
                  n->domain[0] ? n->domain : "", n->domain[0] ? "." : "", n->op_type, text) != AT_OK)
         return AT_ENOMEM;
     return AT_EUNSUPPORTED;
 }
 
-at_err tn__set_shape(tn_graph *g, int t, at_dtype dt, int rank, const int64_t *shape, char *why,
+at_err md__set_shape(md_graph *g, int t, at_dtype dt, int rank, const int64_t *shape, char *why,
                      size_t why_size)
 {
-    tn_tensor *x = &g->tensors[t];
+    md_tensor *x = &g->tensors[t];
     int64_t n = 1;
-    if (rank < 0 || rank > TN_MAX_RANK) {
+    if (rank < 0 || rank > MD_MAX_RANK) {
         snprintf(why, why_size, "'%s' would have %d dimensions (at most %d)", x->name, rank,
-                 TN_MAX_RANK);
+                 MD_MAX_RANK);
         return AT_EUNSUPPORTED;
     }
     for (int d = 0; d < rank; d++) {
@@ -69,13 +69,13 @@ at_err tn__set_shape(tn_graph *g, int t, at_dtype dt, int rank, const int64_t *s
 
 /* ---- constants ---- */
 
-static int is_const(const tn_graph *g, int t)
+static int is_const(const md_graph *g, int t)
 {
     return t >= 0 && g->tensors[t].data != NULL;
 }
 
 /* The values of an int64 constant: count, or -1 when 't' is not one. */
-static int const_ints(const tn_graph *g, int t, const int64_t **v)
+static int const_ints(const md_graph *g, int t, const int64_t **v)
 {
     if (!is_const(g, t) || g->tensors[t].dtype != AT_DT_I64 || g->tensors[t].n_elems > 64)
         return -1;
@@ -84,9 +84,9 @@ static int const_ints(const tn_graph *g, int t, const int64_t **v)
 }
 
 /* A constant that holds one value (any shape whose elements are all equal). */
-static int const_scalar(const tn_graph *g, int t, double *v)
+static int const_scalar(const md_graph *g, int t, double *v)
 {
-    const tn_tensor *x;
+    const md_tensor *x;
     if (!is_const(g, t))
         return 0;
     x = &g->tensors[t];
@@ -103,7 +103,7 @@ static int const_scalar(const tn_graph *g, int t, double *v)
     return 1;
 }
 
-static at_err set_data(tn_graph *g, int t, at_dtype dt, int rank, const int64_t *shape,
+static at_err set_data(md_graph *g, int t, at_dtype dt, int rank, const int64_t *shape,
                        void *data, char *why, size_t why_size)
 {
     at_err err;
@@ -111,8 +111,8 @@ static at_err set_data(tn_graph *g, int t, at_dtype dt, int rank, const int64_t 
     int64_t n = 1;
     for (int d = 0; d < rank; d++)
         n *= shape[d];
-    if (n == 0 && rank <= TN_MAX_RANK) {
-        tn_tensor *x = &g->tensors[t];
+    if (n == 0 && rank <= MD_MAX_RANK) {
+        md_tensor *x = &g->tensors[t];
         x->dtype = dt;
         x->known = 1;
         x->rank = rank;
@@ -122,7 +122,7 @@ static at_err set_data(tn_graph *g, int t, at_dtype dt, int rank, const int64_t 
         x->data = data;
         return AT_OK;
     }
-    if ((err = tn__set_shape(g, t, dt, rank, shape, why, why_size)) != AT_OK) {
+    if ((err = md__set_shape(g, t, dt, rank, shape, why, why_size)) != AT_OK) {
         at_free(data);
         return err;
     }
@@ -163,49 +163,49 @@ static void bcast_strides(const int64_t *s, int r, int R, int64_t *st)
     }
 }
 
-static double ev_unary(tn_op_kind k, double x, const tn_node *n)
+static double ev_unary(md_op_kind k, double x, const md_node *n)
 {
     switch (k) {
-    case TN_OP_RELU: return x > 0 ? x : 0;
-    case TN_OP_SIGMOID: return 1 / (1 + exp(-x));
-    case TN_OP_TANH: return tanh(x);
-    case TN_OP_ERF: return erf(x);
-    case TN_OP_EXP: return exp(x);
-    case TN_OP_LOG: return log(x);
-    case TN_OP_SQRT: return sqrt(x);
-    case TN_OP_ABS: return fabs(x);
-    case TN_OP_NEG: return -x;
-    case TN_OP_RECIPROCAL: return 1 / x;
-    case TN_OP_LEAKYRELU: return x >= 0 ? x : x * tn__attr_f(n, "alpha", 0.01);
-    case TN_OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case MD_OP_RELU: return x > 0 ? x : 0;
+    case MD_OP_SIGMOID: return 1 / (1 + exp(-x));
+    case MD_OP_TANH: return tanh(x);
+    case MD_OP_ERF: return erf(x);
+    case MD_OP_EXP: return exp(x);
+    case MD_OP_LOG: return log(x);
+    case MD_OP_SQRT: return sqrt(x);
+    case MD_OP_ABS: return fabs(x);
+    case MD_OP_NEG: return -x;
+    case MD_OP_RECIPROCAL: return 1 / x;
+    case MD_OP_LEAKYRELU: return x >= 0 ? x : x * md__attr_f(n, "alpha", 0.01);
+    case MD_OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
     default: return x;
     }
 }
 
-static double ev_binary(tn_op_kind k, double x, double y, int is_int)
+static double ev_binary(md_op_kind k, double x, double y, int is_int)
 {
     switch (k) {
-    case TN_OP_ADD: return x + y;
-    case TN_OP_SUB: return x - y;
-    case TN_OP_MUL: return x * y;
-    case TN_OP_DIV:
+    case MD_OP_ADD: return x + y;
+    case MD_OP_SUB: return x - y;
+    case MD_OP_MUL: return x * y;
+    case MD_OP_DIV:
         if (is_int)
             return y == 0 ? 0 : (double)((int64_t)x / (int64_t)y);
         return x / y;
-    case TN_OP_POW: return pow(x, y);
-    case TN_OP_MAX: return x > y ? x : y;
-    case TN_OP_MIN: return x < y ? x : y;
+    case MD_OP_POW: return pow(x, y);
+    case MD_OP_MAX: return x > y ? x : y;
+    case MD_OP_MIN: return x < y ? x : y;
     default: return x;
     }
 }
 
 /* Fold an elementwise node whose inputs are all constants. */
-static at_err fold_elem(tn_graph *g, int node, char *why, size_t why_size)
+static at_err fold_elem(md_graph *g, int node, char *why, size_t why_size)
 {
-    const tn_node *n = &g->nodes[node];
-    const tn_tensor *a = &g->tensors[n->in[0]];
-    const tn_tensor *b = n->n_in > 1 && n->in[1] >= 0 ? &g->tensors[n->in[1]] : NULL;
-    int64_t shape[TN_MAX_RANK], sa[TN_MAX_RANK], sb[TN_MAX_RANK], idx[TN_MAX_RANK] = {0};
+    const md_node *n = &g->nodes[node];
+    const md_tensor *a = &g->tensors[n->in[0]];
+    const md_tensor *b = n->n_in > 1 && n->in[1] >= 0 ? &g->tensors[n->in[1]] : NULL;
+    int64_t shape[MD_MAX_RANK], sa[MD_MAX_RANK], sb[MD_MAX_RANK], idx[MD_MAX_RANK] = {0};
     int r = a->rank, is_int = a->dtype == AT_DT_I64 && (b == NULL || b->dtype == AT_DT_I64);
     int64_t total = 1;
     void *data;
@@ -268,16 +268,16 @@ static int norm_axis(int64_t axis, int rank, int64_t *out)
     return 0;
 }
 
-int tn__node_axes(const tn_graph *g, const tn_node *n, int rank, int64_t *axes, int max)
+int md__node_axes(const md_graph *g, const md_node *n, int rank, int64_t *axes, int max)
 {
-    int64_t raw[TN_MAX_RANK];
+    int64_t raw[MD_MAX_RANK];
     const int64_t *v;
-    int cnt = tn__attr_ints(n, "axes", raw, TN_MAX_RANK);
-    if (cnt < 0 && tn__attr(n, "axes") != NULL)
+    int cnt = md__attr_ints(n, "axes", raw, MD_MAX_RANK);
+    if (cnt < 0 && md__attr(n, "axes") != NULL)
         return -1;
     if (cnt < 0 && n->n_in > 1 && n->in[1] >= 0) {
         cnt = const_ints(g, n->in[1], &v);
-        if (cnt < 0 || cnt > TN_MAX_RANK)
+        if (cnt < 0 || cnt > MD_MAX_RANK)
             return -1;
         memcpy(raw, v, (size_t)cnt * sizeof *raw);
     }
@@ -297,14 +297,14 @@ int tn__node_axes(const tn_graph *g, const tn_node *n, int rank, int64_t *axes, 
 
 /* Pads of a 2-D window operator: pads[] = {top, left, bottom, right} from 'pads' or
 ** 'auto_pad'.  Returns 0, or -1 with why[] set. */
-static int window_pads(const tn_node *n, const int64_t *in_hw, const int64_t *k, const int64_t *s,
+static int window_pads(const md_node *n, const int64_t *in_hw, const int64_t *k, const int64_t *s,
                        const int64_t *d, int64_t pads[4], char *why, size_t why_size)
 {
-    const char *ap = tn__attr_s(n, "auto_pad", "NOTSET");
+    const char *ap = md__attr_s(n, "auto_pad", "NOTSET");
     int cnt;
     memset(pads, 0, 4 * sizeof *pads);
     if (strcmp(ap, "NOTSET") == 0) {
-        cnt = tn__attr_ints(n, "pads", pads, 4);
+        cnt = md__attr_ints(n, "pads", pads, 4);
         if (cnt != -1 && cnt != 4) {
             snprintf(why, why_size, "'pads' must have 4 values for a 2-D window");
             return -1;
@@ -333,11 +333,11 @@ static int window_pads(const tn_node *n, const int64_t *in_hw, const int64_t *k,
     return -1;
 }
 
-static int ints2(const tn_node *n, const char *name, int64_t dflt, int64_t out[2], char *why,
+static int ints2(const md_node *n, const char *name, int64_t dflt, int64_t out[2], char *why,
                  size_t why_size)
 {
-    int cnt = tn__attr_ints(n, name, out, 2);
-    if (cnt == -1 && tn__attr(n, name) == NULL) {
+    int cnt = md__attr_ints(n, name, out, 2);
+    if (cnt == -1 && md__attr(n, name) == NULL) {
         out[0] = out[1] = dflt;
         return 0;
     }
@@ -352,10 +352,10 @@ static int ints2(const tn_node *n, const char *name, int64_t dflt, int64_t out[2
     return 0;
 }
 
-at_err tn__conv_params(const tn_graph *g, const tn_node *n, tn_conv_params *p, char *why,
+at_err md__conv_params(const md_graph *g, const md_node *n, md_conv_params *p, char *why,
                        size_t why_size)
 {
-    const tn_tensor *x = &g->tensors[n->in[0]], *w;
+    const md_tensor *x = &g->tensors[n->in[0]], *w;
     int64_t k[2], s[2], d[2], pads[4], ks[2];
     int hp;
     memset(p, 0, sizeof *p);
@@ -370,7 +370,7 @@ at_err tn__conv_params(const tn_graph *g, const tn_node *n, tn_conv_params *p, c
         return AT_EUNSUPPORTED;
     }
     /* a node the layout plan made NHWC reads X[N,H,W,C] (X[N,C,H,W] when in_nchw) and
-    ** W[R,S,C/g,K] (tn_layout.c) */
+    ** W[R,S,C/g,K] (md_layout.c) */
     hp = n->nhwc && !n->in_nchw ? 1 : 2;
     p->N = x->shape[0];
     p->C = x->shape[hp == 1 ? 3 : 1];
@@ -379,7 +379,7 @@ at_err tn__conv_params(const tn_graph *g, const tn_node *n, tn_conv_params *p, c
     p->K = w->shape[n->nhwc ? 3 : 0];
     p->R = w->shape[n->nhwc ? 0 : 2];
     p->S = w->shape[n->nhwc ? 1 : 3];
-    p->groups = tn__attr_i(n, "group", 1);
+    p->groups = md__attr_i(n, "group", 1);
     if (p->groups < 1 || p->groups > p->C || p->C % p->groups || p->K % p->groups ||
         w->shape[n->nhwc ? 2 : 1] * p->groups != p->C) {
         snprintf(why, why_size, "weight %lldx%lldx%lldx%lld does not fit input channels %lld "
@@ -388,7 +388,7 @@ at_err tn__conv_params(const tn_graph *g, const tn_node *n, tn_conv_params *p, c
                  (long long)p->groups);
         return AT_EUNSUPPORTED;
     }
-    if (tn__attr_ints(n, "kernel_shape", ks, 2) == 2 && (ks[0] != p->R || ks[1] != p->S)) {
+    if (md__attr_ints(n, "kernel_shape", ks, 2) == 2 && (ks[0] != p->R || ks[1] != p->S)) {
         snprintf(why, why_size, "kernel_shape %lldx%lld contradicts the weight's %lldx%lld",
                  (long long)ks[0], (long long)ks[1], (long long)p->R, (long long)p->S);
         return AT_EUNSUPPORTED;
@@ -419,7 +419,7 @@ at_err tn__conv_params(const tn_graph *g, const tn_node *n, tn_conv_params *p, c
     p->OH = (p->H + 2 * p->ph - p->dh * (p->R - 1) - 1) / p->sh + 1;
     p->OW = (p->W + 2 * p->pw - p->dw * (p->S - 1) - 1) / p->sw + 1;
     if (n->n_in > 2 && n->in[2] >= 0) {
-        const tn_tensor *b = &g->tensors[n->in[2]];
+        const md_tensor *b = &g->tensors[n->in[2]];
         if (b->n_elems != p->K) {
             snprintf(why, why_size, "bias '%s' has %lld values for %lld output channels",
                      b->name, (long long)b->n_elems, (long long)p->K);
@@ -429,10 +429,10 @@ at_err tn__conv_params(const tn_graph *g, const tn_node *n, tn_conv_params *p, c
     return AT_OK;
 }
 
-at_err tn__pool_params(const tn_graph *g, const tn_node *n, tn_pool_params *p, char *why,
+at_err md__pool_params(const md_graph *g, const md_node *n, md_pool_params *p, char *why,
                        size_t why_size)
 {
-    const tn_tensor *x = &g->tensors[n->in[0]];
+    const md_tensor *x = &g->tensors[n->in[0]];
     int64_t k[2], s[2], d[2], pads[4], oh_ceil, ow_ceil;
     memset(p, 0, sizeof *p);
     if (x->rank != 4) {
@@ -440,7 +440,7 @@ at_err tn__pool_params(const tn_graph *g, const tn_node *n, tn_pool_params *p, c
                  "(4-d tensors, NCHW) is supported", x->rank - 2);
         return AT_EUNSUPPORTED;
     }
-    if (tn__attr_ints(n, "kernel_shape", k, 2) != 2 || k[0] < 1 || k[1] < 1) {
+    if (md__attr_ints(n, "kernel_shape", k, 2) != 2 || k[0] < 1 || k[1] < 1) {
         snprintf(why, why_size, "'kernel_shape' must give 2 positive sizes");
         return AT_EUNSUPPORTED;
     }
@@ -450,7 +450,7 @@ at_err tn__pool_params(const tn_graph *g, const tn_node *n, tn_pool_params *p, c
         snprintf(why, why_size, "dilated pooling is not supported");
         return AT_EUNSUPPORTED;
     }
-    if (tn__attr_i(n, "storage_order", 0) != 0) {
+    if (md__attr_i(n, "storage_order", 0) != 0) {
         snprintf(why, why_size, "storage_order 1 is not supported");
         return AT_EUNSUPPORTED;
     }
@@ -484,11 +484,11 @@ at_err tn__pool_params(const tn_graph *g, const tn_node *n, tn_pool_params *p, c
     p->OW = (p->W + 2 * p->pw - p->kw) / p->sw + 1;
     oh_ceil = (p->H + 2 * p->ph - p->kh + p->sh - 1) / p->sh + 1;
     ow_ceil = (p->W + 2 * p->pw - p->kw + p->sw - 1) / p->sw + 1;
-    if (tn__attr_i(n, "ceil_mode", 0) && (oh_ceil != p->OH || ow_ceil != p->OW)) {
+    if (md__attr_i(n, "ceil_mode", 0) && (oh_ceil != p->OH || ow_ceil != p->OW)) {
         snprintf(why, why_size, "ceil_mode 1 with a partial last window is not supported");
         return AT_EUNSUPPORTED;
     }
-    if (n->kind == TN_OP_AVGPOOL && (p->ph || p->pw) && !tn__attr_i(n, "count_include_pad", 0)) {
+    if (n->kind == MD_OP_AVGPOOL && (p->ph || p->pw) && !md__attr_i(n, "count_include_pad", 0)) {
         snprintf(why, why_size, "average pooling with padding and count_include_pad 0 is not "
                  "supported (the library's average counts the padding)");
         return AT_EUNSUPPORTED;
@@ -499,7 +499,7 @@ at_err tn__pool_params(const tn_graph *g, const tn_node *n, tn_pool_params *p, c
 /* ---- inference of one node ---- */
 
 /* An optional output must be unused (MaxPool's Indices, Dropout's mask, ...). */
-static int extra_outputs_unused(const tn_graph *g, const tn_node *n, int first)
+static int extra_outputs_unused(const md_graph *g, const md_node *n, int first)
 {
     for (int k = first; k < n->n_out; k++) {
         int t = n->out[k];
@@ -516,11 +516,11 @@ static int extra_outputs_unused(const tn_graph *g, const tn_node *n, int first)
         return AT_EUNSUPPORTED;                                                            \
     } while (0)
 
-static at_err infer_reshape(tn_graph *g, const tn_node *n, int64_t *shape, int *rank,
+static at_err infer_reshape(md_graph *g, const md_node *n, int64_t *shape, int *rank,
                             char *why, size_t why_size)
 {
-    const tn_tensor *x = IN(0);
-    int64_t want[TN_MAX_RANK], known = 1;
+    const md_tensor *x = IN(0);
+    int64_t want[MD_MAX_RANK], known = 1;
     const int64_t *v;
     int cnt, infer_at = -1;
     if (n->n_in > 1 && n->in[1] >= 0) {
@@ -528,14 +528,14 @@ static at_err infer_reshape(tn_graph *g, const tn_node *n, int64_t *shape, int *
         if (cnt < 0)
             FAIL("the target shape must be a constant (an int64 initializer or folded "
                  "expression)");
-        if (cnt > TN_MAX_RANK)
-            FAIL("a target shape of %d dimensions (at most %d)", cnt, TN_MAX_RANK);
+        if (cnt > MD_MAX_RANK)
+            FAIL("a target shape of %d dimensions (at most %d)", cnt, MD_MAX_RANK);
         memcpy(want, v, (size_t)cnt * sizeof *want);
-    } else if ((cnt = tn__attr_ints(n, "shape", want, TN_MAX_RANK)) < 0) {
+    } else if ((cnt = md__attr_ints(n, "shape", want, MD_MAX_RANK)) < 0) {
         FAIL("no target shape");
     }
     for (int d = 0; d < cnt; d++) {
-        if (want[d] == 0 && !tn__attr_i(n, "allowzero", 0)) {
+        if (want[d] == 0 && !md__attr_i(n, "allowzero", 0)) {
             if (d >= x->rank)
                 FAIL("target dimension %d is 0 (copy) but the input has rank %d", d, x->rank);
             want[d] = x->shape[d];
@@ -566,24 +566,24 @@ static at_err infer_reshape(tn_graph *g, const tn_node *n, int64_t *shape, int *
 }
 
 /* Output shape of an alias (reshape-like) node. */
-static at_err infer_alias(tn_graph *g, const tn_node *n, int64_t *shape, int *rank, char *why,
+static at_err infer_alias(md_graph *g, const md_node *n, int64_t *shape, int *rank, char *why,
                           size_t why_size)
 {
-    const tn_tensor *x = IN(0);
-    int64_t axes[TN_MAX_RANK], axis;
+    const md_tensor *x = IN(0);
+    int64_t axes[MD_MAX_RANK], axis;
     int cnt, r = 0;
     switch (n->kind) {
-    case TN_OP_IDENTITY:
-    case TN_OP_DROPOUT:
-    case TN_OP_CAST:
+    case MD_OP_IDENTITY:
+    case MD_OP_DROPOUT:
+    case MD_OP_CAST:
         memcpy(shape, x->shape, (size_t)x->rank * sizeof *shape);
         *rank = x->rank;
         return AT_OK;
-    case TN_OP_RESHAPE:
+    case MD_OP_RESHAPE:
         return infer_reshape(g, n, shape, rank, why, why_size);
-    case TN_OP_FLATTEN: {
+    case MD_OP_FLATTEN: {
         int64_t a = 1, b = 1;
-        if (norm_axis(tn__attr_i(n, "axis", 1), x->rank + 1, &axis))
+        if (norm_axis(md__attr_i(n, "axis", 1), x->rank + 1, &axis))
             FAIL("axis out of range");
         for (int d = 0; d < x->rank; d++) {
             if (d < axis)
@@ -596,8 +596,8 @@ static at_err infer_alias(tn_graph *g, const tn_node *n, int64_t *shape, int *ra
         *rank = 2;
         return AT_OK;
     }
-    case TN_OP_SQUEEZE:
-        cnt = tn__node_axes(g, n, x->rank, axes, TN_MAX_RANK);
+    case MD_OP_SQUEEZE:
+        cnt = md__node_axes(g, n, x->rank, axes, MD_MAX_RANK);
         if (cnt < 0)
             FAIL("bad or non-constant 'axes'");
         for (int d = 0; d < x->rank; d++) {
@@ -614,18 +614,18 @@ static at_err infer_alias(tn_graph *g, const tn_node *n, int64_t *shape, int *ra
         }
         *rank = r;
         return AT_OK;
-    case TN_OP_UNSQUEEZE: {
+    case MD_OP_UNSQUEEZE: {
         int out_rank, k = 0;
-        cnt = tn__attr_ints(n, "axes", axes, TN_MAX_RANK);
+        cnt = md__attr_ints(n, "axes", axes, MD_MAX_RANK);
         if (cnt < 0) {
             const int64_t *v;
             cnt = n->n_in > 1 ? const_ints(g, n->in[1], &v) : -1;
-            if (cnt < 0 || cnt > TN_MAX_RANK)
+            if (cnt < 0 || cnt > MD_MAX_RANK)
                 FAIL("bad or non-constant 'axes'");
             memcpy(axes, v, (size_t)cnt * sizeof *axes);
         }
         out_rank = x->rank + cnt;
-        if (cnt == 0 || out_rank > TN_MAX_RANK)
+        if (cnt == 0 || out_rank > MD_MAX_RANK)
             FAIL("bad 'axes'");
         for (int i = 0; i < cnt; i++) {
             if (norm_axis(axes[i], out_rank, &axes[i]))
@@ -649,11 +649,11 @@ static at_err infer_alias(tn_graph *g, const tn_node *n, int64_t *shape, int *ra
     }
 }
 
-static int transpose_perm(const tn_node *n, int rank, int64_t *perm)
+static int transpose_perm(const md_node *n, int rank, int64_t *perm)
 {
-    int cnt = tn__attr_ints(n, "perm", perm, TN_MAX_RANK);
-    int seen[TN_MAX_RANK] = {0};
-    if (cnt < 0 && tn__attr(n, "perm") == NULL) {
+    int cnt = md__attr_ints(n, "perm", perm, MD_MAX_RANK);
+    int seen[MD_MAX_RANK] = {0};
+    if (cnt < 0 && md__attr(n, "perm") == NULL) {
         for (int d = 0; d < rank; d++)
             perm[d] = rank - 1 - d;
         return 0;
@@ -670,10 +670,10 @@ static int transpose_perm(const tn_node *n, int rank, int64_t *perm)
 
 /* ---- slices (folding and the executor's copies) ---- */
 
-void tn__copy_region(void *dst, const void *src, const tn_tensor *x, const int64_t *lo,
+void md__copy_region(void *dst, const void *src, const md_tensor *x, const int64_t *lo,
                      const int64_t *step, const int64_t *out, int esz)
 {
-    int64_t st[TN_MAX_RANK], ss[TN_MAX_RANK], idx[TN_MAX_RANK] = {0}, acc = 1, outer = 1, base = 0;
+    int64_t st[MD_MAX_RANK], ss[MD_MAX_RANK], idx[MD_MAX_RANK] = {0}, acc = 1, outer = 1, base = 0;
     int64_t inner;
     int r = x->rank;
     char *d = dst;
@@ -714,10 +714,10 @@ void tn__copy_region(void *dst, const void *src, const tn_tensor *x, const int64
     }
 }
 
-at_err tn__slice_params(const tn_graph *g, const tn_node *n, const tn_tensor *x, int64_t *lo,
+at_err md__slice_params(const md_graph *g, const md_node *n, const md_tensor *x, int64_t *lo,
                         int64_t *step, int64_t *out, char *why, size_t why_size)
 {
-    int64_t starts[TN_MAX_RANK], ends[TN_MAX_RANK], axes[TN_MAX_RANK], steps[TN_MAX_RANK];
+    int64_t starts[MD_MAX_RANK], ends[MD_MAX_RANK], axes[MD_MAX_RANK], steps[MD_MAX_RANK];
     const int64_t *v;
     int cnt;
     if (n->n_in >= 3) {
@@ -747,12 +747,12 @@ at_err tn__slice_params(const tn_graph *g, const tn_node *n, const tn_tensor *x,
             memcpy(steps, v, (size_t)cnt * 8);
         }
     } else {
-        cnt = tn__attr_ints(n, "starts", starts, TN_MAX_RANK);
-        if (cnt < 0 || cnt > x->rank || tn__attr_ints(n, "ends", ends, TN_MAX_RANK) != cnt) {
+        cnt = md__attr_ints(n, "starts", starts, MD_MAX_RANK);
+        if (cnt < 0 || cnt > x->rank || md__attr_ints(n, "ends", ends, MD_MAX_RANK) != cnt) {
             snprintf(why, why_size, "bad starts/ends");
             return AT_EUNSUPPORTED;
         }
-        if (tn__attr_ints(n, "axes", axes, TN_MAX_RANK) != cnt)
+        if (md__attr_ints(n, "axes", axes, MD_MAX_RANK) != cnt)
             for (int i = 0; i < cnt; i++)
                 axes[i] = i;
         for (int i = 0; i < cnt; i++)
@@ -787,13 +787,13 @@ at_err tn__slice_params(const tn_graph *g, const tn_node *n, const tn_tensor *x,
     return AT_OK;
 }
 
-at_err tn__split_params(const tn_graph *g, const tn_node *n, const tn_tensor *x, int k,
+at_err md__split_params(const md_graph *g, const md_node *n, const md_tensor *x, int k,
                         int64_t *lo, int64_t *step, int64_t *out, char *why, size_t why_size)
 {
     int64_t axis, sizes[64], off = 0, total = 0;
     const int64_t *v;
     int cnt = -1;
-    if (n->n_out < 1 || n->n_out > 64 || norm_axis(tn__attr_i(n, "axis", 0), x->rank, &axis)) {
+    if (n->n_out < 1 || n->n_out > 64 || norm_axis(md__attr_i(n, "axis", 0), x->rank, &axis)) {
         snprintf(why, why_size, "bad axis or number of outputs");
         return AT_EUNSUPPORTED;
     }
@@ -804,7 +804,7 @@ at_err tn__split_params(const tn_graph *g, const tn_node *n, const tn_tensor *x,
             return AT_EUNSUPPORTED;
         }
         memcpy(sizes, v, (size_t)cnt * 8);
-    } else if ((cnt = tn__attr_ints(n, "split", sizes, 64)) >= 0 && cnt != n->n_out) {
+    } else if ((cnt = md__attr_ints(n, "split", sizes, 64)) >= 0 && cnt != n->n_out) {
         snprintf(why, why_size, "'split' must give one size per output");
         return AT_EUNSUPPORTED;
     }
@@ -842,16 +842,16 @@ at_err tn__split_params(const tn_graph *g, const tn_node *n, const tn_tensor *x,
 }
 
 /* Fold a data-movement or alias node on constant data; and the CONST-class operators. */
-static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
+static at_err fold_move(md_graph *g, int node, char *why, size_t why_size)
 {
-    const tn_node *n = &g->nodes[node];
-    const tn_tensor *x = IN(0);
-    int64_t shape[TN_MAX_RANK];
+    const md_node *n = &g->nodes[node];
+    const md_tensor *x = IN(0);
+    int64_t shape[MD_MAX_RANK];
     int rank = 0, esz;
     void *data;
     at_err err;
-    switch (tn_op_class_of(n->kind)) {
-    case TN_CLS_ALIAS:
+    switch (md_op_class_of(n->kind)) {
+    case MD_CLS_ALIAS:
         if ((err = infer_alias(g, n, shape, &rank, why, why_size)) != AT_OK)
             return err;
         esz = at_dtype_bytes(x->dtype);
@@ -863,8 +863,8 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
         break;
     }
     switch (n->kind) {
-    case TN_OP_TRANSPOSE: {
-        int64_t perm[TN_MAX_RANK], st[TN_MAX_RANK], idx[TN_MAX_RANK] = {0}, acc = 1;
+    case MD_OP_TRANSPOSE: {
+        int64_t perm[MD_MAX_RANK], st[MD_MAX_RANK], idx[MD_MAX_RANK] = {0}, acc = 1;
         if (transpose_perm(n, x->rank, perm))
             FAIL("bad 'perm'");
         for (int d = x->rank - 1; d >= 0; d--) {
@@ -889,12 +889,12 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
         }
         return set_data(g, n->out[0], x->dtype, x->rank, shape, data, why, why_size);
     }
-    case TN_OP_CONCAT: {
+    case MD_OP_CONCAT: {
         int64_t axis, outer = 1, total_axis = 0, off = 0;
-        if (norm_axis(tn__attr_i(n, "axis", INT64_MAX), x->rank, &axis))
+        if (norm_axis(md__attr_i(n, "axis", INT64_MAX), x->rank, &axis))
             FAIL("missing or bad 'axis'");
         for (int k = 0; k < n->n_in; k++) {
-            const tn_tensor *y = IN(k);
+            const md_tensor *y = IN(k);
             if (y == NULL || y->rank != x->rank || y->dtype != x->dtype)
                 FAIL("inputs of different ranks or types");
             for (int d = 0; d < x->rank; d++)
@@ -917,7 +917,7 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
                 return AT_ENOMEM;
         }
         for (int k = 0; k < n->n_in; k++) {
-            const tn_tensor *y = IN(k);
+            const md_tensor *y = IN(k);
             int64_t inner = y->shape[axis];
             int64_t row = total_axis, tail = 1;
             for (int d = (int)axis + 1; d < x->rank; d++)
@@ -930,12 +930,12 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
         }
         return set_data(g, n->out[0], x->dtype, x->rank, shape, data, why, why_size);
     }
-    case TN_OP_SPLIT:
+    case MD_OP_SPLIT:
         for (int k = 0; k < n->n_out; k++) {
-            int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK], total = 1;
+            int64_t lo[MD_MAX_RANK], step[MD_MAX_RANK], total = 1;
             if (n->out[k] < 0)
                 continue;
-            if ((err = tn__split_params(g, n, x, k, lo, step, shape, why, why_size)) != AT_OK)
+            if ((err = md__split_params(g, n, x, k, lo, step, shape, why, why_size)) != AT_OK)
                 return err;
             for (int d = 0; d < x->rank; d++)
                 total *= shape[d];
@@ -943,25 +943,25 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
             if ((data = at_malloc((size_t)(total + 1) * (size_t)esz)) == NULL)
                 return AT_ENOMEM;
             if (total > 0)
-                tn__copy_region(data, x->data, x, lo, step, shape, esz);
+                md__copy_region(data, x->data, x, lo, step, shape, esz);
             if ((err = set_data(g, n->out[k], x->dtype, x->rank, shape, data, why, why_size)) !=
                 AT_OK)
                 return err;
         }
         return AT_OK;
-    case TN_OP_GATHER: {
-        const tn_tensor *ix = IN(1);
+    case MD_OP_GATHER: {
+        const md_tensor *ix = IN(1);
         int64_t axis, outer = 1, tail = 1, j = 0;
         if (ix == NULL || ix->data == NULL || ix->dtype != AT_DT_I64)
             FAIL("the indices must be an int64 constant");
-        if (norm_axis(tn__attr_i(n, "axis", 0), x->rank, &axis))
+        if (norm_axis(md__attr_i(n, "axis", 0), x->rank, &axis))
             FAIL("bad 'axis'");
         rank = 0;
         for (int d = 0; d < axis; d++) {
             shape[rank++] = x->shape[d];
             outer *= x->shape[d];
         }
-        if (rank + ix->rank + x->rank - axis - 1 > TN_MAX_RANK)
+        if (rank + ix->rank + x->rank - axis - 1 > MD_MAX_RANK)
             FAIL("the result has too many dimensions");
         for (int d = 0; d < ix->rank; d++)
             shape[rank++] = ix->shape[d];
@@ -990,8 +990,8 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
             }
         return set_data(g, n->out[0], x->dtype, rank, shape, data, why, why_size);
     }
-    case TN_OP_CAST: {
-        int64_t to = tn__attr_i(n, "to", 0);
+    case MD_OP_CAST: {
+        int64_t to = md__attr_i(n, "to", 0);
         at_dtype dt;
         if (to == 1)
             dt = AT_DT_F32;
@@ -1013,9 +1013,9 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
         }
         return set_data(g, n->out[0], dt, x->rank, x->shape, data, why, why_size);
     }
-    case TN_OP_SLICE: {
-        int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK], total = 1;
-        if ((err = tn__slice_params(g, n, x, lo, step, shape, why, why_size)) != AT_OK)
+    case MD_OP_SLICE: {
+        int64_t lo[MD_MAX_RANK], step[MD_MAX_RANK], total = 1;
+        if ((err = md__slice_params(g, n, x, lo, step, shape, why, why_size)) != AT_OK)
             return err;
         for (int d = 0; d < x->rank; d++)
             total *= shape[d];
@@ -1023,17 +1023,17 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
         if ((data = at_malloc((size_t)(total + 1) * (size_t)esz)) == NULL)
             return AT_ENOMEM;
         if (total > 0)
-            tn__copy_region(data, x->data, x, lo, step, shape, esz);
+            md__copy_region(data, x->data, x, lo, step, shape, esz);
         return set_data(g, n->out[0], x->dtype, x->rank, shape, data, why, why_size);
     }
-    case TN_OP_CONSTANTOFSHAPE: {
+    case MD_OP_CONSTANTOFSHAPE: {
         const int64_t *v;
-        const tn_attr *a = tn__attr(n, "value");
+        const md_attr *a = md__attr(n, "value");
         int64_t total = 1;
         double val = 0;
         at_dtype dt = AT_DT_F32;
         int cnt = const_ints(g, n->in[0], &v);
-        if (cnt < 0 || cnt > TN_MAX_RANK)
+        if (cnt < 0 || cnt > MD_MAX_RANK)
             FAIL("the shape must be an int64 constant");
         for (int d = 0; d < cnt; d++) {
             if (v[d] < 0 || (v[d] && total > (1 << 26) / v[d]))
@@ -1041,8 +1041,8 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
             shape[d] = v[d];
             total *= v[d];
         }
-        if (a && a->type == TN_ATTR_TENSOR) {
-            const tn_tensor *c = &g->tensors[a->tensor];
+        if (a && a->type == MD_ATTR_TENSOR) {
+            const md_tensor *c = &g->tensors[a->tensor];
             if (c->n_elems != 1)
                 FAIL("'value' must hold one element");
             dt = c->dtype;
@@ -1063,21 +1063,21 @@ static at_err fold_move(tn_graph *g, int node, char *why, size_t why_size)
     }
 }
 
-static at_err fold_constant_node(tn_graph *g, int node, char *why, size_t why_size)
+static at_err fold_constant_node(md_graph *g, int node, char *why, size_t why_size)
 {
-    const tn_node *n = &g->nodes[node];
-    const tn_attr *a;
+    const md_node *n = &g->nodes[node];
+    const md_attr *a;
     void *data;
     int64_t shape[1];
-    if ((a = tn__attr(n, "value")) && a->type == TN_ATTR_TENSOR) {
-        const tn_tensor *c = &g->tensors[a->tensor];
+    if ((a = md__attr(n, "value")) && a->type == MD_ATTR_TENSOR) {
+        const md_tensor *c = &g->tensors[a->tensor];
         size_t bytes = (size_t)c->n_elems * (size_t)at_dtype_bytes(c->dtype);
         if ((data = at_malloc(bytes ? bytes : 1)) == NULL)
             return AT_ENOMEM;
         memcpy(data, c->data, bytes);
         return set_data(g, n->out[0], c->dtype, c->rank, c->shape, data, why, why_size);
     }
-    if ((a = tn__attr(n, "value_float")) || (a = tn__attr(n, "value_int"))) {
+    if ((a = md__attr(n, "value_float")) || (a = md__attr(n, "value_int"))) {
         int is_f = strcmp(a->name, "value_float") == 0;
         if ((data = at_malloc(8)) == NULL)
             return AT_ENOMEM;
@@ -1088,9 +1088,9 @@ static at_err fold_constant_node(tn_graph *g, int node, char *why, size_t why_si
         return set_data(g, n->out[0], is_f ? AT_DT_F32 : AT_DT_I64, 0, shape, data, why,
                         why_size);
     }
-    if (((a = tn__attr(n, "value_floats")) && a->type == TN_ATTR_FLOATS) ||
-        ((a = tn__attr(n, "value_ints")) && a->type == TN_ATTR_INTS)) {
-        int is_f = a->type == TN_ATTR_FLOATS;
+    if (((a = md__attr(n, "value_floats")) && a->type == MD_ATTR_FLOATS) ||
+        ((a = md__attr(n, "value_ints")) && a->type == MD_ATTR_INTS)) {
+        int is_f = a->type == MD_ATTR_FLOATS;
         if ((data = at_malloc((size_t)(a->n + 1) * 8)) == NULL)
             return AT_ENOMEM;
         for (int i = 0; i < a->n; i++) {
@@ -1106,11 +1106,11 @@ static at_err fold_constant_node(tn_graph *g, int node, char *why, size_t why_si
     FAIL("a Constant without a value this code reads (value, value_float(s), value_int(s))");
 }
 
-static at_err fold_shape_node(tn_graph *g, int node, char *why, size_t why_size)
+static at_err fold_shape_node(md_graph *g, int node, char *why, size_t why_size)
 {
-    const tn_node *n = &g->nodes[node];
-    const tn_tensor *x = IN(0);
-    int64_t start = tn__attr_i(n, "start", 0), end = tn__attr_i(n, "end", x->rank), shape[1];
+    const md_node *n = &g->nodes[node];
+    const md_tensor *x = IN(0);
+    int64_t start = md__attr_i(n, "start", 0), end = md__attr_i(n, "end", x->rank), shape[1];
     int64_t *data;
     if (start < 0)
         start += x->rank;
@@ -1126,23 +1126,23 @@ static at_err fold_shape_node(tn_graph *g, int node, char *why, size_t why_size)
     return set_data(g, n->out[0], AT_DT_I64, 1, shape, data, why, why_size);
 }
 
-static int elem_unary(tn_op_kind k)
+static int elem_unary(md_op_kind k)
 {
     switch (k) {
-    case TN_OP_RELU: case TN_OP_SIGMOID: case TN_OP_TANH: case TN_OP_ERF: case TN_OP_GELU:
-    case TN_OP_EXP: case TN_OP_LOG: case TN_OP_SQRT: case TN_OP_ABS: case TN_OP_NEG:
-    case TN_OP_RECIPROCAL: case TN_OP_LEAKYRELU: case TN_OP_HARDSIGMOID: case TN_OP_HARDSWISH:
+    case MD_OP_RELU: case MD_OP_SIGMOID: case MD_OP_TANH: case MD_OP_ERF: case MD_OP_GELU:
+    case MD_OP_EXP: case MD_OP_LOG: case MD_OP_SQRT: case MD_OP_ABS: case MD_OP_NEG:
+    case MD_OP_RECIPROCAL: case MD_OP_LEAKYRELU: case MD_OP_HARDSIGMOID: case MD_OP_HARDSWISH:
         return 1;
     default:
         return 0;
     }
 }
 
-static int elem_binary(tn_op_kind k)
+static int elem_binary(md_op_kind k)
 {
     switch (k) {
-    case TN_OP_ADD: case TN_OP_SUB: case TN_OP_MUL: case TN_OP_DIV: case TN_OP_POW:
-    case TN_OP_MAX: case TN_OP_MIN:
+    case MD_OP_ADD: case MD_OP_SUB: case MD_OP_MUL: case MD_OP_DIV: case MD_OP_POW:
+    case MD_OP_MAX: case MD_OP_MIN:
         return 1;
     default:
         return 0;
@@ -1150,16 +1150,16 @@ static int elem_binary(tn_op_kind k)
 }
 
 /* Shape inference for a node on run-time data. */
-static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
+static at_err infer_runtime(md_graph *g, int node, char *why, size_t why_size)
 {
-    tn_node *n = &g->nodes[node];
-    const tn_tensor *x = IN(0);
-    int64_t shape[TN_MAX_RANK];
+    md_node *n = &g->nodes[node];
+    const md_tensor *x = IN(0);
+    int64_t shape[MD_MAX_RANK];
     int rank = 0;
     at_err err;
     if (x == NULL)
         FAIL("its first input is missing");
-    if (x->dtype != AT_DT_F32 && n->kind != TN_OP_SHAPE)
+    if (x->dtype != AT_DT_F32 && n->kind != MD_OP_SHAPE)
         FAIL("'%s' is an integer tensor computed at run time: only float32 is computed",
              x->name);
     for (int k = 1; k < n->n_in; k++)
@@ -1167,9 +1167,9 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
             FAIL("'%s' is an integer tensor computed at run time: only float32 is computed",
                  IN(k)->name);
     switch (n->kind) {
-    case TN_OP_CONV: {
-        tn_conv_params p;
-        if ((err = tn__conv_params(g, n, &p, why, why_size)) != AT_OK)
+    case MD_OP_CONV: {
+        md_conv_params p;
+        if ((err = md__conv_params(g, n, &p, why, why_size)) != AT_OK)
             return err;
         shape[0] = p.N;
         shape[1] = p.K;
@@ -1178,12 +1178,12 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         rank = 4;
         break;
     }
-    case TN_OP_MAXPOOL:
-    case TN_OP_AVGPOOL: {
-        tn_pool_params p;
+    case MD_OP_MAXPOOL:
+    case MD_OP_AVGPOOL: {
+        md_pool_params p;
         if (!extra_outputs_unused(g, n, 1))
             FAIL("the Indices output is not supported");
-        if ((err = tn__pool_params(g, n, &p, why, why_size)) != AT_OK)
+        if ((err = md__pool_params(g, n, &p, why, why_size)) != AT_OK)
             return err;
         shape[0] = p.N;
         shape[1] = p.C;
@@ -1192,8 +1192,8 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         rank = 4;
         break;
     }
-    case TN_OP_GAP:
-    case TN_OP_GMP:
+    case MD_OP_GAP:
+    case MD_OP_GMP:
         if (x->rank != 4)
             FAIL("global pooling of a %d-d tensor: only 4-d (NCHW) is supported", x->rank);
         shape[0] = x->shape[0];
@@ -1201,18 +1201,18 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         shape[2] = shape[3] = 1;
         rank = 4;
         break;
-    case TN_OP_GEMM: {
-        const tn_tensor *b = IN(1), *c = IN(2);
-        int64_t m, k, k2, nn, cs[TN_MAX_RANK];
+    case MD_OP_GEMM: {
+        const md_tensor *b = IN(1), *c = IN(2);
+        int64_t m, k, k2, nn, cs[MD_MAX_RANK];
         int cr;
         if (b == NULL || x->rank != 2 || b->rank != 2)
             FAIL("Gemm needs two 2-d inputs");
-        if (tn__attr_i(n, "transA", 0))
+        if (md__attr_i(n, "transA", 0))
             FAIL("transA 1 is not supported");
         m = x->shape[0];
         k = x->shape[1];
-        k2 = tn__attr_i(n, "transB", 0) ? b->shape[1] : b->shape[0];
-        nn = tn__attr_i(n, "transB", 0) ? b->shape[0] : b->shape[1];
+        k2 = md__attr_i(n, "transB", 0) ? b->shape[1] : b->shape[0];
+        nn = md__attr_i(n, "transB", 0) ? b->shape[0] : b->shape[1];
         if (k != k2)
             FAIL("inner dimensions %lld and %lld differ", (long long)k, (long long)k2);
         shape[0] = m;
@@ -1223,9 +1223,9 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
             FAIL("C does not broadcast to [%lld, %lld]", (long long)m, (long long)nn);
         break;
     }
-    case TN_OP_MATMUL: {
-        const tn_tensor *b = IN(1);
-        int64_t bs[TN_MAX_RANK];
+    case MD_OP_MATMUL: {
+        const md_tensor *b = IN(1);
+        int64_t bs[MD_MAX_RANK];
         int br;
         if (b == NULL || x->rank < 2 || b->rank < 2)
             FAIL("MatMul of 1-d tensors is not supported");
@@ -1240,16 +1240,16 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         rank = br + 2;
         break;
     }
-    case TN_OP_DENSE: {
-        const tn_tensor *w = IN(1);
+    case MD_OP_DENSE: {
+        const md_tensor *w = IN(1);
         memcpy(shape, x->shape, sizeof shape);
         shape[x->rank - 1] = w->shape[0];
         rank = x->rank;
         break;
     }
-    case TN_OP_SOFTMAX: {
+    case MD_OP_SOFTMAX: {
         int64_t axis;
-        if (norm_axis(tn__attr_i(n, "axis", g->opset < 13 ? 1 : -1), x->rank, &axis))
+        if (norm_axis(md__attr_i(n, "axis", g->opset < 13 ? 1 : -1), x->rank, &axis))
             FAIL("axis out of range");
         if (g->opset >= 13 && axis != x->rank - 1)
             FAIL("softmax over axis %lld of a %d-d tensor: only the last axis is supported",
@@ -1258,10 +1258,10 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         rank = x->rank;
         break;
     }
-    case TN_OP_LAYERNORM: {
+    case MD_OP_LAYERNORM: {
         int64_t axis;
-        const tn_tensor *sc = IN(1), *bi = IN(2);
-        if (norm_axis(tn__attr_i(n, "axis", -1), x->rank, &axis) || axis != x->rank - 1)
+        const md_tensor *sc = IN(1), *bi = IN(2);
+        if (norm_axis(md__attr_i(n, "axis", -1), x->rank, &axis) || axis != x->rank - 1)
             FAIL("normalisation over more than the last axis is not supported");
         if (!extra_outputs_unused(g, n, 1))
             FAIL("the Mean and InvStdDev outputs are not supported");
@@ -1272,16 +1272,16 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         rank = x->rank;
         break;
     }
-    case TN_OP_REDUCEMEAN:
-    case TN_OP_REDUCESUM:
-    case TN_OP_REDUCEMAX:
-    case TN_OP_REDUCEMIN: {
-        int64_t axes[TN_MAX_RANK];
-        int cnt = tn__node_axes(g, n, x->rank, axes, TN_MAX_RANK), keep = (int)tn__attr_i(n, "keepdims", 1);
+    case MD_OP_REDUCEMEAN:
+    case MD_OP_REDUCESUM:
+    case MD_OP_REDUCEMAX:
+    case MD_OP_REDUCEMIN: {
+        int64_t axes[MD_MAX_RANK];
+        int cnt = md__node_axes(g, n, x->rank, axes, MD_MAX_RANK), keep = (int)md__attr_i(n, "keepdims", 1);
         if (cnt < 0)
             FAIL("bad or non-constant 'axes'");
-        if (cnt == 0 && tn__attr_i(n, "noop_with_empty_axes", 0)) {
-            n->kind = TN_OP_IDENTITY;
+        if (cnt == 0 && md__attr_i(n, "noop_with_empty_axes", 0)) {
+            n->kind = MD_OP_IDENTITY;
             memcpy(shape, x->shape, sizeof shape);
             rank = x->rank;
             break;
@@ -1297,10 +1297,10 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         }
         break;
     }
-    case TN_OP_BATCHNORM:
+    case MD_OP_BATCHNORM:
         if (x->rank < 2)
             FAIL("BatchNormalization of a %d-d tensor", x->rank);
-        if (tn__attr_i(n, "training_mode", 0) || !extra_outputs_unused(g, n, 1))
+        if (md__attr_i(n, "training_mode", 0) || !extra_outputs_unused(g, n, 1))
             FAIL("training mode is not supported");
         for (int k = 1; k < 5; k++)
             if (IN(k) == NULL || IN(k)->n_elems != x->shape[1])
@@ -1309,7 +1309,7 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         memcpy(shape, x->shape, sizeof shape);
         rank = x->rank;
         break;
-    case TN_OP_CLIP:
+    case MD_OP_CLIP:
         for (int k = 1; k < n->n_in; k++) {
             double v;
             if (IN(k) && !const_scalar(g, n->in[k], &v))
@@ -1318,30 +1318,30 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         memcpy(shape, x->shape, sizeof shape);
         rank = x->rank;
         break;
-    case TN_OP_DROPOUT:
+    case MD_OP_DROPOUT:
         if (!extra_outputs_unused(g, n, 1))
             FAIL("the mask output is not supported");
         memcpy(shape, x->shape, sizeof shape);
         rank = x->rank;
         break;
-    case TN_OP_CAST:
-        if (tn__attr_i(n, "to", 1) != 1)
+    case MD_OP_CAST:
+        if (md__attr_i(n, "to", 1) != 1)
             FAIL("a cast of run-time data to ONNX type %lld (only float stays float)",
-                 (long long)tn__attr_i(n, "to", 1));
-        n->kind = TN_OP_IDENTITY; /* float to float: the same bytes */
+                 (long long)md__attr_i(n, "to", 1));
+        n->kind = MD_OP_IDENTITY; /* float to float: the same bytes */
         memcpy(shape, x->shape, sizeof shape);
         rank = x->rank;
         break;
-    case TN_OP_IDENTITY:
-    case TN_OP_RESHAPE:
-    case TN_OP_FLATTEN:
-    case TN_OP_SQUEEZE:
-    case TN_OP_UNSQUEEZE:
+    case MD_OP_IDENTITY:
+    case MD_OP_RESHAPE:
+    case MD_OP_FLATTEN:
+    case MD_OP_SQUEEZE:
+    case MD_OP_UNSQUEEZE:
         if ((err = infer_alias(g, n, shape, &rank, why, why_size)) != AT_OK)
             return err;
         break;
-    case TN_OP_TRANSPOSE: {
-        int64_t perm[TN_MAX_RANK];
+    case MD_OP_TRANSPOSE: {
+        int64_t perm[MD_MAX_RANK];
         if (transpose_perm(n, x->rank, perm))
             FAIL("'perm' is not a permutation of the %d axes", x->rank);
         for (int d = 0; d < x->rank; d++)
@@ -1349,32 +1349,32 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         rank = x->rank;
         break;
     }
-    case TN_OP_SLICE: {
-        int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK];
-        if ((err = tn__slice_params(g, n, x, lo, step, shape, why, why_size)) != AT_OK)
+    case MD_OP_SLICE: {
+        int64_t lo[MD_MAX_RANK], step[MD_MAX_RANK];
+        if ((err = md__slice_params(g, n, x, lo, step, shape, why, why_size)) != AT_OK)
             return err;
         rank = x->rank;
         break;
     }
-    case TN_OP_SPLIT:
+    case MD_OP_SPLIT:
         for (int k = 0; k < n->n_out; k++) {
-            int64_t lo[TN_MAX_RANK], step[TN_MAX_RANK];
+            int64_t lo[MD_MAX_RANK], step[MD_MAX_RANK];
             if (n->out[k] < 0)
                 continue;
-            if ((err = tn__split_params(g, n, x, k, lo, step, shape, why, why_size)) != AT_OK ||
-                (err = tn__set_shape(g, n->out[k], AT_DT_F32, x->rank, shape, why, why_size)) !=
+            if ((err = md__split_params(g, n, x, k, lo, step, shape, why, why_size)) != AT_OK ||
+                (err = md__set_shape(g, n->out[k], AT_DT_F32, x->rank, shape, why, why_size)) !=
                     AT_OK)
                 return err;
         }
         return AT_OK;
-    case TN_OP_GATHER: {
-        const tn_tensor *ix = IN(1);
+    case MD_OP_GATHER: {
+        const md_tensor *ix = IN(1);
         int64_t axis;
         if (ix == NULL || ix->data == NULL || ix->dtype != AT_DT_I64)
             FAIL("the indices must be an int64 constant");
-        if (norm_axis(tn__attr_i(n, "axis", 0), x->rank, &axis))
+        if (norm_axis(md__attr_i(n, "axis", 0), x->rank, &axis))
             FAIL("bad 'axis'");
-        if (x->rank - 1 + ix->rank > TN_MAX_RANK)
+        if (x->rank - 1 + ix->rank > MD_MAX_RANK)
             FAIL("the result has too many dimensions");
         for (int64_t i = 0; i < ix->n_elems; i++) {
             int64_t k = ((const int64_t *)ix->data)[i];
@@ -1389,12 +1389,12 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
             shape[rank++] = x->shape[d];
         break;
     }
-    case TN_OP_CONCAT: {
+    case MD_OP_CONCAT: {
         int64_t axis, total = 0;
-        if (norm_axis(tn__attr_i(n, "axis", INT64_MAX), x->rank, &axis))
+        if (norm_axis(md__attr_i(n, "axis", INT64_MAX), x->rank, &axis))
             FAIL("missing or bad 'axis'");
         for (int k = 0; k < n->n_in; k++) {
-            const tn_tensor *y = IN(k);
+            const md_tensor *y = IN(k);
             if (y == NULL || y->rank != x->rank)
                 FAIL("inputs of different ranks");
             for (int d = 0; d < x->rank; d++)
@@ -1410,8 +1410,8 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
     }
     default:
         if (elem_unary(n->kind)) {
-            if (n->kind == TN_OP_GELU) {
-                const char *ap = tn__attr_s(n, "approximate", "none");
+            if (n->kind == MD_OP_GELU) {
+                const char *ap = md__attr_s(n, "approximate", "none");
                 if (strcmp(ap, "none") != 0 && strcmp(ap, "tanh") != 0)
                     FAIL("unknown approximate '%s'", ap);
             }
@@ -1420,12 +1420,12 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
             break;
         }
         if (elem_binary(n->kind)) {
-            const tn_tensor *y = IN(1);
-            if ((n->kind == TN_OP_MAX || n->kind == TN_OP_MIN) && n->n_in != 2)
+            const md_tensor *y = IN(1);
+            if ((n->kind == MD_OP_MAX || n->kind == MD_OP_MIN) && n->n_in != 2)
                 FAIL("only 2 inputs are supported");
             if (y == NULL)
                 FAIL("two inputs are needed");
-            if (n->kind == TN_OP_POW) {
+            if (n->kind == MD_OP_POW) {
                 double e;
                 if (!const_scalar(g, n->in[1], &e) ||
                     (e != 0.5 && e != 1 && e != 2 && e != 3 && e != -1 && e != -0.5))
@@ -1438,7 +1438,7 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
         FAIL("not supported on run-time data");
     }
     for (int k = 0; k < n->n_out && k < 1; k++)
-        if (n->out[k] >= 0 && (err = tn__set_shape(g, n->out[k], AT_DT_F32, rank, shape, why,
+        if (n->out[k] >= 0 && (err = md__set_shape(g, n->out[k], AT_DT_F32, rank, shape, why,
                                                    why_size)) != AT_OK)
             return err;
     return AT_OK;
@@ -1449,28 +1449,28 @@ static at_err infer_runtime(tn_graph *g, int node, char *why, size_t why_size)
 
 /* Take the declared shapes (value_info, graph outputs) for the outputs of a node that
 ** cannot be inferred. */
-static void use_hints(tn_graph *g, const tn_node *n)
+static void use_hints(md_graph *g, const md_node *n)
 {
     char why[WHY_SIZE];
     for (int k = 0; k < n->n_out; k++) {
         int t = n->out[k];
         if (t < 0 || g->tensors[t].known || !g->tensors[t].hint)
             continue;
-        if (tn__set_shape(g, t, g->tensors[t].dtype, g->tensors[t].hint_rank,
+        if (md__set_shape(g, t, g->tensors[t].dtype, g->tensors[t].hint_rank,
                           g->tensors[t].hint_shape, why, sizeof why) != AT_OK)
             continue;
     }
 }
 
-at_err tn__infer(tn_graph *g, char *errmsg, size_t errmsg_size)
+at_err md__infer(md_graph *g, char *errmsg, size_t errmsg_size)
 {
     char why[WHY_SIZE];
     int n_dependent = 0, first_dependent = -1;
     (void)errmsg;
     (void)errmsg_size;
-    tn__count_consumers(g);
+    md__count_consumers(g);
     for (int i = 0; i < g->n_nodes; i++) {
-        tn_node *n = &g->nodes[i];
+        md_node *n = &g->nodes[i];
         int all_const = 1, unknown = -1;
         at_err err = AT_OK;
         if (n->dead)
@@ -1489,11 +1489,11 @@ at_err tn__infer(tn_graph *g, char *errmsg, size_t errmsg_size)
             continue;
         }
         why[0] = 0;
-        if (n->kind == TN_OP_UNKNOWN) {
+        if (n->kind == MD_OP_UNKNOWN) {
             err = n->domain[0] && strcmp(n->domain, "ai.onnx") != 0
-                      ? tn__unsupported(g, i, "operator '%s' of domain '%s' is not supported",
+                      ? md__unsupported(g, i, "operator '%s' of domain '%s' is not supported",
                                         n->op_type, n->domain)
-                      : tn__unsupported(g, i, "operator '%s' is not supported", n->op_type);
+                      : md__unsupported(g, i, "operator '%s' is not supported", n->op_type);
         } else if (unknown >= 0) {
             /* one warning for all of them, after the loop */
             char *w = at_strdup("it depends on an unsupported node");
@@ -1506,25 +1506,25 @@ at_err tn__infer(tn_graph *g, char *errmsg, size_t errmsg_size)
                 first_dependent = i;
             use_hints(g, n);
             continue;
-        } else if (n->kind == TN_OP_CONSTANT) {
+        } else if (n->kind == MD_OP_CONSTANT) {
             err = fold_constant_node(g, i, why, sizeof why);
             if (err == AT_OK)
                 n->dead = 1;
-        } else if (n->kind == TN_OP_SHAPE) {
+        } else if (n->kind == MD_OP_SHAPE) {
             err = fold_shape_node(g, i, why, sizeof why);
             if (err == AT_OK)
                 n->dead = 1;
         } else if (all_const && n->n_in > 0) {
-            tn_op_class c = tn_op_class_of(n->kind);
-            if (c == TN_CLS_ELEM && (elem_unary(n->kind) || elem_binary(n->kind)))
+            md_op_class c = md_op_class_of(n->kind);
+            if (c == MD_CLS_ELEM && (elem_unary(n->kind) || elem_binary(n->kind)))
                 err = fold_elem(g, i, why, sizeof why);
-            else if (c == TN_CLS_ALIAS || c == TN_CLS_MOVE || c == TN_CLS_CONST)
+            else if (c == MD_CLS_ALIAS || c == MD_CLS_MOVE || c == MD_CLS_CONST)
                 err = fold_move(g, i, why, sizeof why);
             else
                 err = infer_runtime(g, i, why, sizeof why); /* e.g. a Conv of constants */
             if (err == AT_OK && g->tensors[n->out[0]].data)
                 n->dead = 1;
-        } else if (tn_op_class_of(n->kind) == TN_CLS_CONST && n->kind != TN_OP_CAST) {
+        } else if (md_op_class_of(n->kind) == MD_CLS_CONST && n->kind != MD_OP_CAST) {
             err = AT_EUNSUPPORTED;
             snprintf(why, sizeof why, "supported only on constants, and an input is computed "
                      "at run time");
@@ -1534,14 +1534,14 @@ at_err tn__infer(tn_graph *g, char *errmsg, size_t errmsg_size)
         if (err == AT_ENOMEM)
             return err;
         if (err != AT_OK && !n->unsupported) {
-            if (tn__unsupported(g, i, "%s", why[0] ? why : at_strerror(err)) == AT_ENOMEM)
+            if (md__unsupported(g, i, "%s", why[0] ? why : at_strerror(err)) == AT_ENOMEM)
                 return AT_ENOMEM;
         }
         if (n->unsupported)
             use_hints(g, n);
     }
     if (n_dependent > 0 &&
-        tn__warn(g, "%s: %d more node%s depend on unsupported nodes and are left out (the "
+        md__warn(g, "%s: %d more node%s depend on unsupported nodes and are left out (the "
                  "first: '%s' (%s))", g->name, n_dependent, n_dependent == 1 ? "" : "s",
                  g->nodes[first_dependent].name, g->nodes[first_dependent].op_type) != AT_OK)
         return AT_ENOMEM;

@@ -1,19 +1,19 @@
-/* tuner/tn_tasks.c -- the task list: JSON lines out and in (docs/models.md, "Tasks JSONL").
+/* models/md_tasks.c -- the task list: JSON lines out and in (docs/models.md, "Tasks JSONL").
 **
-** One task per line, an object with "v" (format version, TN_TASKS_VERSION), "key", "name",
+** One task per line, an object with "v" (format version, MD_TASKS_VERSION), "key", "name",
 ** "desc", "tag", "flops", "weight", "tunable", "ops", "uses", "model" and "dag".  The reader
 ** parses each line's DAG again and refuses a line whose DAG does not give its key, so a file
 ** edited by hand cannot send schedules to the wrong task. */
-#include "tuner/tuner.h"
+#include "models/models.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#define TN_TASKS_VERSION 1
+#define MD_TASKS_VERSION 1
 
-double tn_task_list_flops(const tn_task_list *tl)
+double md_task_list_flops(const md_task_list *tl)
 {
     double s = 0;
     for (int i = 0; tl && i < tl->n_tasks; i++)
@@ -21,7 +21,7 @@ double tn_task_list_flops(const tn_task_list *tl)
     return s;
 }
 
-void tn_task_list_free(tn_task_list *tl)
+void md_task_list_free(md_task_list *tl)
 {
     if (tl == NULL)
         return;
@@ -43,14 +43,14 @@ static void json_strs(at_buf *b, char *const *s, int n)
     at_buf_putc(b, ']');
 }
 
-at_err tn_tasks_write_jsonl(const tn_task_list *tl, FILE *f)
+at_err md_tasks_write_jsonl(const md_task_list *tl, FILE *f)
 {
     at_buf b;
     at_buf_init(&b);
     for (int i = 0; i < tl->n_tasks; i++) {
-        const tn_task *t = &tl->tasks[i];
+        const md_task *t = &tl->tasks[i];
         at_buf_reset(&b);
-        at_buf_printf(&b, "{\"v\":%d,\"key\":", TN_TASKS_VERSION);
+        at_buf_printf(&b, "{\"v\":%d,\"key\":", MD_TASKS_VERSION);
         at_buf_json_str(&b, t->key);
         at_buf_puts(&b, ",\"name\":");
         at_buf_json_str(&b, t->name);
@@ -116,7 +116,7 @@ static const at_json *member(const at_json *o, const char *key, at_json_type typ
     return v && v->type == type ? v : NULL;
 }
 
-static at_err str_list(rd *r, tn_task_list *tl, const at_json *a, char ***out, int *n)
+static at_err str_list(rd *r, md_task_list *tl, const at_json *a, char ***out, int *n)
 {
     *out = NULL;
     *n = 0;
@@ -135,13 +135,13 @@ static at_err str_list(rd *r, tn_task_list *tl, const at_json *a, char ***out, i
     return AT_OK;
 }
 
-static at_err read_line(rd *r, tn_task_list *tl, const char *text, size_t n)
+static at_err read_line(rd *r, md_task_list *tl, const char *text, size_t n)
 {
     at_arena ar;
     at_json *j;
     const at_json *v, *key, *dag_t, *wt, *fl;
     char msg[256];
-    tn_task t;
+    md_task t;
     ss_dag *dag = NULL;
     at_err err;
     memset(&t, 0, sizeof t);
@@ -164,9 +164,9 @@ static at_err read_line(rd *r, tn_task_list *tl, const char *text, size_t n)
         err = rd_fail(r, j, AT_EPARSE, "missing format version \"v\"");
         goto out;
     }
-    if (v->i > TN_TASKS_VERSION) {
+    if (v->i > MD_TASKS_VERSION) {
         err = rd_fail(r, v, AT_EVERSION, "format version %lld is newer than this tuner's (%d)",
-                      (long long)v->i, TN_TASKS_VERSION);
+                      (long long)v->i, MD_TASKS_VERSION);
         goto out;
     }
     key = member(j, "key", AT_JSON_STR);
@@ -256,10 +256,10 @@ out:
     return err;
 }
 
-at_err tn_tasks_read_jsonl(const char *name, const char *text, size_t n, tn_task_list **out,
+at_err md_tasks_read_jsonl(const char *name, const char *text, size_t n, md_task_list **out,
                            char *errmsg, size_t errmsg_size)
 {
-    tn_task_list *tl;
+    md_task_list *tl;
     rd r;
     size_t i = 0;
     at_err err = AT_OK;
@@ -289,7 +289,7 @@ at_err tn_tasks_read_jsonl(const char *name, const char *text, size_t n, tn_task
     if (err == AT_OK && tl->n_tasks == 0)
         err = rd_fail(&r, NULL, AT_EINVAL, "no tasks");
     if (err != AT_OK) {
-        tn_task_list_free(tl);
+        md_task_list_free(tl);
         return err;
     }
     *out = tl;

@@ -1,4 +1,4 @@
-/* tuner/tn_layout.c -- the layout plan: which part of the graph computes in NHWC.
+/* models/md_layout.c -- the layout plan: which part of the graph computes in NHWC.
 **
 ** ONNX models are NCHW.  On a CPU a convolution vectorizes best over channels, which NCHW
 ** keeps far apart: the tuned 3x3 stride-2 and 7x7 stem convolutions of ResNet-18 reach
@@ -16,7 +16,7 @@
 **      (perm 0,3,1,2) makes it from the twin; where an NHWC node reads a tensor made
 **      outside (a graph input), a Transpose (perm 0,2,3,1) makes the twin.  A transpose
 **      that moves only dimensions of size 1 ([1, 512, 1, 1]) is an Identity: no copy.
-**      Except: a Conv reading a graph input of at most TN_NCHW_IN_MAX_C channels (an image
+**      Except: a Conv reading a graph input of at most MD_NCHW_IN_MAX_C channels (an image
 **      model's stem) reads it in NCHW as it is (node->in_nchw, conv2d in_layout=NCHW):
 **      with 3 channels the channel order gives the convolution nothing to vectorize, and
 **      the transpose is gone.
@@ -26,25 +26,25 @@
 **      [1, 1, 1, C]).  Single-valued constants stay as they are (they become literals).
 **
 ** The original tensors keep their ids, names and shapes, so graph outputs, dumps and the
-** numpy check see the model's own layout.  The rewrite runs after tn__graph_prepare and
+** numpy check see the model's own layout.  The rewrite runs after md__graph_prepare and
 ** leaves its invariants (topological order, consumer counts, aliases) true again. */
-#include "tuner/tn_graph.h"
+#include "models/md_int.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static int live(const tn_node *n)
+static int live(const md_node *n)
 {
     return !n->dead && !n->unsupported;
 }
 
-static int is_act4(const tn_graph *g, int t)
+static int is_act4(const md_graph *g, int t)
 {
-    const tn_tensor *x = &g->tensors[t];
+    const md_tensor *x = &g->tensors[t];
     return t >= 0 && x->known && x->rank == 4 && x->dtype == AT_DT_F32 && x->data == NULL;
 }
 
-static int single_valued(const tn_tensor *c)
+static int single_valued(const md_tensor *c)
 {
     const float *f = c->data;
     if (c->dtype != AT_DT_F32 || c->n_elems < 1)
@@ -55,7 +55,7 @@ static int single_valued(const tn_tensor *c)
     return 1;
 }
 
-static int candidate(const tn_graph *g, const tn_node *n)
+static int candidate(const md_graph *g, const md_node *n)
 {
     if (!live(n) || n->n_out < 1 || n->out[0] < 0 || !is_act4(g, n->out[0]))
         return 0;
@@ -63,18 +63,18 @@ static int candidate(const tn_graph *g, const tn_node *n)
         if (n->out[k] >= 0 && g->tensors[n->out[k]].n_consumers > 0)
             return 0; /* MaxPool's Indices, ... */
     switch (n->kind) {
-    case TN_OP_CONV:
+    case MD_OP_CONV:
         return n->n_in >= 2 && is_act4(g, n->in[0]) && n->in[1] >= 0 &&
                g->tensors[n->in[1]].data != NULL && g->tensors[n->in[1]].rank == 4;
-    case TN_OP_MAXPOOL:
-    case TN_OP_AVGPOOL:
-    case TN_OP_GAP:
-    case TN_OP_GMP:
+    case MD_OP_MAXPOOL:
+    case MD_OP_AVGPOOL:
+    case MD_OP_GAP:
+    case MD_OP_GMP:
         return is_act4(g, n->in[0]);
     default:
         break;
     }
-    if (tn_op_class_of(n->kind) != TN_CLS_ELEM)
+    if (md_op_class_of(n->kind) != MD_CLS_ELEM)
         return 0;
     for (int k = 0; k < n->n_in; k++) {
         int t = n->in[k];
@@ -82,7 +82,7 @@ static int candidate(const tn_graph *g, const tn_node *n)
             continue;
         if (g->tensors[t].data) {
             if (g->tensors[t].rank > 4 || g->tensors[t].dtype != AT_DT_F32)
-                if (!(n->kind == TN_OP_CLIP || n->kind == TN_OP_POW) || k == 0)
+                if (!(n->kind == MD_OP_CLIP || n->kind == MD_OP_POW) || k == 0)
                     return 0;
             continue;
         }
@@ -117,12 +117,12 @@ static int trivial_perm(const int64_t *shape, const int64_t *perm)
     return 1;
 }
 
-static at_err attr_ints(tn_graph *g, int node, const char *name, int n, const int64_t *v)
+static at_err attr_ints(md_graph *g, int node, const char *name, int n, const int64_t *v)
 {
-    tn_node *nd = &g->nodes[node];
-    tn_attr a, *na;
+    md_node *nd = &g->nodes[node];
+    md_attr a, *na;
     memset(&a, 0, sizeof a);
-    a.type = TN_ATTR_INTS;
+    a.type = MD_ATTR_INTS;
     a.n = n;
     a.name = at_strdup(name);
     a.ints = at_malloc((size_t)n * sizeof *a.ints);
@@ -142,15 +142,15 @@ oom:
 }
 
 /* A new tensor "NAME.nhwc" (or .nchw) with t's shape permuted; -1 on ENOMEM. */
-static int twin(tn_graph *g, int t, const int64_t *perm, const char *suffix)
+static int twin(md_graph *g, int t, const int64_t *perm, const char *suffix)
 {
     char name[300];
     int u;
     int64_t shape[4];
     snprintf(name, sizeof name, "%.280s.%s", g->tensors[t].name, suffix);
-    for (int k = 1; tn__tensor_find(g, name) >= 0; k++)
+    for (int k = 1; md__tensor_find(g, name) >= 0; k++)
         snprintf(name, sizeof name, "%.270s.%s~%d", g->tensors[t].name, suffix, k);
-    if ((u = tn__tensor_get(g, name)) < 0)
+    if ((u = md__tensor_get(g, name)) < 0)
         return -1;
     for (int d = 0; d < 4; d++)
         shape[d] = g->tensors[t].shape[perm[d]];
@@ -164,14 +164,14 @@ static int twin(tn_graph *g, int t, const int64_t *perm, const char *suffix)
 }
 
 /* A node 'src' -> 'dst' converting layouts: Transpose(perm), or Identity when trivial. */
-static at_err convert(tn_graph *g, int src, int dst, const int64_t *perm, const char *what)
+static at_err convert(md_graph *g, int src, int dst, const int64_t *perm, const char *what)
 {
     char name[300];
     int triv = trivial_perm(g->tensors[src].shape, perm), nd;
     snprintf(name, sizeof name, "%.270s.%s", g->tensors[src].name, what);
-    if ((nd = tn__node_add(g, name, triv ? "Identity" : "Transpose", "")) < 0)
+    if ((nd = md__node_add(g, name, triv ? "Identity" : "Transpose", "")) < 0)
         return AT_ENOMEM;
-    if (tn__node_io(g, nd, 1, &src, 1, &dst) != AT_OK)
+    if (md__node_io(g, nd, 1, &src, 1, &dst) != AT_OK)
         return AT_ENOMEM;
     g->tensors[dst].producer = nd;
     if (!triv)
@@ -180,9 +180,9 @@ static at_err convert(tn_graph *g, int src, int dst, const int64_t *perm, const 
 }
 
 /* Conv weight [K, C/g, R, S] -> [R, S, C/g, K]; -1 on ENOMEM. */
-static int conv_weight(tn_graph *g, int w)
+static int conv_weight(md_graph *g, int w)
 {
-    const tn_tensor *t = &g->tensors[w];
+    const md_tensor *t = &g->tensors[w];
     int64_t K = t->shape[0], Cg = t->shape[1], R = t->shape[2], S = t->shape[3];
     int64_t shape[4] = {R, S, Cg, K};
     char name[300];
@@ -197,7 +197,7 @@ static int conv_weight(tn_graph *g, int w)
                     d[((r * S + s) * Cg + c) * K + k] =
                         ((const float *)t->data)[((k * Cg + c) * R + r) * S + s];
     snprintf(name, sizeof name, "%.280s.rsck", t->name);
-    u = tn__tensor_const(g, name, AT_DT_F32, 4, shape, d);
+    u = md__tensor_const(g, name, AT_DT_F32, 4, shape, d);
     at_free(d);
     if (u >= 0)
         g->tensors[u].is_weight = g->tensors[w].is_weight;
@@ -206,9 +206,9 @@ static int conv_weight(tn_graph *g, int w)
 
 /* An elementwise constant operand broadcast-aligned to rank 4 and permuted to NHWC; -1 on
 ** ENOMEM. */
-static int elem_const(tn_graph *g, int c)
+static int elem_const(md_graph *g, int c)
 {
-    const tn_tensor *t = &g->tensors[c];
+    const md_tensor *t = &g->tensors[c];
     int64_t s4[4] = {1, 1, 1, 1}, o4[4], st[4], acc = 1;
     char name[300];
     float *d;
@@ -236,21 +236,21 @@ static int elem_const(tn_graph *g, int c)
                     }
     }
     snprintf(name, sizeof name, "%.280s.nhwc", t->name);
-    u = tn__tensor_const(g, name, AT_DT_F32, 4, o4, d);
+    u = md__tensor_const(g, name, AT_DT_F32, 4, o4, d);
     at_free(d);
     if (u >= 0)
         g->tensors[u].is_weight = g->tensors[c].is_weight;
     return u;
 }
 
-at_err tn__plan_layout(tn_graph *g, int layout, char *errmsg, size_t errmsg_size)
+at_err md__plan_layout(md_graph *g, int layout, char *errmsg, size_t errmsg_size)
 {
     int n = g->n_nodes, nt = g->n_tensors;
     int *parent = NULL, *has_conv = NULL, *twin_of = NULL;
     char *cand = NULL, *outside = NULL;
     int any = 0;
     at_err err = AT_OK;
-    if (layout == TN_LAYOUT_NCHW || n == 0)
+    if (layout == MD_LAYOUT_NCHW || n == 0)
         return AT_OK;
     parent = at_malloc((size_t)n * sizeof *parent);
     has_conv = at_calloc((size_t)n, sizeof *has_conv);
@@ -268,7 +268,7 @@ at_err tn__plan_layout(tn_graph *g, int layout, char *errmsg, size_t errmsg_size
         cand[i] = (char)candidate(g, &g->nodes[i]);
     }
     for (int i = 0; i < n; i++) {
-        const tn_node *nd = &g->nodes[i];
+        const md_node *nd = &g->nodes[i];
         if (!cand[i])
             continue;
         for (int k = 0; k < nd->n_in; k++) {
@@ -281,7 +281,7 @@ at_err tn__plan_layout(tn_graph *g, int layout, char *errmsg, size_t errmsg_size
         }
     }
     for (int i = 0; i < n; i++)
-        if (cand[i] && g->nodes[i].kind == TN_OP_CONV)
+        if (cand[i] && g->nodes[i].kind == MD_OP_CONV)
             has_conv[uf_find(parent, i)] = 1;
     for (int i = 0; i < n; i++) {
         g->nodes[i].nhwc = cand[i] && has_conv[uf_find(parent, i)];
@@ -295,7 +295,7 @@ at_err tn__plan_layout(tn_graph *g, int layout, char *errmsg, size_t errmsg_size
         outside[t] = (char)g->tensors[t].is_output;
     }
     for (int i = 0; i < n; i++) {
-        const tn_node *nd = &g->nodes[i];
+        const md_node *nd = &g->nodes[i];
         if (nd->dead || nd->nhwc)
             continue;
         for (int k = 0; k < nd->n_in; k++)
@@ -322,7 +322,7 @@ at_err tn__plan_layout(tn_graph *g, int layout, char *errmsg, size_t errmsg_size
     /* 3. inputs of NHWC nodes: twins, converted copies, permuted constants */
     for (int i = 0; i < n; i++) {
         /* convert() adds nodes: g->nodes may move, so no pointer into it is kept */
-        tn_op_kind kind = g->nodes[i].kind;
+        md_op_kind kind = g->nodes[i].kind;
         if (!g->nodes[i].nhwc)
             continue;
         for (int k = 0; k < g->nodes[i].n_in; k++) {
@@ -330,10 +330,10 @@ at_err tn__plan_layout(tn_graph *g, int layout, char *errmsg, size_t errmsg_size
             if (t < 0)
                 continue;
             if (g->tensors[t].data) {
-                if (kind == TN_OP_CONV && k == 1)
+                if (kind == MD_OP_CONV && k == 1)
                     u = conv_weight(g, t);
-                else if (kind == TN_OP_CONV || single_valued(&g->tensors[t]) ||
-                         kind == TN_OP_CLIP || kind == TN_OP_POW)
+                else if (kind == MD_OP_CONV || single_valued(&g->tensors[t]) ||
+                         kind == MD_OP_CLIP || kind == MD_OP_POW)
                     continue; /* a bias [K], a literal, bounds and exponents */
                 else
                     u = elem_const(g, t);
@@ -344,8 +344,8 @@ at_err tn__plan_layout(tn_graph *g, int layout, char *errmsg, size_t errmsg_size
                 g->nodes[i].in[k] = u;
                 continue;
             }
-            if (twin_of[t] < 0 && kind == TN_OP_CONV && k == 0 &&
-                g->tensors[t].producer < 0 && g->tensors[t].shape[1] <= TN_NCHW_IN_MAX_C) {
+            if (twin_of[t] < 0 && kind == MD_OP_CONV && k == 0 &&
+                g->tensors[t].producer < 0 && g->tensors[t].shape[1] <= MD_NCHW_IN_MAX_C) {
                 g->nodes[i].in_nchw = 1; /* reads the graph input as it is */
                 continue;
             }
@@ -361,10 +361,10 @@ at_err tn__plan_layout(tn_graph *g, int layout, char *errmsg, size_t errmsg_size
             g->nodes[i].in[k] = twin_of[t];
         }
     }
-    if ((err = tn__topo_sort(g, errmsg, errmsg_size)) != AT_OK)
+    if ((err = md__topo_sort(g, errmsg, errmsg_size)) != AT_OK)
         goto out;
-    tn__resolve_aliases(g);
-    tn__count_consumers(g);
+    md__resolve_aliases(g);
+    md__count_consumers(g);
 out:
     at_free(parent);
     at_free(has_conv);
