@@ -288,7 +288,7 @@ build/fuzz/obj/gen/onnx.pb-c.o: $(PB_C) $(PB_H)
 
 build/fuzz/corpus/fuzz_onnx/.seeded: scripts/make_models.py
 	@mkdir -p $(@D)
-	$(Q)/usr/bin/python3 scripts/make_models.py --out $(@D) seed_cnn seed_attention tiny_mlp \
+	$(Q)/usr/bin/python3 scripts/make_models.py --out $(@D) seed_cnn seed_attention tiny_mlp missing_input \
 	    >/dev/null && touch $@
 build/fuzz/corpus/fuzz_tasks/.seeded: build/fuzz/corpus/fuzz_onnx/.seeded build/rel/bin/tuner
 	@mkdir -p $(@D)

@@ -199,16 +199,26 @@ static double ev_binary(md_op_kind k, double x, double y, int is_int)
     }
 }
 
+static int elem_binary(md_op_kind k);
+
 /* Fold an elementwise node whose inputs are all constants. */
 static at_err fold_elem(md_graph *g, int node, char *why, size_t why_size)
 {
     const md_node *n = &g->nodes[node];
-    const md_tensor *a = &g->tensors[n->in[0]];
-    const md_tensor *b = n->n_in > 1 && n->in[1] >= 0 ? &g->tensors[n->in[1]] : NULL;
+    const md_tensor *a, *b;
     int64_t shape[MD_MAX_RANK], sa[MD_MAX_RANK], sb[MD_MAX_RANK], idx[MD_MAX_RANK] = {0};
-    int r = a->rank, is_int = a->dtype == AT_DT_I64 && (b == NULL || b->dtype == AT_DT_I64);
+    int r, is_int;
     int64_t total = 1;
     void *data;
+    /* an empty input name ("") is -1: a binary operator needs both, any operator its first */
+    if (n->n_in < 1 || n->in[0] < 0 || (elem_binary(n->kind) && (n->n_in < 2 || n->in[1] < 0))) {
+        snprintf(why, why_size, "an input it needs is absent (an empty name)");
+        return AT_EUNSUPPORTED;
+    }
+    a = &g->tensors[n->in[0]];
+    b = n->n_in > 1 && n->in[1] >= 0 ? &g->tensors[n->in[1]] : NULL;
+    r = a->rank;
+    is_int = a->dtype == AT_DT_I64 && (b == NULL || b->dtype == AT_DT_I64);
     if (b) {
         if (broadcast(a->shape, a->rank, b->shape, b->rank, shape, &r) != 0) {
             snprintf(why, why_size, "shapes of '%s' and '%s' do not broadcast", a->name,
@@ -850,6 +860,8 @@ static at_err fold_move(md_graph *g, int node, char *why, size_t why_size)
     int rank = 0, esz;
     void *data;
     at_err err;
+    if (x == NULL)
+        FAIL("its first input is missing");
     switch (md_op_class_of(n->kind)) {
     case MD_CLS_ALIAS:
         if ((err = infer_alias(g, n, shape, &rank, why, why_size)) != AT_OK)

@@ -21,6 +21,7 @@ Models built here with onnx.helper (no torch needed), opset 13 unless noted:
 Models for error tests:
   bad_opset        small_cnn claiming opset 99 of the default domain
   negative_dim     dynamic_batch whose input says its first dimension is -3
+  missing_input    an Add of constants whose first input name is empty ('')
   unsupported_op   small_cnn with a node 'mystery' of type 'FancyOp' in the middle (its
                    output shape declared in value_info, so the rest still gives tasks)
 With python3-torch and python3-torchvision installed (optional), also:
@@ -326,6 +327,16 @@ def negative_dim():
     return m
 
 
+def missing_input():
+    """Constant elementwise nodes with an empty input name ('' is an absent optional input
+    in ONNX): the folding found by fuzz_onnx read the tensor before index 0."""
+    b = Builder(9)
+    c = b.const("c", np.ones([1, 4], np.float32))
+    y = b.node("Add", ["", c], "add_missing")
+    y = b.node("Add", ["input", y], "add")
+    return b.model("missing_input", [tensor("input", [1, 4])], [tensor(y, [1, 4])])
+
+
 def torch_module(name):
     """The torch module a tv_* model is exported from, and its input: the same seed gives the
     same weights, so make bench-model runs PyTorch on the network the ONNX file holds."""
@@ -514,13 +525,15 @@ MODELS = {
     "bad_opset": bad_opset,
     "unsupported_op": unsupported_op,
     "negative_dim": negative_dim,
+    "missing_input": missing_input,
     "tv_resnet18": lambda: torchvision_model("resnet18"),
     "tv_mobilenet_v2": lambda: torchvision_model("mobilenet_v2"),
     "tv_encoder": torch_encoder,
     "tv_bert2": torch_bert2,
 }
 DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp",
-           "weights_as_inputs", "dynamic_batch", "bad_opset", "unsupported_op", "negative_dim"]
+           "weights_as_inputs", "dynamic_batch", "bad_opset", "unsupported_op", "negative_dim",
+           "missing_input"]
 
 
 def have_torch():
@@ -555,7 +568,7 @@ def main():
                   file=sys.stderr)
             continue
         m = MODELS[name]()
-        if name not in ("bad_opset", "unsupported_op", "negative_dim"):
+        if name not in ("bad_opset", "unsupported_op", "negative_dim", "missing_input"):
             onnx.checker.check_model(m)
         path = os.path.join(a.out, name + ".onnx")
         onnx.save(m, path)
