@@ -30,7 +30,7 @@ SAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefine
               -fno-omit-frame-pointer
 
 LLVM_LIBS := $(shell $(LLVM_CONFIG) --ldflags 2>/dev/null) $(shell $(LLVM_CONFIG) --libs 2>/dev/null)
-LDLIBS    := -Wl,--as-needed $(LLVM_LIBS) -lsqlite3 -lxgboost -lnng -luv -lmsgpackc -lmbedcrypto -lseccomp \
+LDLIBS    := -Wl,--as-needed $(LLVM_LIBS) -lsqlite3 -lxgboost -lnng -luv -lmsgpackc -lmbedcrypto -lcairo -lseccomp \
              -lm -lpthread -ldl
 TEST_LIBS := -lcmocka -lopenblas -ldnnl
 

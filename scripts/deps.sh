@@ -6,7 +6,8 @@ set -euo pipefail
 PKGS=(
   build-essential pkg-config
   libuv1-dev libnng-dev libsqlite3-dev sqlite3 libxgboost-dev llvm-16-dev
-  libmsgpack-dev libmbedtls-dev libseccomp-dev protobuf-c-compiler libprotobuf-c-dev libonnx-dev
+  libmsgpack-dev libmbedtls-dev libcairo2-dev fonts-dejavu-core libseccomp-dev
+  protobuf-c-compiler libprotobuf-c-dev libonnx-dev
   libcmocka-dev clang libclang-rt-14-dev
   qemu-user gcc-aarch64-linux-gnu libc6-arm64-cross libc6-dev-arm64-cross
   libopenblas-dev libdnnl-dev python3-onnx lld-16 python3-numpy

@@ -9,6 +9,8 @@
 
 #include <sqlite3.h>
 
+#include <cairo/cairo.h>
+
 #include "rec_test.h"
 
 static char dir[64];
@@ -227,6 +229,75 @@ static void test_history_command(void **unused)
     }
     at_free(out);
     EXPECT(3, "no records match", "", "history", "--db", path, "--device", "nobody");
+}
+
+/* Dark pixels (all channels below 100) in a box of an RGB24 image: text or lines there. */
+static int dark_pixels(cairo_surface_t *s, int x0, int y0, int x1, int y1)
+{
+    const unsigned char *px = cairo_image_surface_get_data(s);
+    int stride = cairo_image_surface_get_stride(s), n = 0;
+    for (int y = y0; y < y1; y++)
+        for (int x = x0; x < x1; x++) {
+            const unsigned char *p = px + y * stride + 4 * x; /* B G R x */
+            n += p[0] < 100 && p[1] < 100 && p[2] < 100;
+        }
+    return n;
+}
+
+/* 'tuner plot' draws the curve with labelled axes (PNG read back with cairo: the curve's
+** colour, text under the x axis and left of the y axis) and writes SVG with glyphs. */
+static void test_plot_command(void **unused)
+{
+    char path[PATH_MAX], png[PATH_MAX], svg[PATH_MAX], key1[REC_KEY_LEN + 1], *out, *text;
+    cairo_surface_t *s;
+    int blue = 0;
+    size_t n;
+    (void)unused;
+    rt_path(path, dir, "plot.db");
+    rt_path(png, dir, "curve.png");
+    rt_path(svg, dir, "curve.svg");
+    make_store(path);
+    rt_key(1, key1);
+    EXPECT(2, "", "the store has several tasks: choose one with --task KEY", "plot", "--db", path,
+           "-o", png);
+    EXPECT(2, "", "the name must end in .svg or .png", "plot", "--db", path, "--task", key1,
+           "-o", "curve.gif");
+    EXPECT(3, "", "no records", "plot", "--db", path, "--task", key1, "--device", "nobody", "-o",
+           png);
+    out = EXPECT_OUT(0, "20 trials, best", "", "plot", "--db", path, "--task", key1, "--device",
+                     "box", "-o", png);
+    at_free(out);
+    s = cairo_image_surface_create_from_png(png);
+    assert_int_equal(cairo_surface_status(s), CAIRO_STATUS_SUCCESS);
+    assert_int_equal(cairo_image_surface_get_width(s), 800);
+    assert_int_equal(cairo_image_surface_get_height(s), 480);
+    cairo_surface_flush(s);
+    {
+        const unsigned char *px = cairo_image_surface_get_data(s);
+        int stride = cairo_image_surface_get_stride(s);
+        for (int y = 0; y < 480; y++)
+            for (int x = 0; x < 800; x++) {
+                const unsigned char *p = px + y * stride + 4 * x;
+                blue += p[0] > 180 && p[1] > 80 && p[1] < 140 && p[2] < 60; /* #1f6fd0 */
+            }
+    }
+    assert_true(blue > 200);                                /* the curve */
+    assert_true(dark_pixels(s, 200, 450, 600, 480) > 100);  /* the x axis title */
+    assert_true(dark_pixels(s, 0, 100, 30, 380) > 100);     /* the y axis title */
+    assert_true(dark_pixels(s, 80, 10, 700, 36) > 300);     /* the title */
+    cairo_surface_destroy(s);
+    out = EXPECT_OUT(0, "20 trials, best", "", "plot", "--db", path, "--task", key1, "--device",
+                     "box", "-o", svg);
+    at_free(out);
+    {
+        char err[256];
+        assert_int_equal(at_file_read(svg, &text, &n, err, sizeof err), AT_OK);
+        assert_non_null(strstr(text, "<svg"));
+        assert_non_null(strstr(text, "width=\"800")); /* "800pt" */
+        assert_non_null(strstr(text, "id=\"glyph")); /* text drawn as font glyphs */
+        assert_non_null(strstr(text, "rgb(12.156863%,43.529412%,81.568627%)")); /* the curve */
+        at_free(text);
+    }
 }
 
 static void test_export_import_merge_commands(void **unused)
@@ -465,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_usage_and_exit_statuses),
         cmocka_unit_test(test_best_command),
         cmocka_unit_test(test_history_command),
+        cmocka_unit_test(test_plot_command),
         cmocka_unit_test(test_export_import_merge_commands),
         cmocka_unit_test(test_db_check_command),
     };
