@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <mbedtls/sha256.h>
 
@@ -311,5 +312,55 @@ const char *at_measure_hint(int code);
 /* Parse a name as at_measure_name writes it (case-insensitive) or a decimal number;
 ** AT_EINVAL otherwise. */
 at_err at_measure_parse(const char *s, int *out);
+
+/* ---- command lines (at_opts.c) ---------------------------------------------------------
+** The flag parser of tuner, tracker and rpc_agent: a table of at_opt per command. */
+
+#define AT_EXIT_USAGE 2 /* a bad command line, in every command */
+
+typedef enum {
+    AT_OPT_BOOL, /* --name; dest is int *, set to 1 */
+    AT_OPT_STR,  /* --name VALUE or --name=VALUE; dest is const char ** */
+    AT_OPT_INT,  /* a decimal integer; dest is int * */
+    AT_OPT_I64,  /* a decimal integer; dest is int64_t * */
+    AT_OPT_NUM   /* a number (strtod); dest is double * */
+} at_opt_kind;
+
+typedef struct at_opt {
+    const char *name; /* long name without the dashes */
+    char short_name;  /* -x, or 0 */
+    at_opt_kind kind; /* numbers must be >= 0; a command checks narrower ranges itself */
+    void *dest;
+    const char *metavar; /* "FILE" in the help; NULL for BOOL */
+    const char *help;    /* NULL: not listed; AT_OPT_OLD("new-name"): an old spelling */
+} at_opt;
+
+/* The 'help' of an old spelling: it still works, says which flag replaces it, and is not
+** listed.  {"key", 0, AT_OPT_STR, &path, "FILE", AT_OPT_OLD("fleet-key")} */
+#define AT_OPT_OLD(now) ("\001" now)
+
+/* Parse argv[1..argc) for the command 'prog' ("tuner best", "tracker").  Flags in any order
+** and before, between or after positional arguments; "--" ends the flags; "-" is a
+** positional argument.  Positional arguments move to argv[1..] in order, counted in
+** *n_pos.  -h/--help sets *help.  Returns 0, or AT_EXIT_USAGE after a message naming the
+** flag on stderr ("PROG: --top needs a value (N)"). */
+int at_opts_parse(const char *prog, const at_opt *opts, int n_opts, int argc, char **argv,
+                  int *n_pos, int *help);
+/* The flag lines of a usage text (listed entries, then -h/--help). */
+void at_opts_help(FILE *f, const at_opt *opts, int n_opts);
+/* 0 when lo <= v <= hi, else AT_EXIT_USAGE after "PROG: FLAG needs a whole number from LO
+** to HI, not V" (for ranges narrower than at_opts_parse's >= 0). */
+int at_opt_range(const char *prog, const char *flag, int64_t v, int64_t lo, int64_t hi);
+/* A command that takes flags only (tracker, rpc_agent): parse, print the usage for --help
+** ('usage') or 'version_line' when *version was set, refuse positional arguments, apply
+** --log-level.  Returns -1 to go on, or the exit status to return now. */
+int at_opts_command(const char *prog, const at_opt *opts, int n_opts, int argc, char **argv,
+                    void (*usage)(FILE *), const int *version, const char *version_line,
+                    const char *const *log_level);
+/* "PROG: MESSAGE" and "(PROG --help for usage)" on stderr; returns AT_EXIT_USAGE. */
+int at_usage_error(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Set the log level from a --log-level value (NULL: leave it); AT_EXIT_USAGE naming the
+** levels when it is not one of debug, info, warn, error, off. */
+int at_opts_log_level(const char *prog, const char *level);
 
 #endif /* AT_COMMON_H */

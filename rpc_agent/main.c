@@ -20,140 +20,104 @@ static void on_signal(int sig)
     if (the_agent) agt_stop(the_agent);
 }
 
+static struct {
+    const char *tracker, *key_path, *next_path, *device, *log_level;
+    int n_threads, max_batch, mem_limit_mb, hot_c, reconnect_max_ms, no_seccomp, bench_ack, version;
+} o = {.n_threads = -1, .max_batch = -1, .mem_limit_mb = -1, .hot_c = -1, .reconnect_max_ms = -1};
+static agt_config cfg;
+
+static const at_opt opts[] = {
+    {"tracker", 0, AT_OPT_STR, &o.tracker, "ADDR",
+     "the tracker (HOST:PORT, or an nng URL); required"},
+    {"key", 0, AT_OPT_STR, &cfg.device_key, "NAME",
+     "the device key this agent serves (e.g. pixel7); required"},
+    {"device", 0, AT_OPT_STR, &o.device, "DEV",
+     "cpu (default) or cuda:N: measure on NVIDIA GPU N (docs/gpu.md)"},
+    {"fleet-key", 0, AT_OPT_STR, &o.key_path, "FILE", "the fleet key (or $AT_FLEET_KEY)"},
+    {"next-fleet-key", 0, AT_OPT_STR, &o.next_path, "FILE",
+     "a second key accepted during a key rotation"},
+    {"name", 0, AT_OPT_STR, &cfg.name, "NAME", "shown by the tracker (default host:pid)"},
+    {"threads", 0, AT_OPT_INT, &o.n_threads, "N", "kernel threads (default: online CPUs)"},
+    {"batch", 0, AT_OPT_INT, &o.max_batch, "N", "jobs per sandboxed child (default 16)"},
+    {"no-seccomp", 0, AT_OPT_BOOL, &o.no_seccomp, NULL,
+     "do not enter the seccomp filter (process isolation only)"},
+    {"mem-limit-mb", 0, AT_OPT_INT, &o.mem_limit_mb, "MB",
+     "address-space limit of a child (default none)"},
+    {"hot-c", 0, AT_OPT_INT, &o.hot_c, "C", "flag results measured above C degrees (default 85)"},
+    {"bench-ack", 0, AT_OPT_BOOL, &o.bench_ack, NULL,
+     "benchmark mode: acknowledge jobs without running them"},
+    {"reconnect-max-ms", 0, AT_OPT_INT, &o.reconnect_max_ms, "MS",
+     "longest pause between reconnection attempts (5000)"},
+    {"log-level", 0, AT_OPT_STR, &o.log_level, "LEVEL",
+     "debug, info, warn, error, off (default info)"},
+    {"version", 0, AT_OPT_BOOL, &o.version, NULL, "print the version"},
+};
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: rpc_agent --tracker HOST:PORT --key DEVICE_KEY --fleet-key FILE [flags]\n"
-               "\n"
-               "  --tracker ADDR       the tracker (HOST:PORT, or an nng URL); required\n"
-               "  --key NAME           the device key this agent serves (e.g. pixel7); required\n"
-               "  --device DEV         cpu (default) or cuda:N: measure on NVIDIA GPU N (the\n"
-               "                       CUDA driver is loaded at run time; docs/gpu.md)\n"
-               "  --fleet-key FILE     the fleet key (or $AT_FLEET_KEY)\n"
-               "  --next-fleet-key F   a second key accepted during a key rotation\n"
-               "  --name NAME          shown by the tracker (default host:pid)\n"
-               "  --threads N          kernel threads (default: online CPUs)\n"
-               "  --batch N            jobs per sandboxed child (default 16)\n"
-               "  --no-seccomp         do not enter the seccomp filter (process isolation only)\n"
-               "  --mem-limit-mb N     address-space limit of a child (default none)\n"
-               "  --hot-c C            flag results measured above C degrees (default 85)\n"
-               "  --bench-ack          benchmark mode: acknowledge jobs without running them\n"
-               "  --reconnect-max-ms N longest pause between reconnection attempts (5000)\n"
-               "  --log-level LEVEL    debug, info, warn, error, off (default info)\n"
-               "  --version            print the version\n"
-               "\n"
+               "\n");
+    at_opts_help(f, opts, (int)AT_ARRAY_LEN(opts));
+    fprintf(f, "\n"
                "The agent dials the tracker (so it works behind NAT), measures each batch in a\n"
                "fresh sandboxed child and reconnects with back-off when the tracker goes away.\n"
                "On SIGTERM it finishes the job running, gives the others back and exits.\n");
 }
 
-static int bad_usage(const char *fmt, const char *arg)
+/* A number flag that was given must lie in [lo, hi]. */
+static int range(const char *flag, int v, int lo, int hi)
 {
-    fprintf(stderr, "rpc_agent: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(rpc_agent --help for usage)\n");
-    return 2;
-}
-
-static int int_arg(const char *name, const char *v, int lo, int64_t hi, int64_t *out)
-{
-    int64_t x;
-    if (v == NULL || at_parse_i64(v, &x) != AT_OK || x < lo || x > hi)
-        return bad_usage("%s needs a number", name);
-    *out = x;
-    return 0;
+    return v == -1 ? 0 : at_opt_range("rpc_agent", flag, v, lo, hi);
 }
 
 int main(int argc, char **argv)
 {
-    const char *tracker = NULL, *key_path = NULL, *next_path = NULL;
-    agt_config cfg;
     agt_launcher *launcher = NULL;
     at_wire_key keys[2];
-    int n_keys = 1;
+    int n_keys = 1, rc;
     char err[512];
     struct sigaction sa;
 
     at_log_set_level(AT_LOG_INFO);
-    memset(&cfg, 0, sizeof cfg);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t x = 0;
-        int bad = 0;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--version") == 0) {
-            printf("rpc_agent %s (protocol %d)\n", AT_WIRE_SOFTWARE, AT_WIRE_VERSION);
-            return 0;
-        } else if (strcmp(a, "--tracker") == 0 && v) {
-            tracker = v;
-            i++;
-        } else if (strcmp(a, "--key") == 0 && v) {
-            cfg.device_key = v;
-            i++;
-        } else if (strcmp(a, "--fleet-key") == 0 && v) {
-            key_path = v;
-            i++;
-        } else if (strcmp(a, "--next-fleet-key") == 0 && v) {
-            next_path = v;
-            i++;
-        } else if (strcmp(a, "--device") == 0 && v) {
-            int index;
-            if (agt_device_parse(v, &index) != 0)
-                return bad_usage("unknown device '%s' (expected cpu, cuda or cuda:N, N < 64)", v);
-            cfg.device = v;
-            i++;
-        } else if (strcmp(a, "--name") == 0 && v) {
-            cfg.name = v;
-            i++;
-        } else if (strcmp(a, "--threads") == 0) {
-            bad = int_arg(a, v, 1, 1024, &x);
-            cfg.n_threads = (int)x;
-            i++;
-        } else if (strcmp(a, "--batch") == 0) {
-            bad = int_arg(a, v, 1, 1024, &x);
-            cfg.max_batch = (int)x;
-            i++;
-        } else if (strcmp(a, "--mem-limit-mb") == 0) {
-            bad = int_arg(a, v, 1, 1 << 30, &x);
-            cfg.mem_limit_bytes = x << 20;
-            i++;
-        } else if (strcmp(a, "--hot-c") == 0) {
-            bad = int_arg(a, v, 1, 1000, &x);
-            cfg.hot_c = (double)x;
-            i++;
-        } else if (strcmp(a, "--reconnect-max-ms") == 0) {
-            bad = int_arg(a, v, 1, 3600000, &x);
-            cfg.reconnect_max_ms = (int)x;
-            i++;
-        } else if (strcmp(a, "--no-seccomp") == 0) {
-            cfg.no_seccomp = 1;
-        } else if (strcmp(a, "--bench-ack") == 0) {
-            cfg.bench_ack = 1;
-        } else if (strcmp(a, "--log-level") == 0 && v) {
-            at_log_level lv;
-            if (at_log_parse_level(v, &lv) != AT_OK) return bad_usage("unknown log level '%s'", v);
-            at_log_set_level(lv);
-            i++;
-        } else {
-            return bad_usage("unknown argument '%s'", a);
-        }
-        if (bad) return bad;
+    snprintf(err, sizeof err, "rpc_agent %s (protocol %d)", AT_WIRE_SOFTWARE, AT_WIRE_VERSION);
+    if ((rc = at_opts_command("rpc_agent", opts, (int)AT_ARRAY_LEN(opts), argc, argv, usage,
+                              &o.version, err, &o.log_level)) >= 0)
+        return rc;
+    if (o.device) {
+        int index;
+        if (agt_device_parse(o.device, &index) != 0)
+            return at_usage_error("rpc_agent",
+                                  "unknown device '%s' (expected cpu, cuda or cuda:N, N < 64)",
+                                  o.device);
+        cfg.device = o.device;
     }
-    if (tracker == NULL || cfg.device_key == NULL) {
+    if ((rc = range("--threads", o.n_threads, 1, 1024)) ||
+        (rc = range("--batch", o.max_batch, 1, 1024)) ||
+        (rc = range("--mem-limit-mb", o.mem_limit_mb, 1, 1 << 30)) ||
+        (rc = range("--hot-c", o.hot_c, 1, 1000)) ||
+        (rc = range("--reconnect-max-ms", o.reconnect_max_ms, 1, 3600000)))
+        return rc;
+    if (o.n_threads > 0) cfg.n_threads = o.n_threads;
+    if (o.max_batch > 0) cfg.max_batch = o.max_batch;
+    if (o.mem_limit_mb > 0) cfg.mem_limit_bytes = (int64_t)o.mem_limit_mb << 20;
+    if (o.hot_c > 0) cfg.hot_c = (double)o.hot_c;
+    if (o.reconnect_max_ms > 0) cfg.reconnect_max_ms = o.reconnect_max_ms;
+    cfg.no_seccomp = o.no_seccomp;
+    cfg.bench_ack = o.bench_ack;
+    if (o.tracker == NULL || cfg.device_key == NULL) {
         usage(stderr);
-        return bad_usage("%s", "--tracker and --key are required");
+        return at_usage_error("rpc_agent", "--tracker and --key are required");
     }
-    if (key_path == NULL) key_path = getenv("AT_FLEET_KEY");
-    if (key_path == NULL || key_path[0] == 0)
-        return bad_usage("%s",
-                         "no fleet key: give --fleet-key FILE (made by 'tracker init-fleet')");
-    if (at_wire_key_load(key_path, &keys[0], err, sizeof err) != AT_OK) {
+    if (o.key_path == NULL) o.key_path = getenv("AT_FLEET_KEY");
+    if (o.key_path == NULL || o.key_path[0] == 0)
+        return at_usage_error("rpc_agent", "%s",
+                              "no fleet key: give --fleet-key FILE (made by 'tracker init-fleet')");
+    if (at_wire_key_load(o.key_path, &keys[0], err, sizeof err) != AT_OK) {
         fprintf(stderr, "rpc_agent: %s\n", err);
         return 1;
     }
-    if (next_path) {
-        if (at_wire_key_load(next_path, &keys[1], err, sizeof err) != AT_OK) {
+    if (o.next_path) {
+        if (at_wire_key_load(o.next_path, &keys[1], err, sizeof err) != AT_OK) {
             fprintf(stderr, "rpc_agent: %s\n", err);
             return 1;
         }
@@ -166,7 +130,7 @@ int main(int argc, char **argv)
     }
     if (launcher && !agt_launcher_caps(launcher)->seccomp)
         at_log_warn("agent: %s", agt_launcher_caps(launcher)->note);
-    cfg.tracker_url = tracker;
+    cfg.tracker_url = o.tracker;
     cfg.keys = keys;
     cfg.n_keys = n_keys;
     cfg.launcher = launcher;

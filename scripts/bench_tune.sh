@@ -44,8 +44,8 @@ dnnl_mm=$(fig onednn_sgemm1024_1t)
 dnnl_conv=$(fig onednn_conv2d_N1C64H56W56K64R3S3_1t)
 
 # ---- the fleet ----
-$B/tracker init-fleet --key "$work/fleet.key" >/dev/null || exit 1
-taskset -c $TUNER_CPU $B/tracker --port 0 --bind 127.0.0.1 --no-http --key "$work/fleet.key" \
+$B/tracker init-fleet --fleet-key "$work/fleet.key" >/dev/null || exit 1
+taskset -c $TUNER_CPU $B/tracker --port 0 --bind 127.0.0.1 --no-http --fleet-key "$work/fleet.key" \
   --log-level warn >"$work/tracker.out" 2>"$work/tracker.log" &
 pids+=($!)
 port=

@@ -83,7 +83,7 @@ check_bundle() {
   done
   # the GPU agent without a driver, and a bad device string
   key=$(mktemp -d /tmp/at_bundle_XXXXXX)
-  env -i LD_LIBRARY_PATH="$lib" "$out/bin/tracker" init-fleet --key "$key/k" >/dev/null
+  env -i LD_LIBRARY_PATH="$lib" "$out/bin/tracker" init-fleet --fleet-key "$key/k" >/dev/null
   set +e
   err=$(env -i LD_LIBRARY_PATH="$lib" AT_LIBCUDA=/nonexistent/libcuda.so.1 "$out/bin/rpc_agent" \
           --tracker 127.0.0.1:1 --key g --fleet-key "$key/k" --device cuda:0 2>&1 >/dev/null)

@@ -22,7 +22,7 @@
 #        bench gpu_conv2d_resnet/cudnn RATIO x
 # Exit 0 when every check passed (the ratios are reported, not judged), 1 otherwise.
 # GPU_CHECK_BUDGET=S, GPU_CHECK_DEADLINE=S, GPU_CHECK_TRIALS=N (per operator through the fleet,
-# default 16), GPU_CHECK_JOB_TIMEOUT=S (the tuner's --timeout, default 4), CUDA_HOME.
+# default 16), GPU_CHECK_JOB_TIMEOUT=S (the tuner's --timeout-s, default 4), CUDA_HOME.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -x "$here/bin/tuner" ]; then bin=$here/bin; verify=$here/bin/gpu_verify
@@ -46,9 +46,9 @@ done
 echo "gpu_check: binaries in $bin ($("$bin/tuner" --version)), work in $work"
 
 # ---- 1. tracker and GPU agent ----
-"$bin/tracker" init-fleet --key "$work/fleet.key" >/dev/null || fail "tracker init-fleet"
+"$bin/tracker" init-fleet --fleet-key "$work/fleet.key" >/dev/null || fail "tracker init-fleet"
 port=$(( 20000 + $$ % 20000 ))
-"$bin/tracker" --port $port --bind 127.0.0.1 --no-http --key "$work/fleet.key" --log-level warn \
+"$bin/tracker" --port $port --bind 127.0.0.1 --no-http --fleet-key "$work/fleet.key" --log-level warn \
   >"$work/tracker.log" 2>&1 &
 pids+=($!)
 "$bin/rpc_agent" --tracker 127.0.0.1:$port --key gpu --fleet-key "$work/fleet.key" \
@@ -74,8 +74,8 @@ tune() { # NAME SPEC TRIALS [timeout]: the tuner's output in $work/NAME.out
   # once or twice (the agent fits its repeats in the budget) and the search moves on
   local name=$1 spec=$2 n=$3 limit=${4:-0}
   local cmd=("$bin/tuner" --trials "$n" --target "$target" --tracker 127.0.0.1:$port --key gpu
-             --fleet-key "$work/fleet.key" --wait-timeout 60 --db "$work/$name.db"
-             --timeout "${GPU_CHECK_JOB_TIMEOUT:-4}" "$spec")
+             --fleet-key "$work/fleet.key" --wait-timeout-s 60 --db "$work/$name.db"
+             --timeout-s "${GPU_CHECK_JOB_TIMEOUT:-4}" "$spec")
   if [ "$limit" -gt 0 ]; then
     timeout -s INT -k 30 "$limit" "${cmd[@]}" >"$work/$name.out" 2>&1
   else

@@ -1,8 +1,8 @@
 /* tracker/main.c -- the 'tracker' command: serve, create the fleet key, show the status.
 **
-**   tracker [--port 9190] --key FILE [flags]      serve (docs/fleet.md lists the flags)
-**   tracker init-fleet --key FILE                 write a new fleet key (mode 0600)
-**   tracker status [--tracker HOST:PORT] --key FILE [--json]
+**   tracker [--port 9190] --fleet-key FILE [flags]   serve (docs/fleet.md lists the flags)
+**   tracker init-fleet --fleet-key FILE              write a new fleet key (mode 0600)
+**   tracker status [--tracker HOST:PORT] --fleet-key FILE [--json]
 **
 ** Exit status: 0 clean stop, 1 failure, 2 bad command line. */
 #include <errno.h>
@@ -24,52 +24,65 @@ static void on_signal(int sig)
     if (the_tracker) trk_stop(the_tracker);
 }
 
+/* The serving flags (one table: parsing, --help and the old spellings). */
+static struct {
+    const char *bind, *listen, *key, *next_key, *http, *name, *log_level;
+    int port, no_http, version;
+} sv = {.bind = "0.0.0.0", .port = 9190};
+/* -1: not given (trk_open's default) */
+static trk_config cfg = {.lease_ms = -1,
+                         .heartbeat_ms = -1,
+                         .hold_ms = -1,
+                         .client_grace_ms = -1,
+                         .max_attempts = -1,
+                         .max_unauth = -1,
+                         .auth_timeout_ms = -1};
+
+static const at_opt serve_opts[] = {
+    {"port", 0, AT_OPT_INT, &sv.port, "N",
+     "TCP port to listen on (default 9190; 0: any free port)"},
+    {"bind", 0, AT_OPT_STR, &sv.bind, "ADDR", "address to listen on (default 0.0.0.0)"},
+    {"listen", 0, AT_OPT_STR, &sv.listen, "URL",
+     "tcp://HOST:PORT (tcp4://, tcp6://) instead of --bind/--port"},
+    {"fleet-key", 0, AT_OPT_STR, &sv.key, "FILE", "the fleet key (or $AT_FLEET_KEY)"},
+    {"next-fleet-key", 0, AT_OPT_STR, &sv.next_key, "FILE",
+     "a second key accepted during a key rotation"},
+    {"key", 0, AT_OPT_STR, &sv.key, "FILE", AT_OPT_OLD("fleet-key")},
+    {"next-key", 0, AT_OPT_STR, &sv.next_key, "FILE", AT_OPT_OLD("next-fleet-key")},
+    {"http", 0, AT_OPT_STR, &sv.http, "ADDR:PORT",
+     "status page and status.json (default 127.0.0.1:PORT+1)"},
+    {"no-http", 0, AT_OPT_BOOL, &sv.no_http, NULL, "no status page"},
+    {"lease-ms", 0, AT_OPT_INT, &cfg.lease_ms, "MS",
+     "an agent silent this long loses its jobs (default 10000)"},
+    {"heartbeat-ms", 0, AT_OPT_INT, &cfg.heartbeat_ms, "MS",
+     "agents' heartbeat period (default 1000)"},
+    {"hold-ms", 0, AT_OPT_INT, &cfg.hold_ms, "MS", "long-poll hold (default 1000)"},
+    {"grace-ms", 0, AT_OPT_INT, &cfg.client_grace_ms, "MS",
+     "a disconnected tuner's jobs wait this long (default 60000)"},
+    {"max-attempts", 0, AT_OPT_INT, &cfg.max_attempts, "N",
+     "a job lost this often ends as DEVICE_LOST (default 3)"},
+    {"max-unauth", 0, AT_OPT_INT, &cfg.max_unauth, "N",
+     "TCP connections waiting unauthenticated; a new one closes the oldest (64)"},
+    {"auth-timeout-ms", 0, AT_OPT_INT, &cfg.auth_timeout_ms, "MS",
+     "a connection must authenticate this soon (default 10000)"},
+    {"name", 0, AT_OPT_STR, &sv.name, "NAME", "shown on the status page"},
+    {"log-level", 0, AT_OPT_STR, &sv.log_level, "LEVEL",
+     "debug, info, warn, error, off (default info)"},
+    {"version", 0, AT_OPT_BOOL, &sv.version, NULL, "print the version"},
+};
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tracker [flags]                          serve\n"
-               "       tracker init-fleet --key FILE            create the fleet key\n"
-               "       tracker status [--tracker HOST:PORT] --key FILE [--json]\n"
+    fprintf(f, "usage: tracker [flags]                                serve\n"
+               "       tracker init-fleet --fleet-key FILE            create the fleet key\n"
+               "       tracker status [--tracker HOST:PORT] --fleet-key FILE [--json]\n"
                "\n"
-               "serving flags:\n"
-               "  --port N            TCP port to listen on (default 9190; 0: any free port)\n"
-               "  --bind ADDR         address to listen on (default 0.0.0.0)\n"
-               "  --listen URL        tcp://HOST:PORT (tcp4://, tcp6://) instead of --bind/--port\n"
-               "  --key FILE          the fleet key (or $AT_FLEET_KEY)\n"
-               "  --next-key FILE     a second key accepted during a key rotation\n"
-               "  --http ADDR:PORT    status page and status.json (default 127.0.0.1:PORT+1)\n"
-               "  --no-http           no status page\n"
-               "  --lease-ms N        an agent silent this long loses its jobs (default 10000)\n"
-               "  --heartbeat-ms N    agents' heartbeat period (default 1000)\n"
-               "  --hold-ms N         long-poll hold (default 1000)\n"
-               "  --grace-ms N        a disconnected tuner's jobs wait this long (default 60000)\n"
-               "  --max-attempts N    a job lost this often ends as DEVICE_LOST (default 3)\n"
-               "  --max-unauth N      TCP connections waiting unauthenticated at once; a new one\n"
-               "                      closes the oldest (default 64)\n"
-               "  --auth-timeout-ms N a connection must authenticate this soon (default 10000)\n"
-               "  --name NAME         shown on the status page\n"
-               "  --log-level LEVEL   debug, info, warn, error, off (default info)\n"
-               "  --version           print the version\n"
-               "\n"
+               "serving flags:\n");
+    at_opts_help(f, serve_opts, (int)AT_ARRAY_LEN(serve_opts));
+    fprintf(f, "\n"
                "On SIGTERM or SIGINT the tracker stops; agents and tuners reconnect to its next\n"
                "start and resubmit what has no result.  It prints 'tracker ready port=N http=M'\n"
                "on stdout once it serves.\n");
-}
-
-static int bad_usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "tracker: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(tracker --help for usage)\n");
-    return 2;
-}
-
-static int int_arg(const char *name, const char *v, int lo, int *out)
-{
-    int64_t x;
-    if (v == NULL || at_parse_i64(v, &x) != AT_OK || x < lo || x > 1000000000)
-        return bad_usage("%s needs a number", name);
-    *out = (int)x;
-    return 0;
 }
 
 static int load_keys(const char *key_path, const char *next_path, at_wire_key *keys, int *n)
@@ -78,8 +91,8 @@ static int load_keys(const char *key_path, const char *next_path, at_wire_key *k
     *n = 0;
     if (key_path == NULL) key_path = getenv("AT_FLEET_KEY");
     if (key_path == NULL || key_path[0] == 0) {
-        fprintf(stderr, "tracker: no fleet key: give --key FILE (create one with 'tracker "
-                        "init-fleet --key FILE')\n");
+        fprintf(stderr, "tracker: no fleet key: give --fleet-key FILE (create one with "
+                        "'tracker init-fleet --fleet-key FILE')\n");
         return 2;
     }
     if (at_wire_key_load(key_path, &keys[0], err, sizeof err) != AT_OK) {
@@ -102,18 +115,23 @@ static int cmd_init_fleet(int argc, char **argv)
     const char *path = NULL;
     char err[512], id[9];
     at_wire_key key;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--key") == 0 && i + 1 < argc)
-            path = argv[++i];
-        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: tracker init-fleet --key FILE\n"
-                   "Write a new random fleet key to FILE (mode 0600; never overwrites).  Copy it\n"
-                   "to every agent and tuner host (docs/security.md).\n");
-            return 0;
-        } else
-            return bad_usage("init-fleet: unexpected argument '%s'", argv[i]);
+    int n_pos, help;
+    const at_opt opts[] = {
+        {"fleet-key", 0, AT_OPT_STR, &path, "FILE", "where to write the key (mode 0600)"},
+        {"key", 0, AT_OPT_STR, &path, "FILE", AT_OPT_OLD("fleet-key")},
+    };
+    if (at_opts_parse("tracker init-fleet", opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos,
+                      &help))
+        return 2;
+    if (help) {
+        printf("usage: tracker init-fleet --fleet-key FILE\n"
+               "Write a new random fleet key to FILE (mode 0600; never overwrites).  Copy it\n"
+               "to every agent and tuner host (docs/security.md).\n\nflags:\n");
+        at_opts_help(stdout, opts, (int)AT_ARRAY_LEN(opts));
+        return 0;
     }
-    if (path == NULL) return bad_usage("%s", "init-fleet needs --key FILE");
+    if (n_pos > 0) return at_usage_error("tracker init-fleet", "unexpected argument '%s'", argv[1]);
+    if (path == NULL) return at_usage_error("tracker init-fleet", "needs --fleet-key FILE");
     if (at_wire_key_generate(path, &key, err, sizeof err) != AT_OK) {
         fprintf(stderr, "tracker: %s\n", err);
         return 1;
@@ -135,26 +153,27 @@ static int cmd_status(int argc, char **argv)
     char err[512];
     at_err e;
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--tracker") == 0 && i + 1 < argc)
-            addr = argv[++i];
-        else if (strcmp(argv[i], "--key") == 0 && i + 1 < argc)
-            key_path = argv[++i];
-        else if (strcmp(argv[i], "--json") == 0)
-            json = 1;
-        else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
-            at_log_level lv;
-            if (at_log_parse_level(argv[++i], &lv) != AT_OK)
-                return bad_usage("unknown log level '%s'", argv[i]);
-            at_log_set_level(lv);
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: tracker status [--tracker HOST:PORT] --key FILE [--json]\n"
-                   "Ask a running tracker (an authenticated connection) for its agents with\n"
-                   "their fingerprints and health, keys, queues, jobs in flight and throughput.\n");
-            return 0;
-        } else
-            return bad_usage("status: unexpected argument '%s'", argv[i]);
+    const char *level = NULL;
+    int n_pos, help;
+    const at_opt opts[] = {
+        {"tracker", 0, AT_OPT_STR, &addr, "HOST:PORT", "the tracker (default 127.0.0.1:9190)"},
+        {"fleet-key", 0, AT_OPT_STR, &key_path, "FILE", "the fleet key (or $AT_FLEET_KEY)"},
+        {"key", 0, AT_OPT_STR, &key_path, "FILE", AT_OPT_OLD("fleet-key")},
+        {"json", 0, AT_OPT_BOOL, &json, NULL, "the status document as JSON"},
+        {"log-level", 0, AT_OPT_STR, &level, "LEVEL", "debug, info, warn, error, off"},
+    };
+    if (at_opts_parse("tracker status", opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help))
+        return 2;
+    if (help) {
+        printf("usage: tracker status [--tracker HOST:PORT] --fleet-key FILE [--json]\n"
+               "Ask a running tracker (an authenticated connection) for its agents with\n"
+               "their fingerprints and health, keys, queues, jobs in flight and throughput.\n"
+               "\nflags:\n");
+        at_opts_help(stdout, opts, (int)AT_ARRAY_LEN(opts));
+        return 0;
     }
+    if (n_pos > 0) return at_usage_error("tracker status", "unexpected argument '%s'", argv[1]);
+    if ((rc = at_opts_log_level("tracker status", level)) != 0) return rc;
     if ((rc = load_keys(key_path, NULL, keys, &n_keys)) != 0) return rc;
     if (at_wire_client_open(&(at_wire_client_cfg){.url = addr,
                                                   .role = AT_WIRE_ROLE_STATUS,
@@ -190,10 +209,7 @@ static int cmd_status(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    const char *bind = "0.0.0.0", *listen = NULL, *key_path = NULL, *next_path = NULL, *http = NULL,
-               *name = NULL;
-    int port = 9190, no_http = 0, rc, n_keys;
-    trk_config cfg;
+    int rc, n_keys;
     at_wire_key keys[2];
     char url[512], http_url[512], err[512];
     struct sigaction sa;
@@ -201,86 +217,43 @@ int main(int argc, char **argv)
     at_log_set_level(AT_LOG_INFO);
     if (argc > 1 && strcmp(argv[1], "init-fleet") == 0) return cmd_init_fleet(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "status") == 0) return cmd_status(argc - 1, argv + 1);
-    memset(&cfg, 0, sizeof cfg);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--version") == 0) {
-            printf("tracker %s (protocol %d)\n", AT_WIRE_SOFTWARE, AT_WIRE_VERSION);
-            return 0;
-        } else if (strcmp(a, "--port") == 0) {
-            bad = int_arg(a, v, 0, &port);
-            i++;
-        } else if (strcmp(a, "--bind") == 0 && v) {
-            bind = v;
-            i++;
-        } else if (strcmp(a, "--listen") == 0 && v) {
-            listen = v;
-            i++;
-        } else if (strcmp(a, "--key") == 0 && v) {
-            key_path = v;
-            i++;
-        } else if (strcmp(a, "--next-key") == 0 && v) {
-            next_path = v;
-            i++;
-        } else if (strcmp(a, "--http") == 0 && v) {
-            http = v;
-            i++;
-        } else if (strcmp(a, "--no-http") == 0) {
-            no_http = 1;
-        } else if (strcmp(a, "--name") == 0 && v) {
-            name = v;
-            i++;
-        } else if (strcmp(a, "--lease-ms") == 0) {
-            bad = int_arg(a, v, 1, &cfg.lease_ms);
-            i++;
-        } else if (strcmp(a, "--heartbeat-ms") == 0) {
-            bad = int_arg(a, v, 1, &cfg.heartbeat_ms);
-            i++;
-        } else if (strcmp(a, "--hold-ms") == 0) {
-            bad = int_arg(a, v, 1, &cfg.hold_ms);
-            i++;
-        } else if (strcmp(a, "--grace-ms") == 0) {
-            bad = int_arg(a, v, 1, &cfg.client_grace_ms);
-            i++;
-        } else if (strcmp(a, "--max-attempts") == 0) {
-            bad = int_arg(a, v, 1, &cfg.max_attempts);
-            i++;
-        } else if (strcmp(a, "--max-unauth") == 0) {
-            bad = int_arg(a, v, 1, &cfg.max_unauth);
-            i++;
-        } else if (strcmp(a, "--auth-timeout-ms") == 0) {
-            bad = int_arg(a, v, 100, &cfg.auth_timeout_ms);
-            i++;
-        } else if (strcmp(a, "--log-level") == 0 && v) {
-            at_log_level lv;
-            if (at_log_parse_level(v, &lv) != AT_OK) return bad_usage("unknown log level '%s'", v);
-            at_log_set_level(lv);
-            i++;
-        } else {
-            return bad_usage("unknown argument '%s'", a);
-        }
-        if (bad) return bad;
+    snprintf(err, sizeof err, "tracker %s (protocol %d)", AT_WIRE_SOFTWARE, AT_WIRE_VERSION);
+    if ((rc = at_opts_command("tracker", serve_opts, (int)AT_ARRAY_LEN(serve_opts), argc, argv,
+                              usage, &sv.version, err, &sv.log_level)) >= 0)
+        return rc;
+    if ((rc = at_opt_range("tracker", "--port", sv.port, 0, 65535)) != 0) return rc;
+    {
+        static const struct {
+            const char *flag;
+            int *v, lo;
+        } ranges[] = {{"--lease-ms", &cfg.lease_ms, 1},
+                      {"--heartbeat-ms", &cfg.heartbeat_ms, 1},
+                      {"--hold-ms", &cfg.hold_ms, 1},
+                      {"--grace-ms", &cfg.client_grace_ms, 1},
+                      {"--max-attempts", &cfg.max_attempts, 1},
+                      {"--max-unauth", &cfg.max_unauth, 1},
+                      {"--auth-timeout-ms", &cfg.auth_timeout_ms, 100}};
+        for (size_t i = 0; i < AT_ARRAY_LEN(ranges); i++)
+            if (*ranges[i].v != -1 && (rc = at_opt_range("tracker", ranges[i].flag, *ranges[i].v,
+                                                         ranges[i].lo, 1000000000)) != 0)
+                return rc;
     }
-    if ((rc = load_keys(key_path, next_path, keys, &n_keys)) != 0) return rc;
-    if (listen)
-        snprintf(url, sizeof url, "%s", listen);
+    if ((rc = load_keys(sv.key, sv.next_key, keys, &n_keys)) != 0) return rc;
+    if (sv.listen)
+        snprintf(url, sizeof url, "%s", sv.listen);
     else
-        snprintf(url, sizeof url, "tcp://%s:%d", bind, port);
-    if (!no_http) {
-        if (http)
-            snprintf(http_url, sizeof http_url, "http://%s", http);
+        snprintf(url, sizeof url, "tcp://%s:%d", sv.bind, sv.port);
+    if (!sv.no_http) {
+        if (sv.http)
+            snprintf(http_url, sizeof http_url, "http://%s", sv.http);
         else
-            snprintf(http_url, sizeof http_url, "http://127.0.0.1:%d", port ? port + 1 : 0);
+            snprintf(http_url, sizeof http_url, "http://127.0.0.1:%d", sv.port ? sv.port + 1 : 0);
     }
     cfg.listen_url = url;
     cfg.keys = keys;
     cfg.n_keys = n_keys;
-    cfg.http_url = no_http ? NULL : http_url;
-    cfg.name = name;
+    cfg.http_url = sv.no_http ? NULL : http_url;
+    cfg.name = sv.name;
     if (trk_open(&cfg, &the_tracker, err, sizeof err) != AT_OK) {
         fprintf(stderr, "tracker: %s\n", err);
         return 1;

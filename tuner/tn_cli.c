@@ -217,98 +217,16 @@ int tn_cli_main(int argc, char **argv)
 
 /* ---- flags ---- */
 
-static const tn_opt *find_long(const tn_opt *opts, int n, const char *name, size_t len)
-{
-    for (int i = 0; i < n; i++)
-        if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
-            return &opts[i];
-    return NULL;
-}
-
-static const tn_opt *find_short(const tn_opt *opts, int n, char c)
-{
-    for (int i = 0; i < n; i++)
-        if (opts[i].short_name == c)
-            return &opts[i];
-    return NULL;
-}
-
-static int set_value(const tn_cmd *cmd, const tn_opt *o, const char *flag, const char *value)
-{
-    int64_t v;
-    if (o->kind == TN_OPT_STR) {
-        *(const char **)o->dest = value;
-        return TN_EXIT_OK;
-    }
-    if (at_parse_i64(value, &v) != AT_OK || v < 0 || v > INT_MAX) {
-        tn_err(cmd, "%s needs a whole number >= 0, not '%s'", flag, value);
-        return TN_EXIT_USAGE;
-    }
-    *(int *)o->dest = (int)v;
-    return TN_EXIT_OK;
-}
-
-int tn_opts_parse(const tn_cmd *cmd, const tn_opt *opts, int n_opts, int argc, char **argv,
+int tn_opts_parse(const tn_cmd *cmd, const at_opt *opts, int n_opts, int argc, char **argv,
                   int *n_pos, int *help)
 {
-    int n = 0, flags_done = 0, rc;
-    *n_pos = 0;
-    *help = 0;
-    for (int i = 1; i < argc; i++) {
-        char *a = argv[i];
-        const tn_opt *o;
-        char flag[64];
-        const char *value = NULL;
-        if (flags_done || a[0] != '-' || a[1] == 0) {
-            argv[1 + n++] = a;
-            continue;
-        }
-        if (strcmp(a, "--") == 0) {
-            flags_done = 1;
-            continue;
-        }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            *help = 1;
-            continue;
-        }
-        if (a[1] == '-') {
-            const char *eq = strchr(a + 2, '=');
-            size_t len = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
-            o = find_long(opts, n_opts, a + 2, len);
-            snprintf(flag, sizeof flag, "--%.*s", (int)(len < 50 ? len : 50), a + 2);
-            if (eq)
-                value = eq + 1;
-        } else {
-            o = a[2] == 0 ? find_short(opts, n_opts, a[1]) : NULL;
-            snprintf(flag, sizeof flag, "%.50s", a);
-        }
-        if (o == NULL) {
-            tn_err(cmd, "unknown flag '%s' (see 'tuner %s --help')", flag, cmd->name);
-            return TN_EXIT_USAGE;
-        }
-        if (o->kind == TN_OPT_BOOL) {
-            if (value) {
-                tn_err(cmd, "%s takes no value", flag);
-                return TN_EXIT_USAGE;
-            }
-            *(int *)o->dest = 1;
-            continue;
-        }
-        if (value == NULL) {
-            if (i + 1 >= argc) {
-                tn_err(cmd, "%s needs a value (%s)", flag, o->metavar ? o->metavar : "VALUE");
-                return TN_EXIT_USAGE;
-            }
-            value = argv[++i];
-        }
-        if ((rc = set_value(cmd, o, flag, value)) != TN_EXIT_OK)
-            return rc;
-    }
-    *n_pos = n;
-    return TN_EXIT_OK;
+    char prog[80];
+    snprintf(prog, sizeof prog, "tuner%s%s", cmd->name[0] ? " " : "", cmd->name);
+    return at_opts_parse(prog, opts, n_opts, argc, argv, n_pos, help) ? TN_EXIT_USAGE
+                                                                        : TN_EXIT_OK;
 }
 
-void tn_opts_help(FILE *f, const char *parent, const tn_cmd *cmd, const tn_opt *opts,
+void tn_opts_help(FILE *f, const char *parent, const tn_cmd *cmd, const at_opt *opts,
                   int n_opts)
 {
     fprintf(f, "usage: tuner %s%s%s %s\n", parent ? parent : "", parent ? " " : "", cmd->name,
@@ -316,12 +234,5 @@ void tn_opts_help(FILE *f, const char *parent, const tn_cmd *cmd, const tn_opt *
     if (cmd->about)
         fprintf(f, "\n%s\n", cmd->about);
     fprintf(f, "\nflags:\n");
-    for (int i = 0; i < n_opts; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "%s%c%s--%s%s%s", opts[i].short_name ? "-" : "",
-                 opts[i].short_name ? opts[i].short_name : ' ', opts[i].short_name ? ", " : "  ",
-                 opts[i].name, opts[i].metavar ? " " : "", opts[i].metavar ? opts[i].metavar : "");
-        fprintf(f, "  %-24s %s\n", left + (opts[i].short_name ? 0 : 1), opts[i].help);
-    }
-    fprintf(f, "  %-24s %s\n", "-h, --help", "this help");
+    at_opts_help(f, opts, n_opts);
 }

@@ -217,32 +217,32 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
     cm_measure_opts o;
     cm_params p;
     rec_store *st;
-    tn_opt opts[] = {
-        {"db", 0, TN_OPT_STR, &db, "FILE", "the records store, created if missing (default "
+    at_opt opts[] = {
+        {"db", 0, AT_OPT_STR, &db, "FILE", "the records store, created if missing (default "
                                            DEFAULT_DB ")"},
-        {"task", 0, TN_OPT_STR, &task, "TASK",
+        {"task", 0, AT_OPT_STR, &task, "TASK",
          "an operator spec (matmul:M=128,N=128,K=128), a DAG text file, or the workload key "
          "of a task the store has records of"},
-        {"random", 0, TN_OPT_INT, &n, "N", "measure N distinct random states of the task"},
-        {"seed", 0, TN_OPT_INT, &seed, "S", "random seed of the states and of --eval's split "
+        {"random", 0, AT_OPT_INT, &n, "N", "measure N distinct random states of the task"},
+        {"seed", 0, AT_OPT_INT, &seed, "S", "random seed of the states and of --eval's split "
                                              "(default 1)"},
-        {"target", 0, TN_OPT_STR, &target, "T",
+        {"target", 0, AT_OPT_STR, &target, "T",
          "with --random: must be this host (default 'llvm -mcpu=native'); with --pretrain: "
          "the target the model is saved for"},
-        {"device", 0, TN_OPT_STR, &device, "KEY", "device key of the records (default local)"},
-        {"threads", 0, TN_OPT_INT, &threads, "N", "kernel threads (default: every core)"},
-        {"repeat", 0, TN_OPT_INT, &repeat, "N", "timed repeats per state (default 5, at most 16)"},
-        {"min-repeat-ms", 0, TN_OPT_INT, &min_ms, "MS",
+        {"device", 0, AT_OPT_STR, &device, "KEY", "device key of the records (default local)"},
+        {"threads", 0, AT_OPT_INT, &threads, "N", "kernel threads (default: every core)"},
+        {"repeat", 0, AT_OPT_INT, &repeat, "N", "timed repeats per state (default 5, at most 16)"},
+        {"min-repeat-ms", 0, AT_OPT_INT, &min_ms, "MS",
          "each repeat runs the kernel for at least MS ms (default 1)"},
-        {"no-check", 0, TN_OPT_BOOL, &no_check, NULL,
+        {"no-check", 0, AT_OPT_BOOL, &no_check, NULL,
          "do not compare outputs with the naive schedule's"},
-        {"pretrain", 0, TN_OPT_BOOL, &pretrain, NULL,
+        {"pretrain", 0, AT_OPT_BOOL, &pretrain, NULL,
          "train a cost model on every record of the store and save it there"},
-        {"eval", 0, TN_OPT_BOOL, &eval, NULL,
+        {"eval", 0, AT_OPT_BOOL, &eval, NULL,
          "train on 80% of the records, print ranking metrics on the other 20%"},
-        {"objective", 0, TN_OPT_STR, &objective, "rank|reg",
+        {"objective", 0, AT_OPT_STR, &objective, "rank|reg",
          "the training objective of --pretrain and --eval (default rank)"},
-        {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
+        {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
     };
     command_line(argc, argv, cmdline, sizeof cmdline);
     if ((rc = tn_opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=

@@ -73,26 +73,27 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = "tuning.db", *tracker = NULL, *key_path = NULL, *next_path = NULL,
                *device_key = NULL, *target_text = "llvm -mcpu=native", *min_ms = "0";
-    int repeat = 5, number = 1, timeout_ms = 10000, wait_s = 600, priority = 1, threads = 0, n_pos,
+    int repeat = 3, number = 1, timeout_ms = 10000, wait_s = 600, priority = 1, threads = 0, n_pos,
         help, rc;
-    tn_opt opts[] = {
-        {"tracker", 0, TN_OPT_STR, &tracker, "HOST:PORT",
+    at_opt opts[] = {
+        {"tracker", 0, AT_OPT_STR, &tracker, "HOST:PORT",
          "measure on this tracker's agents "
          "(default: embedded, in this process)"},
-        {"fleet-key", 0, TN_OPT_STR, &key_path, "FILE", "the fleet key (or $AT_FLEET_KEY)"},
-        {"next-fleet-key", 0, TN_OPT_STR, &next_path, "FILE", "a second key (rotation)"},
-        {"key", 0, TN_OPT_STR, &device_key, "NAME", "the device key (default 'local')"},
-        {"db", 0, TN_OPT_STR, &db, "FILE", "the records store (default tuning.db)"},
-        {"target", 0, TN_OPT_STR, &target_text, "T", "the target (default 'llvm -mcpu=native')"},
-        {"repeat", 0, TN_OPT_INT, &repeat, "N", "timed repeats (default 5)"},
-        {"number", 0, TN_OPT_INT, &number, "N", "calls per repeat (default 1)"},
-        {"min-repeat-ms", 0, TN_OPT_STR, &min_ms, "MS", "grow 'number' to this (default 0)"},
-        {"timeout-ms", 0, TN_OPT_INT, &timeout_ms, "MS", "per job on the device (10000)"},
-        {"wait-timeout", 0, TN_OPT_INT, &wait_s, "S",
+        {"fleet-key", 0, AT_OPT_STR, &key_path, "FILE", "the fleet key (or $AT_FLEET_KEY)"},
+        {"next-fleet-key", 0, AT_OPT_STR, &next_path, "FILE", "a second key (rotation)"},
+        {"key", 0, AT_OPT_STR, &device_key, "NAME", "the device key (default 'local')"},
+        {"db", 0, AT_OPT_STR, &db, "FILE", "the records store (default tuning.db)"},
+        {"target", 0, AT_OPT_STR, &target_text, "T", "the target (default 'llvm -mcpu=native')"},
+        {"repeat", 0, AT_OPT_INT, &repeat, "N", "timed repeats (default 3, as a tuning run)"},
+        {"number", 0, AT_OPT_INT, &number, "N", "calls per repeat (default 1)"},
+        {"min-repeat-ms", 0, AT_OPT_STR, &min_ms, "MS", "grow 'number' to this (default 0)"},
+        {"timeout-ms", 0, AT_OPT_INT, &timeout_ms, "MS", "per job on the device (10000)"},
+        {"wait-timeout-s", 0, AT_OPT_INT, &wait_s, "S",
          "give up when no agent serves the key "
          "this long (600)"},
-        {"priority", 0, TN_OPT_INT, &priority, "N", "among tuners sharing the key (1)"},
-        {"threads", 0, TN_OPT_INT, &threads, "N", "embedded agent's threads (default all)"},
+        {"wait-timeout", 0, AT_OPT_INT, &wait_s, "S", AT_OPT_OLD("wait-timeout-s")},
+        {"priority", 0, AT_OPT_INT, &priority, "N", "among tuners sharing the key (1)"},
+        {"threads", 0, AT_OPT_INT, &threads, "N", "embedded agent's threads (default all)"},
     };
     at_wire_key keys[2];
     int n_keys = 0;

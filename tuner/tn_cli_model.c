@@ -16,7 +16,7 @@
 
 #define DEFAULT_DB "tuning.db"
 
-static int parse(const tn_cmd *cmd, const tn_opt *opts, int n_opts, int argc, char **argv,
+static int parse(const tn_cmd *cmd, const at_opt *opts, int n_opts, int argc, char **argv,
                  int *n_pos, int *done)
 {
     int help, rc = tn_opts_parse(cmd, opts, n_opts, argc, argv, n_pos, &help);
@@ -200,14 +200,14 @@ int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *out = NULL, *layout = NULL, *wino = NULL;
     int verbose = 0, dim = 1, quiet = 0, n_pos, done, rc;
-    const tn_opt opts[] = {
-        {"out", 'o', TN_OPT_STR, &out, "FILE", "write the tasks as JSON lines ('-': stdout)"},
-        {"verbose", 'v', TN_OPT_BOOL, &verbose, NULL, "also the nodes of each use and the DAG"},
-        {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
-        {"layout", 0, TN_OPT_STR, &layout, "L", LAYOUT_HELP},
-        {"winograd", 0, TN_OPT_STR, &wino, "W", "auto (default: the Winograd tasks listed "
+    const at_opt opts[] = {
+        {"out", 'o', AT_OPT_STR, &out, "FILE", "write the tasks as JSON lines ('-': stdout)"},
+        {"verbose", 'v', AT_OPT_BOOL, &verbose, NULL, "also the nodes of each use and the DAG"},
+        {"dim", 0, AT_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
+        {"layout", 0, AT_OPT_STR, &layout, "L", LAYOUT_HELP},
+        {"winograd", 0, AT_OPT_STR, &wino, "W", "auto (default: the Winograd tasks listed "
          "after the model's), on or off"},
-        {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "no table (with -o) and no warnings"},
+        {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "no table (with -o) and no warnings"},
     };
     md_model *m = NULL;
     md_task_list *own = NULL;
@@ -285,21 +285,21 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
     const char *db = NULL, *target = NULL, *device = NULL, *lib = NULL, *dump = NULL,
                *layout = NULL, *wino = NULL;
     int threads = 0, seed = 1, repeat = 0, no_check = 0, dim = 1, profile = 0, n_pos, done, rc;
-    const tn_opt opts[] = {
-        {"db", 0, TN_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
-        {"target", 0, TN_OPT_STR, &target, "T", "records of this target (default: this host)"},
-        {"device", 0, TN_OPT_STR, &device, "KEY", "records of this device key (default: any)"},
-        {"lib", 0, TN_OPT_STR, &lib, "FILE", "run the kernels of a library from export-lib"},
-        {"threads", 0, TN_OPT_INT, &threads, "N", "threads (default: the online CPUs)"},
-        {"seed", 0, TN_OPT_INT, &seed, "N", "seed of the input values (default 1)"},
-        {"repeat", 0, TN_OPT_INT, &repeat, "N", "time N runs of the model (median)"},
-        {"no-check", 0, TN_OPT_BOOL, &no_check, NULL, "skip the naive run and the comparison"},
-        {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
-        {"dump", 0, TN_OPT_STR, &dump, "DIR", "write the inputs and outputs there (raw float32)"},
-        {"layout", 0, TN_OPT_STR, &layout, "L", LAYOUT_HELP},
-        {"profile", 0, TN_OPT_BOOL, &profile, NULL, "each step's time and share of the run "
+    const at_opt opts[] = {
+        {"db", 0, AT_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
+        {"target", 0, AT_OPT_STR, &target, "T", "records of this target (default: this host)"},
+        {"device", 0, AT_OPT_STR, &device, "KEY", "records of this device key (default: any)"},
+        {"lib", 0, AT_OPT_STR, &lib, "FILE", "run the kernels of a library from export-lib"},
+        {"threads", 0, AT_OPT_INT, &threads, "N", "threads (default: the online CPUs)"},
+        {"seed", 0, AT_OPT_INT, &seed, "N", "seed of the input values (default 1)"},
+        {"repeat", 0, AT_OPT_INT, &repeat, "N", "time N runs of the model (median)"},
+        {"no-check", 0, AT_OPT_BOOL, &no_check, NULL, "skip the naive run and the comparison"},
+        {"dim", 0, AT_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
+        {"dump", 0, AT_OPT_STR, &dump, "DIR", "write the inputs and outputs there (raw float32)"},
+        {"layout", 0, AT_OPT_STR, &layout, "L", LAYOUT_HELP},
+        {"profile", 0, AT_OPT_BOOL, &profile, NULL, "each step's time and share of the run "
          "(over the --repeat runs, or 10)"},
-        {"winograd", 0, TN_OPT_STR, &wino, "W", WINOGRAD_HELP " (with --lib: as the library "
+        {"winograd", 0, AT_OPT_STR, &wino, "W", WINOGRAD_HELP " (with --lib: as the library "
          "was made)"},
     };
     md_model *m = NULL;
@@ -397,19 +397,19 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
     const char *db = NULL, *target = NULL, *device = NULL, *out = NULL, *header = NULL,
                *prefix = NULL, *layout = NULL, *wino = NULL;
     int threads = 0, keep = 0, dim = 1, n_pos, done, rc;
-    const tn_opt opts[] = {
-        {"db", 0, TN_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
-        {"target", 0, TN_OPT_STR, &target, "T", "compilation target (default: this host)"},
-        {"device", 0, TN_OPT_STR, &device, "KEY", "records of this device key (default: any)"},
-        {"out", 'o', TN_OPT_STR, &out, "FILE", "the library (e.g. libmodel_kernels.so)"},
-        {"header", 0, TN_OPT_STR, &header, "FILE", "its header (default: FILE with .h)"},
-        {"prefix", 0, TN_OPT_STR, &prefix, "NAME", "C names' prefix (default: from FILE)"},
-        {"threads", 0, TN_OPT_INT, &threads, "N", "most threads the library may use (Linux; "
+    const at_opt opts[] = {
+        {"db", 0, AT_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
+        {"target", 0, AT_OPT_STR, &target, "T", "compilation target (default: this host)"},
+        {"device", 0, AT_OPT_STR, &device, "KEY", "records of this device key (default: any)"},
+        {"out", 'o', AT_OPT_STR, &out, "FILE", "the library (e.g. libmodel_kernels.so)"},
+        {"header", 0, AT_OPT_STR, &header, "FILE", "its header (default: FILE with .h)"},
+        {"prefix", 0, AT_OPT_STR, &prefix, "NAME", "C names' prefix (default: from FILE)"},
+        {"threads", 0, AT_OPT_INT, &threads, "N", "most threads the library may use (Linux; "
          "default: the target's cores)"},
-        {"keep", 0, TN_OPT_BOOL, &keep, NULL, "keep the objects and the glue source"},
-        {"dim", 0, TN_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
-        {"layout", 0, TN_OPT_STR, &layout, "L", LAYOUT_HELP},
-        {"winograd", 0, TN_OPT_STR, &wino, "W", WINOGRAD_HELP},
+        {"keep", 0, AT_OPT_BOOL, &keep, NULL, "keep the objects and the glue source"},
+        {"dim", 0, AT_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
+        {"layout", 0, AT_OPT_STR, &layout, "L", LAYOUT_HELP},
+        {"winograd", 0, AT_OPT_STR, &wino, "W", WINOGRAD_HELP},
     };
     md_model *m = NULL;
     md_task_list *own = NULL;

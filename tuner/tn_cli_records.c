@@ -17,7 +17,7 @@
 #define DEFAULT_DB "tuning.db"
 
 /* Parse flags; on --help print it and return TN_EXIT_OK with *done set. */
-static int parse(const char *parent, const tn_cmd *cmd, const tn_opt *opts, int n_opts,
+static int parse(const char *parent, const tn_cmd *cmd, const at_opt *opts, int n_opts,
                  int argc, char **argv, int *n_pos, int *done)
 {
     int help, rc = tn_opts_parse(cmd, opts, n_opts, argc, argv, n_pos, &help);
@@ -223,20 +223,20 @@ int tn_cmd_best(const tn_cmd *cmd, int argc, char **argv)
     rec_store *st;
     int json = 0, show_state = 0, top = 1, n_pos, done, rc;
     memset(&q, 0, sizeof q);
-    tn_opt opts[] = {
-        {"db", 0, TN_OPT_STR, &db, "FILE", "the records store (default " DEFAULT_DB ")"},
-        {"task", 0, TN_OPT_STR, &q.workload_key, "KEY", "only this task (workload key)"},
-        {"target", 0, TN_OPT_STR, &q.target, "T", "only this target string"},
-        {"device", 0, TN_OPT_STR, &q.device_key, "KEY", "only records of this device key"},
-        {"fingerprint", 0, TN_OPT_STR, &q.fingerprint, "FP",
+    at_opt opts[] = {
+        {"db", 0, AT_OPT_STR, &db, "FILE", "the records store (default " DEFAULT_DB ")"},
+        {"task", 0, AT_OPT_STR, &q.workload_key, "KEY", "only this task (workload key)"},
+        {"target", 0, AT_OPT_STR, &q.target, "T", "only this target string"},
+        {"device", 0, AT_OPT_STR, &q.device_key, "KEY", "only records of this device key"},
+        {"fingerprint", 0, AT_OPT_STR, &q.fingerprint, "FP",
          "only records of this device fingerprint"},
-        {"fallback", 0, TN_OPT_STR, &fallback, "arch",
+        {"fallback", 0, AT_OPT_STR, &fallback, "arch",
          "'arch': if the device has nothing, records of the same architecture"},
-        {"arch", 0, TN_OPT_STR, &q.arch, "ARCH",
+        {"arch", 0, AT_OPT_STR, &q.arch, "ARCH",
          "the architecture for --fallback (default: the device's, from the store)"},
-        {"top", 'n', TN_OPT_INT, &top, "N", "rows per task and device (default 1)"},
-        {"json", 0, TN_OPT_BOOL, &json, NULL, "JSON for scripts instead of a table"},
-        {"state", 0, TN_OPT_BOOL, &show_state, NULL, "print each row's state too"},
+        {"top", 'n', AT_OPT_INT, &top, "N", "rows per task and device (default 1)"},
+        {"json", 0, AT_OPT_BOOL, &json, NULL, "JSON for scripts instead of a table"},
+        {"state", 0, AT_OPT_BOOL, &show_state, NULL, "print each row's state too"},
     };
     if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
@@ -381,15 +381,15 @@ int tn_cmd_history(const tn_cmd *cmd, int argc, char **argv)
     rec_store *st;
     int json = 0, all = 0, n_pos, done, rc;
     memset(&fl, 0, sizeof fl);
-    tn_opt opts[] = {
-        {"db", 0, TN_OPT_STR, &db, "FILE", "the records store (default " DEFAULT_DB ")"},
-        {"task", 0, TN_OPT_STR, &fl.workload_key, "KEY", "only this task (workload key)"},
-        {"target", 0, TN_OPT_STR, &fl.target, "T", "only this target string"},
-        {"device", 0, TN_OPT_STR, &fl.device_key, "KEY", "only records of this device key"},
-        {"fingerprint", 0, TN_OPT_STR, &fl.fingerprint, "FP",
+    at_opt opts[] = {
+        {"db", 0, AT_OPT_STR, &db, "FILE", "the records store (default " DEFAULT_DB ")"},
+        {"task", 0, AT_OPT_STR, &fl.workload_key, "KEY", "only this task (workload key)"},
+        {"target", 0, AT_OPT_STR, &fl.target, "T", "only this target string"},
+        {"device", 0, AT_OPT_STR, &fl.device_key, "KEY", "only records of this device key"},
+        {"fingerprint", 0, AT_OPT_STR, &fl.fingerprint, "FP",
          "only records of this device fingerprint"},
-        {"all", 0, TN_OPT_BOOL, &all, NULL, "every trial, not only new bests"},
-        {"json", 0, TN_OPT_BOOL, &json, NULL, "JSON for scripts (every trial)"},
+        {"all", 0, AT_OPT_BOOL, &all, NULL, "every trial, not only new bests"},
+        {"json", 0, AT_OPT_BOOL, &json, NULL, "JSON for scripts (every trial)"},
     };
     if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
@@ -458,8 +458,8 @@ int tn_cmd_merge(const tn_cmd *cmd, int argc, char **argv)
     const char *out_path;
     struct stat so, si;
     int quiet = 0, n_pos, done, rc, n_in, created, ok = 0;
-    tn_opt opts[] = {
-        {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
+    at_opt opts[] = {
+        {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
     };
     if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
@@ -537,15 +537,15 @@ int tn_cmd_export(const tn_cmd *cmd, int argc, char **argv)
     int quiet = 0, n_pos, done, rc;
     at_err err;
     memset(&fl, 0, sizeof fl);
-    tn_opt opts[] = {
-        {"db", 0, TN_OPT_STR, &db, "FILE", "the records store (default " DEFAULT_DB ")"},
-        {"format", 0, TN_OPT_STR, &format, "jsonl", "the format (only jsonl)"},
-        {"output", 'o', TN_OPT_STR, &out_path, "FILE",
+    at_opt opts[] = {
+        {"db", 0, AT_OPT_STR, &db, "FILE", "the records store (default " DEFAULT_DB ")"},
+        {"format", 0, AT_OPT_STR, &format, "jsonl", "the format (only jsonl)"},
+        {"output", 'o', AT_OPT_STR, &out_path, "FILE",
          "write to FILE (replaced when complete) instead of standard output"},
-        {"task", 0, TN_OPT_STR, &fl.workload_key, "KEY", "only this task (workload key)"},
-        {"target", 0, TN_OPT_STR, &fl.target, "T", "only this target string"},
-        {"device", 0, TN_OPT_STR, &fl.device_key, "KEY", "only records of this device key"},
-        {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "no summary on standard error"},
+        {"task", 0, AT_OPT_STR, &fl.workload_key, "KEY", "only this task (workload key)"},
+        {"target", 0, AT_OPT_STR, &fl.target, "T", "only this target string"},
+        {"device", 0, AT_OPT_STR, &fl.device_key, "KEY", "only records of this device key"},
+        {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "no summary on standard error"},
     };
     if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
@@ -594,10 +594,10 @@ int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv)
     rec_put_stats stats = {0, 0, 0, 0};
     rec_store *st;
     int quiet = 0, n_pos, done, rc, created, ok = 0;
-    tn_opt opts[] = {
-        {"db", 0, TN_OPT_STR, &db, "FILE",
+    at_opt opts[] = {
+        {"db", 0, AT_OPT_STR, &db, "FILE",
          "the records store, created if missing (default " DEFAULT_DB ")"},
-        {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
+        {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
     };
     if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
@@ -659,9 +659,9 @@ static int db_check(const tn_cmd *cmd, int argc, char **argv)
     rec_store *st;
     char err[1024];
     int n_pos, done, rc, no_replay = 0;
-    tn_opt opts[] = {
-        {"db", 0, TN_OPT_STR, &db, "FILE", "the records store (default " DEFAULT_DB ")"},
-        {"no-replay", 0, TN_OPT_BOOL, &no_replay, NULL,
+    at_opt opts[] = {
+        {"db", 0, AT_OPT_STR, &db, "FILE", "the records store (default " DEFAULT_DB ")"},
+        {"no-replay", 0, AT_OPT_BOOL, &no_replay, NULL,
          "skip the replay check of states (faster)"},
     };
     if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
@@ -714,8 +714,8 @@ static int db_info(const tn_cmd *cmd, int argc, char **argv)
     rec_store *st;
     int64_t n_rec, n_task, n_dev, n_run;
     int n_pos, done, rc;
-    tn_opt opts[] = {
-        {"db", 0, TN_OPT_STR, &db, "FILE", "the records store (default " DEFAULT_DB ")"},
+    at_opt opts[] = {
+        {"db", 0, AT_OPT_STR, &db, "FILE", "the records store (default " DEFAULT_DB ")"},
     };
     if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||

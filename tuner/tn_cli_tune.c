@@ -263,46 +263,49 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         flush = 0, early_stop = 0, build_workers = -1, build_timeout_s = 60, wait_s = 600,
         priority = 1, threads = 0, population = 2048, no_model = 0, quiet = 0, no_layout = 0,
         dim = 1, n_pos, help, rc;
-    tn_opt opts[] = {
-        {"trials", 0, TN_OPT_INT, &trials, "N", "measurements in all (default 1000)"},
-        {"target", 0, TN_OPT_STR, &target, "T",
+    at_opt opts[] = {
+        {"trials", 0, AT_OPT_INT, &trials, "N", "measurements in all (default 1000)"},
+        {"target", 0, AT_OPT_STR, &target, "T",
          "compilation target (default 'llvm -mcpu=native'; 'cuda -arch=sm_90' for GPU agents)"},
-        {"tracker", 0, TN_OPT_STR, &tracker, "HOST:PORT", "measure on this tracker's agents "
+        {"tracker", 0, AT_OPT_STR, &tracker, "HOST:PORT", "measure on this tracker's agents "
                                                           "(default: embedded, this machine)"},
-        {"key", 0, TN_OPT_STR, &device_key, "NAME", "device key of the agents (default 'local')"},
-        {"fleet-key", 0, TN_OPT_STR, &key_path, "FILE", "the fleet key (or $AT_FLEET_KEY)"},
-        {"next-fleet-key", 0, TN_OPT_STR, &next_key, "FILE", "a second key (rotation)"},
-        {"db", 0, TN_OPT_STR, &db, "FILE", "the records store (default tuning.db)"},
-        {"seed", 0, TN_OPT_STR, &seed_s, "S", "random seed (default 1)"},
-        {"timeout", 0, TN_OPT_INT, &timeout_s, "S", "run timeout of one kernel (default 10)"},
-        {"resume", 0, TN_OPT_BOOL, &resume, NULL, "continue from the store: count and reuse its "
+        {"key", 0, AT_OPT_STR, &device_key, "NAME", "device key of the agents (default 'local')"},
+        {"fleet-key", 0, AT_OPT_STR, &key_path, "FILE", "the fleet key (or $AT_FLEET_KEY)"},
+        {"next-fleet-key", 0, AT_OPT_STR, &next_key, "FILE", "a second key (rotation)"},
+        {"db", 0, AT_OPT_STR, &db, "FILE", "the records store (default tuning.db)"},
+        {"seed", 0, AT_OPT_STR, &seed_s, "S", "random seed (default 1)"},
+        {"timeout-s", 0, AT_OPT_INT, &timeout_s, "S", "run timeout of one kernel (default 10)"},
+        {"timeout", 0, AT_OPT_INT, &timeout_s, "S", AT_OPT_OLD("timeout-s")},
+        {"resume", 0, AT_OPT_BOOL, &resume, NULL, "continue from the store: count and reuse its "
                                                   "trials"},
-        {"per-round", 0, TN_OPT_INT, &per_round, "N", "measurements per round (default: 64, "
+        {"per-round", 0, AT_OPT_INT, &per_round, "N", "measurements per round (default: 64, "
          "or trials / tasks when less)"},
-        {"number", 0, TN_OPT_INT, &number, "N", "calls per timed repeat (default 1)"},
-        {"repeat", 0, TN_OPT_INT, &repeat, "N", "timed repeats (default 3)"},
-        {"min-repeat-ms", 0, TN_OPT_STR, &min_ms, "MS", "a repeat lasts at least this (default 0)"},
-        {"flush-cache", 0, TN_OPT_BOOL, &flush, NULL, "evict inputs from the caches before each "
+        {"number", 0, AT_OPT_INT, &number, "N", "calls per timed repeat (default 1)"},
+        {"repeat", 0, AT_OPT_INT, &repeat, "N", "timed repeats (default 3)"},
+        {"min-repeat-ms", 0, AT_OPT_STR, &min_ms, "MS", "a repeat lasts at least this (default 0)"},
+        {"flush-cache", 0, AT_OPT_BOOL, &flush, NULL, "evict inputs from the caches before each "
                                                       "repeat"},
-        {"early-stop", 0, TN_OPT_INT, &early_stop, "N", "stop a task after N trials without a new "
+        {"early-stop", 0, AT_OPT_INT, &early_stop, "N", "stop a task after N trials without a new "
                                                         "best (default 0: off)"},
-        {"build-workers", 0, TN_OPT_INT, &build_workers, "N", "build processes (default: cores)"},
-        {"build-timeout", 0, TN_OPT_INT, &build_timeout_s, "S", "per build (default 60)"},
-        {"wait-timeout", 0, TN_OPT_INT, &wait_s, "S", "give up when no agent serves the key this "
-                                                     "long (600)"},
-        {"priority", 0, TN_OPT_INT, &priority, "N", "among tuners sharing a key (1)"},
-        {"threads", 0, TN_OPT_INT, &threads, "N", "embedded agent's kernel threads (all cores)"},
-        {"population", 0, TN_OPT_INT, &population, "N", "evolution population (default 2048)"},
-        {"no-cost-model", 0, TN_OPT_BOOL, &no_model, NULL, "random scores (experiments only)"},
-        {"no-layout-rewrite", 0, TN_OPT_BOOL, &no_layout, NULL, "keep weights in their own "
+        {"build-workers", 0, AT_OPT_INT, &build_workers, "N", "build processes (default: cores)"},
+        {"build-timeout-s", 0, AT_OPT_INT, &build_timeout_s, "S", "per build (default 60)"},
+        {"build-timeout", 0, AT_OPT_INT, &build_timeout_s, "S", AT_OPT_OLD("build-timeout-s")},
+        {"wait-timeout-s", 0, AT_OPT_INT, &wait_s, "S", "give up when no agent serves the key "
+                                                       "this long (600)"},
+        {"wait-timeout", 0, AT_OPT_INT, &wait_s, "S", AT_OPT_OLD("wait-timeout-s")},
+        {"priority", 0, AT_OPT_INT, &priority, "N", "among tuners sharing a key (1)"},
+        {"threads", 0, AT_OPT_INT, &threads, "N", "embedded agent's kernel threads (all cores)"},
+        {"population", 0, AT_OPT_INT, &population, "N", "evolution population (default 2048)"},
+        {"no-cost-model", 0, AT_OPT_BOOL, &no_model, NULL, "random scores (experiments only)"},
+        {"no-layout-rewrite", 0, AT_OPT_BOOL, &no_layout, NULL, "keep weights in their own "
          "layout (no pre-transform step in the kernels)"},
-        {"layout", 0, TN_OPT_STR, &layout, "L", "models: convolutions' layout, nhwc (default) "
+        {"layout", 0, AT_OPT_STR, &layout, "L", "models: convolutions' layout, nhwc (default) "
          "or nchw"},
-        {"dim", 0, TN_OPT_INT, &dim, "N", "models: value of symbolic input dimensions (1)"},
-        {"winograd", 0, TN_OPT_STR, &wino, "W", "models: 3x3 stride-1 convolutions' Winograd "
+        {"dim", 0, AT_OPT_INT, &dim, "N", "models: value of symbolic input dimensions (1)"},
+        {"winograd", 0, AT_OPT_STR, &wino, "W", "models: 3x3 stride-1 convolutions' Winograd "
          "tasks, auto (default: tuned beside the direct ones), on (only them) or off"},
-        {"quiet", 'q', TN_OPT_BOOL, &quiet, NULL, "no progress and no report"},
-        {"log-level", 0, TN_OPT_STR, &log_level, "LEVEL", "debug, info, warn, error or off"},
+        {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "no progress and no report"},
+        {"log-level", 0, AT_OPT_STR, &log_level, "LEVEL", "debug, info, warn, error or off"},
     };
     static taskset ts;
     tn_tune_opts o;
@@ -346,9 +349,9 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         static const char *const fmt[] = {
             "--per-round must be 0 (automatic) to 4096, not %d",
             "--repeat must be 1 to 1024, not %d", "--number must be at least 1, not %d",
-            "--timeout must be at least 1 (whole seconds), not %d",
+            "--timeout-s must be at least 1 (whole seconds), not %d",
             "--population must be at least 8, not %d",
-            "--build-timeout must be at least 1 (whole seconds), not %d"};
+            "--build-timeout-s must be at least 1 (whole seconds), not %d"};
         const int bad[] = {per_round < 0 || per_round > 4096, repeat < 1 || repeat > 1024,
                            number < 1, timeout_s < 1, population < 8, build_timeout_s < 1};
         const int val[] = {per_round, repeat, number, timeout_s, population, build_timeout_s};

@@ -212,12 +212,12 @@ int tn_cmd_plot(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = "tuning.db", *task = NULL, *out = NULL, *target = NULL, *device = NULL;
     int n_pos, help, rc, png;
-    tn_opt opts[] = {
-        {"db", 0, TN_OPT_STR, &db, "FILE", "the records store (default tuning.db)"},
-        {"task", 0, TN_OPT_STR, &task, "KEY", "the task's workload key (default: the only one)"},
-        {"target", 0, TN_OPT_STR, &target, "T", "only records of this target"},
-        {"device", 0, TN_OPT_STR, &device, "KEY", "only records of this device key"},
-        {"output", 'o', TN_OPT_STR, &out, "FILE", "the picture: FILE.svg or FILE.png"},
+    at_opt opts[] = {
+        {"db", 0, AT_OPT_STR, &db, "FILE", "the records store (default tuning.db)"},
+        {"task", 0, AT_OPT_STR, &task, "KEY", "the task's workload key (default: the only one)"},
+        {"target", 0, AT_OPT_STR, &target, "T", "only records of this target"},
+        {"device", 0, AT_OPT_STR, &device, "KEY", "only records of this device key"},
+        {"output", 'o', AT_OPT_STR, &out, "FILE", "the picture: FILE.svg or FILE.png"},
     };
     rec_store *st;
     rec_history *h;

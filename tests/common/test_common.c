@@ -191,11 +191,79 @@ static void test_json_survives_oom(void **unused)
     }
 }
 
+/* Split 'line' (modified) at spaces into argv; returns argc. */
+static int split_args(char *line, char **argv, int max)
+{
+    int n = 0;
+    for (char *t = strtok(line, " "); t && n < max - 1; t = strtok(NULL, " "))
+        argv[n++] = t;
+    argv[n] = NULL;
+    return n;
+}
+
+/* The flag parser of the three commands: forms, positional order, old spellings, errors. */
+static void test_opts_parse(void **unused)
+{
+    const char *file = NULL, *old = NULL;
+    int flag = 0, n = 7, n_pos = 0, help = 0;
+    int64_t big = 0;
+    double x = 0;
+    const at_opt opts[] = {
+        {"fleet-key", 0, AT_OPT_STR, &file, "FILE", "the key"},
+        {"key", 0, AT_OPT_STR, &old, "FILE", AT_OPT_OLD("fleet-key")},
+        {"json", 'j', AT_OPT_BOOL, &flag, NULL, "json"},
+        {"top", 'n', AT_OPT_INT, &n, "N", "how many"},
+        {"bytes", 0, AT_OPT_I64, &big, "B", "bytes"},
+        {"scale", 0, AT_OPT_NUM, &x, "X", "scale"},
+    };
+    char line1[] = "p a --fleet-key=f1 -j b --top 3 --bytes 8589934592 --scale 0.5 -- --json";
+    char *argv1[16];
+    int argc1 = split_args(line1, argv1, 16);
+    (void)unused;
+    assert_int_equal(argc1, 13);
+    assert_int_equal(at_opts_parse("p", opts, 6, argc1, argv1, &n_pos, &help), 0);
+    assert_int_equal(n_pos, 3); /* a, b, and --json after "--" */
+    assert_string_equal(argv1[1], "a");
+    assert_string_equal(argv1[2], "b");
+    assert_string_equal(argv1[3], "--json");
+    assert_string_equal(file, "f1");
+    assert_int_equal(flag, 1);
+    assert_int_equal(n, 3);
+    assert_true(big == 8589934592LL);
+    assert_true(x == 0.5);
+    assert_int_equal(help, 0);
+    {
+        char line2[] = "p --key old.key -h", *argv2[8];
+        assert_int_equal(at_opts_parse("p", opts, 6, split_args(line2, argv2, 8), argv2, &n_pos,
+                                       &help),
+                         0);
+        assert_string_equal(old, "old.key"); /* the old spelling still works */
+        assert_int_equal(help, 1);
+        assert_int_equal(n_pos, 0);
+    }
+    {
+        static const char *const bad[] = {"--bogus", "--top",  "--top=-1",   "--json=1",
+                                          "--top=x", "-x",     "--scale=nan", "--top=99999999999"};
+        for (size_t i = 0; i < AT_ARRAY_LEN(bad); i++) {
+            char line[64], *argv3[8];
+            snprintf(line, sizeof line, "p %s", bad[i]);
+            assert_int_equal(at_opts_parse("p", opts, 6, split_args(line, argv3, 8), argv3,
+                                           &n_pos, &help),
+                             AT_EXIT_USAGE);
+        }
+    }
+    assert_int_equal(at_opt_range("p", "--threads", 0, 1, 1024), AT_EXIT_USAGE);
+    assert_int_equal(at_opt_range("p", "--threads", 1024, 1, 1024), 0);
+    assert_int_equal(at_opts_log_level("p", "loud"), AT_EXIT_USAGE);
+    assert_int_equal(at_opts_log_level("p", NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_known),
         cmocka_unit_test(test_sha256_matches_the_old_implementation),
+        cmocka_unit_test(test_opts_parse),
         cmocka_unit_test(test_rng_reproducible),
         cmocka_unit_test(test_buf_and_arena),
         cmocka_unit_test(test_json_parse_ok),

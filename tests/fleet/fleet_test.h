@@ -197,7 +197,7 @@ __attribute__((unused)) static pid_t ft_start_tracker(const char *key_path, int 
     argv[n++] = port_s;
     argv[n++] = (char *)"--bind";
     argv[n++] = (char *)"127.0.0.1";
-    argv[n++] = (char *)"--key";
+    argv[n++] = (char *)"--fleet-key";
     argv[n++] = (char *)key_path;
     argv[n++] = (char *)"--no-http";
     for (int i = 0; extra && extra[i] && n < 30; i++)

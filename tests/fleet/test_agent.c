@@ -405,7 +405,7 @@ static void test_measure_with_a_wrong_key(void **unused)
     argv[n++] = (char *)"x86";
     argv[n++] = (char *)"--db";
     argv[n++] = db;
-    argv[n++] = (char *)"--wait-timeout";
+    argv[n++] = (char *)"--wait-timeout-s";
     argv[n++] = (char *)"10";
     argv[n++] = (char *)"matmul:M=8,N=8,K=8";
     argv[n] = NULL;

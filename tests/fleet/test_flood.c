@@ -243,7 +243,7 @@ static void test_idle_unauthenticated_connections_are_capped(void **unused)
         assert_int_equal(closed_by_peer(s[i]), 0);
     /* an authenticated peer still gets in */
     snprintf(url, sizeof url, "127.0.0.1:%d", port);
-    snprintf(cmd, sizeof cmd, "'%s' status --tracker %s --key '%s' > '%s/status.out' 2>&1",
+    snprintf(cmd, sizeof cmd, "'%s' status --tracker %s --fleet-key '%s' > '%s/status.out' 2>&1",
              ft_path("bin/tracker", bin, sizeof bin), url, key_path, ft_tmpdir());
     rc = system(cmd);
     assert_int_equal(rc, 0);
@@ -305,6 +305,7 @@ static void test_broken_messages_after_the_handshake(void **unused)
         ft_sleep_ms(5);
         close(s);
     }
+    /* the old spelling of --fleet-key still works (with a warning) */
     snprintf(cmd, sizeof cmd, "'%s' status --tracker 127.0.0.1:%d --key '%s' > /dev/null 2>&1",
              ft_path("bin/tracker", bin, sizeof bin), port, key_path);
     assert_int_equal(system(cmd), 0);

@@ -209,7 +209,7 @@ static int setup(void **unused)
     if (mkdtemp(dir) == NULL)
         return -1;
     snprintf(key, sizeof key, "%s/fleet.key", dir);
-    snprintf(cmd, sizeof cmd, "%s/bin/tracker init-fleet --key %s >/dev/null", exe, key);
+    snprintf(cmd, sizeof cmd, "%s/bin/tracker init-fleet --fleet-key %s >/dev/null", exe, key);
     return system(cmd) == 0 ? 0 : -1;
 }
 

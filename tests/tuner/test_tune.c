@@ -196,8 +196,11 @@ static void test_bad_command_lines(void **unused)
     /* issue 14, item 9: a missing DAG file is named as one; --timeout 0 names the rule */
     USAGE("b10", "/nonexistent/x.dag: cannot read the DAG file: No such file or directory",
           "/nonexistent/x.dag");
-    USAGE("b11", "--timeout must be at least 1 (whole seconds), not 0", "--timeout", "0",
+    USAGE("b11", "--timeout-s must be at least 1 (whole seconds), not 0", "--timeout-s", "0",
           "matmul:M=8,N=8,K=8");
+    /* issue 15, item 4: an old spelling still works and names the new one */
+    USAGE("b11o", "warning: --timeout is now --timeout-s (the old spelling still works for now)",
+          "--timeout", "0", "matmul:M=8,N=8,K=8");
     USAGE("b12", "--repeat must be 1 to 1024, not 0", "--repeat", "0", "matmul:M=8,N=8,K=8");
     {
         char path[PATH_MAX];
