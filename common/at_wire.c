@@ -266,7 +266,7 @@ static void p_artifact(enc *e, const at_wire_artifact *a)
 
 static void p_settings(enc *e, const at_wire_settings *s)
 {
-    msgpack_pack_map(&e->pk, 8);
+    msgpack_pack_map(&e->pk, 8 + (s->cutoff_s > 0));
     kv_int(e, "number", s->number);
     kv_int(e, "repeat", s->repeat);
     kv_dbl(e, "min_ms", s->min_repeat_ms);
@@ -275,6 +275,7 @@ static void p_settings(enc *e, const at_wire_settings *s)
     kv_int(e, "cool_ms", s->cooldown_ms);
     kv_int(e, "threads", s->n_threads);
     kv_int(e, "warmup", s->n_warmup);
+    if (s->cutoff_s > 0) kv_dbl(e, "cutoff_s", s->cutoff_s);
 }
 
 static void p_job(enc *e, const at_wire_job *j)
@@ -1190,6 +1191,7 @@ static void d_settings(dec *d, const msgpack_object *map, at_wire_settings *s)
     s->cooldown_ms = (int)g_int(d, map, "cool_ms", 0, 600000, 0, 0);
     s->n_threads = (int)g_int(d, map, "threads", 0, 1024, 0, 0);
     s->n_warmup = (int)g_int(d, map, "warmup", 0, 1000, 1, 0);
+    s->cutoff_s = g_dbl(d, map, "cutoff_s", 0, 24 * 3600, 0, 0);
 }
 
 static void d_job(dec *d, const msgpack_object *o, at_wire_job *j)

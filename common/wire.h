@@ -162,6 +162,9 @@ typedef struct at_wire_settings {
     int cooldown_ms;      /* pause before the job, >= 0 */
     int n_threads;        /* 0: the agent's default */
     int n_warmup;         /* untimed calls before timing, >= 0 */
+    double cutoff_s;      /* > 0: a kernel whose checked run took longer is not timed further:
+                          ** that run is its one cost (a tuner sends 10x the task's best so
+                          ** far); 0: off.  Optional on the wire (older agents ignore it) */
 } at_wire_settings;
 
 typedef struct at_wire_job {

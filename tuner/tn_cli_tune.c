@@ -259,6 +259,7 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     const char *target = "llvm -mcpu=native", *db = "tuning.db", *tracker = NULL,
                *key_path = NULL, *next_key = NULL, *device_key = NULL, *min_ms = "0",
                *seed_s = "1", *log_level = NULL, *layout = NULL, *wino = NULL;
+    double cutoff = 10;
     int trials = 1000, timeout_s = 10, resume = 0, per_round = 0, number = 1, repeat = 3,
         flush = 0, early_stop = 0, build_workers = -1, build_timeout_s = 60, wait_s = 600,
         priority = 1, threads = 0, population = 2048, no_model = 0, quiet = 0, no_layout = 0,
@@ -282,6 +283,8 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
          "or trials / tasks when less)"},
         {"number", 0, AT_OPT_INT, &number, "N", "calls per timed repeat (default 1)"},
         {"repeat", 0, AT_OPT_INT, &repeat, "N", "timed repeats (default 3)"},
+        {"cutoff", 0, AT_OPT_NUM, &cutoff, "X", "a candidate whose checked run takes over X "
+                                                "times the task's best is not repeated (10; 0: off)"},
         {"min-repeat-ms", 0, AT_OPT_STR, &min_ms, "MS", "a repeat lasts at least this (default 0)"},
         {"flush-cache", 0, AT_OPT_BOOL, &flush, NULL, "evict inputs from the caches before each "
                                                       "repeat"},
@@ -440,6 +443,7 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     o.min_repeat_ms = min_repeat_ms;
     o.flush_cache = flush;
     o.timeout_ms = timeout_s * 1000;
+    o.cutoff = cutoff;
     o.early_stop = early_stop;
     {
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);

@@ -352,6 +352,9 @@ static void submit_job(run *r, job *j)
     fj.w.run.min_repeat_ms = r->o->min_repeat_ms;
     fj.w.run.flush_cache = r->o->flush_cache;
     fj.w.run.timeout_ms = r->o->timeout_ms;
+    if (r->o->cutoff > 0 && isfinite(r->tasks[j->task].best_cost) &&
+        r->tasks[j->task].best_cost > 0)
+        fj.w.run.cutoff_s = r->o->cutoff * r->tasks[j->task].best_cost;
     fj.w.seed = r->o->seed + 1;
     fj.w.has_ref = 1;
     memcpy(fj.w.ref, r->tasks[j->task].ref_id, sizeof fj.w.ref);
@@ -641,17 +644,38 @@ static at_err start_round(run *r, int ti)
 }
 
 /* Hand a tround's built jobs to the fleet: in the embedded mode only once every build of
-** the tround is done (building pauses while kernels are timed). */
+** the tround is done (building pauses while kernels are timed).  A task's first
+** measurements go in waves of FIRST_WAVE until one succeeds: the jobs after it carry the
+** cutoff (o->cutoff times the best so far), so that random candidates far slower than the
+** best are not timed in full (the first round of matmul 1024^3 spent most of its time on
+** them). */
+#define FIRST_WAVE 8
 static void submit_built(run *r, tround *rd)
 {
+    int in_wave = 0, all = 1;
+    const ttask *t = &r->tasks[rd->task];
     if (r->o->tracker == NULL && rd->n_built < rd->n_jobs)
         return;
+    if (r->o->cutoff > 0 && !isfinite(t->best_cost)) {
+        for (int k = rd->first_job; k < rd->first_job + rd->n_jobs; k++) {
+            const job *j = &r->jobs[k];
+            in_wave += j->built && j->art == NULL && !j->measured; /* submitted, no result */
+        }
+        if (in_wave > 0)
+            return; /* wait for the wave */
+    }
     for (int k = rd->first_job; k < rd->first_job + rd->n_jobs; k++) {
         job *j = &r->jobs[k];
-        if (j->built && j->art && !j->measured)
-            submit_job(r, j);
+        if (!(j->built && j->art && !j->measured))
+            continue;
+        if (r->o->cutoff > 0 && !isfinite(t->best_cost) && in_wave >= FIRST_WAVE) {
+            all = 0;
+            break;
+        }
+        submit_job(r, j);
+        in_wave++;
     }
-    if (rd->n_built == rd->n_jobs)
+    if (all && rd->n_built == rd->n_jobs)
         rd->submitted = 1;
 }
 

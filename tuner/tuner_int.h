@@ -145,6 +145,8 @@ typedef struct tn_tune_opts {
     double min_repeat_ms;
     int flush_cache;
     int timeout_ms;          /* a job's run timeout on the device */
+    double cutoff;           /* a candidate whose checked run is over this many times the
+                             ** task's best so far is not repeated (0: off; default 10) */
     int early_stop;          /* a task stops after this many trials without a new best (0: off) */
     int build_workers;       /* build worker processes (0: build in this process) */
     int build_timeout_ms;

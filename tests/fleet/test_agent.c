@@ -124,6 +124,9 @@ static void test_bad_kernels_each_get_their_code(void **unused)
         /* 0.6 s a run (it sleeps), 8 repeats and a warm-up asked in a 2 s budget: they cannot
         ** all fit, so no warm-up and the one repeat that fits, and no time-out */
         {"slow", "k_slow", AT_MEASURE_NO_ERROR, "", 2000},
+        /* a cutoff of 0.1 s (a tuner sends 10x the task's best): the 0.6 s checked run is the
+        ** cost, not repeated, and the result says so; good-4 below its cutoff is timed */
+        {"cut", "k_slow", AT_MEASURE_NO_ERROR, "not repeated: the checked run took", 5000},
     };
     enum { N = sizeof cases / sizeof cases[0] };
     tn_fleet *f;
@@ -186,6 +189,8 @@ static void test_bad_kernels_each_get_their_code(void **unused)
         }
         if (strcmp(cases[i].id, "arm") == 0) jobs[i].w.art.triple = "aarch64-linux-gnu";
         if (strcmp(cases[i].id, "slow") == 0) jobs[i].w.run.repeat = 8;
+        if (strcmp(cases[i].id, "cut") == 0) jobs[i].w.run.cutoff_s = 0.1;
+        if (strcmp(cases[i].id, "good-4") == 0) jobs[i].w.run.cutoff_s = 10;
     }
     assert_int_equal(tn_fleet_submit(f, jobs, N), AT_OK);
     memset(&g, 0, sizeof g);
@@ -204,6 +209,12 @@ static void test_bad_kernels_each_get_their_code(void **unused)
             !(g.n_costs[k] >= 1 && g.n_costs[k] <= 2 && g.cost[k] >= 0.55 && g.cost[k] < 1.0))
             fail_msg("job slow: %d repeats of %.2f s; expected 1 or 2 of about 0.6 s",
                      g.n_costs[k], g.cost[k]);
+        if (strcmp(cases[i].id, "cut") == 0 &&
+            !(g.n_costs[k] == 1 && g.cost[k] >= 0.55 && g.cost[k] < 1.0))
+            fail_msg("job cut: %d repeats of %.2f s; expected the checked run alone, 0.6 s",
+                     g.n_costs[k], g.cost[k]);
+        if (strcmp(cases[i].id, "good-4") == 0 && g.n_costs[k] != 2)
+            fail_msg("job good-4 (under its cutoff): %d repeats, expected 2", g.n_costs[k]);
     }
     /* the records store has one row per job with that status */
     {

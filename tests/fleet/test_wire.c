@@ -109,6 +109,7 @@ static void test_roundtrip_all(void **unused)
     fill_job(&jobs[0], "run1-0");
     fill_job(&jobs[1], "run1-1");
     jobs[1].has_ref = 0;
+    jobs[0].run.cutoff_s = 0.125; /* optional: sent only when > 0 */
     memset(&ref, 0, sizeof ref);
     memset(ref.id, 0xab, sizeof ref.id);
     fill_artifact(&ref.art);
@@ -127,6 +128,8 @@ static void test_roundtrip_all(void **unused)
     assert_int_equal(o.u.submit.jobs[1].has_ref, 0);
     assert_int_equal(o.u.submit.jobs[0].run.repeat, 5);
     assert_true(o.u.submit.jobs[0].run.min_repeat_ms == 2.5);
+    assert_true(o.u.submit.jobs[0].run.cutoff_s == 0.125);
+    assert_true(o.u.submit.jobs[1].run.cutoff_s == 0);
     assert_int_equal(o.u.submit.jobs[0].run.flush_cache, 1);
     assert_true(o.u.submit.jobs[0].seed == 0xfedcba9876543210ull);
     assert_int_equal(o.u.submit.jobs[0].art.n_args, 3);
