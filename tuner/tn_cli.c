@@ -23,7 +23,7 @@ static const tn_cmd tune_cmd = {
     "is committed to the records store (--db) as it completes; Ctrl-C stops after the round\n"
     "in flight; --resume continues a run from the store.  Exit status: 0 done, 1 failed,\n"
     "2 bad command line, 130 interrupted.",
-    tn_cmd_tune};
+    tn__cmd_tune};
 
 /* The subcommands.  Later issues add theirs here (and the main tuning run, which takes
 ** over a command line that names no subcommand). */
@@ -38,44 +38,44 @@ static const tn_cmd commands[] = {
      "other devices of the same architecture happens only with --fallback arch, marked\n"
      "FALLBACK.  Records whose state no longer replays on the task's DAG are skipped and\n"
      "listed.  Exit status 3 when nothing matches.",
-     tn_cmd_best},
+     tn__cmd_best},
     {"history", "[--db FILE] [--task KEY] [--target T] [--device KEY] [--all] [--json]",
      "a task's best cost over its trials",
      "Print how the best cost of each task (per target and device) improved trial by\n"
      "trial: by default the trials that set a new best, with --all every trial.\n"
      "Exit status 3 when nothing matches.",
-     tn_cmd_history},
+     tn__cmd_history},
     {"merge", "[--quiet] OUT IN...", "merge record stores into one",
      "Copy every record of the stores IN... into the store OUT (created if missing).\n"
      "Records of the same task, state and device fingerprint are kept once (the better\n"
      "one: a success over a failure, then the lower mean cost); a job id already in OUT\n"
      "is skipped.  All inputs are checked before OUT is touched, and the merge is one\n"
      "transaction: if anything fails, OUT is left as it was.",
-     tn_cmd_merge},
+     tn__cmd_merge},
     {"export", "[--db FILE] [--format jsonl] [-o FILE] [--task KEY] [--target T] "
                "[--device KEY]",
      "write records as JSON lines",
      "Write the records (all, or those of one task, target or device key) as JSON lines,\n"
      "one record per line, in a stable order (docs/records.md describes the format).\n"
      "Exporting a store that was imported from an export gives the same bytes.",
-     tn_cmd_export},
+     tn__cmd_export},
     {"import", "[--db FILE] [--quiet] [FILE...]", "read records from JSON lines",
      "Read records written by 'tuner export' from the FILEs (or standard input, also as\n"
      "'-') into the store, with merge's rules for duplicates.  The import is one\n"
      "transaction: a malformed line is reported as FILE:LINE:COLUMN and nothing is stored.",
-     tn_cmd_import},
+     tn__cmd_import},
     {"db", "check|info [--db FILE] [flags]", "check or describe a records store",
      "  check   integrity check: SQLite's own, then every row, then whether each\n"
      "          successful record's state still replays; exit status 1 on damage\n"
      "  info    schema version and counts",
-     tn_cmd_db},
+     tn__cmd_db},
     {"measure", "[--tracker HOST:PORT --fleet-key FILE] [--key K] [--db FILE] [flags] SPEC...",
      "measure operators' naive and hand-written schedules through the fleet",
      "Build each library operator SPEC (e.g. matmul:M=256,N=256,K=256) with its naive and its\n"
      "hand-written schedule, measure both on the fleet (docs/fleet.md: the embedded tracker and\n"
      "agent in this process unless --tracker is given), check them against the naive reference,\n"
      "store every result in the records store, and print their times.",
-     tn_cmd_measure},
+     tn__cmd_measure},
     {"dataset", "--random N --task TASK | --pretrain | --eval [--db FILE] [flags]",
      "measure random schedules for the cost model; pre-train or evaluate it",
      "Build the cost model's data: with --random N, sample N distinct random schedules of\n"
@@ -90,7 +90,7 @@ static const tn_cmd commands[] = {
      "the model), FLOPs and shapes.  -o writes them as JSON lines, which 'tuner export-lib'\n"
      "and the tuner read without the model.  Unsupported operators are warnings naming\n"
      "their nodes; the rest of the model still gives tasks.",
-     tn_cmd_tasks},
+     tn__cmd_tasks},
     {"run", "[--db FILE] [--lib FILE] [--repeat N] [flags] MODEL",
      "run a model with its tuned kernels and check it against the naive lowering",
      "Run the whole model once on this machine with each task's best kernel from the records\n"
@@ -98,23 +98,23 @@ static const tn_cmd commands[] = {
      "made by export-lib (--lib), then once with every task's naive kernel, and compare the\n"
      "outputs.  Inputs and weights without values are filled with deterministic random\n"
      "values (--seed).  Exit status 1 when an output differs by more than 1e-4 (relative).",
-     tn_cmd_run},
+     tn__cmd_run},
     {"export-lib", "--db FILE [--target T] -o LIB.so [flags] MODEL|TASKS.jsonl",
      "a shared library of the best kernel of every task, and its C header",
      "Build the best kernel of every task of the model (or of a task list from 'tuner tasks\n"
      "-o') for the target, naive ones for tasks without records, and link them into one\n"
      "shared library (x86-64 Linux, aarch64 Linux or aarch64 Android) with one C function\n"
      "per task, declared in LIB.h.  docs/models.md has the calling convention.",
-     tn_cmd_export_lib},
+     tn__cmd_export_lib},
     {"plot", "[--db FILE] [--task KEY] [--target T] [--device KEY] -o FILE.svg|FILE.png",
      "draw a task's tuning curve",
      "Draw the best GFLOPS of a task over its trials (every record of the task, in trial\n"
      "order) as an SVG or PNG picture.",
-     tn_cmd_plot},
+     tn__cmd_plot},
     {"help", "[SUBCOMMAND]", "help on the command or a subcommand", NULL, cmd_help},
 };
 
-const tn_cmd *tn_find_cmd(const char *name)
+const tn_cmd *tn__find_cmd(const char *name)
 {
     for (size_t i = 0; i < AT_ARRAY_LEN(commands); i++)
         if (strcmp(commands[i].name, name) == 0)
@@ -139,7 +139,7 @@ static void usage(FILE *f)
                "docs/cli.md describes every subcommand.\n");
 }
 
-void tn_err(const tn_cmd *cmd, const char *fmt, ...)
+void tn__err(const tn_cmd *cmd, const char *fmt, ...)
 {
     va_list ap;
     int named = cmd && cmd->name[0];
@@ -159,8 +159,8 @@ static int cmd_help(const tn_cmd *cmd, int argc, char **argv)
         usage(stdout);
         return TN_EXIT_OK;
     }
-    if ((c = tn_find_cmd(argv[1])) == NULL || c->run == cmd_help) {
-        tn_err(cmd, "unknown subcommand '%s' (see 'tuner --help')", argv[1]);
+    if ((c = tn__find_cmd(argv[1])) == NULL || c->run == cmd_help) {
+        tn__err(cmd, "unknown subcommand '%s' (see 'tuner --help')", argv[1]);
         return TN_EXIT_USAGE;
     }
     sub[0] = argv[1];
@@ -183,7 +183,7 @@ int tn_cli_main(int argc, char **argv)
         }
         if (strcmp(a, "--help-tune") == 0) {
             char *sub[3] = {(char *)"tuner", (char *)"--help", NULL};
-            return tn_cmd_tune(&tune_cmd, 2, sub);
+            return tn__cmd_tune(&tune_cmd, 2, sub);
         }
         if (strcmp(a, "--version") == 0) {
             printf("tuner %s (records schema %d, JSONL format %d)\n", TN_VERSION,
@@ -194,7 +194,7 @@ int tn_cli_main(int argc, char **argv)
             const char *v = a[11] == '=' ? a + 12 : (i + 1 < argc ? argv[++i] : NULL);
             at_log_level lv;
             if (v == NULL || at_log_parse_level(v, &lv) != AT_OK) {
-                tn_err(NULL, "--log-level needs debug, info, warn, error or off");
+                tn__err(NULL, "--log-level needs debug, info, warn, error or off");
                 return TN_EXIT_USAGE;
             }
             at_log_set_level(lv);
@@ -202,7 +202,7 @@ int tn_cli_main(int argc, char **argv)
             continue;
         }
         /* a flag of the tuning run: the whole command line is a tuning run */
-        return tn_cmd_tune(&tune_cmd, argc, argv);
+        return tn__cmd_tune(&tune_cmd, argc, argv);
     }
     if (i >= argc) {
         usage(stderr);
@@ -210,14 +210,14 @@ int tn_cli_main(int argc, char **argv)
     }
     if (strcmp(argv[i], "__build-worker") == 0)
         return tn_build_worker_main();
-    if ((c = tn_find_cmd(argv[i])) == NULL)
-        return tn_cmd_tune(&tune_cmd, argc, argv); /* tuner [flags] SPEC... */
+    if ((c = tn__find_cmd(argv[i])) == NULL)
+        return tn__cmd_tune(&tune_cmd, argc, argv); /* tuner [flags] SPEC... */
     return c->run(c, argc - i, argv + i);
 }
 
 /* ---- flags ---- */
 
-int tn_opts_parse(const tn_cmd *cmd, const at_opt *opts, int n_opts, int argc, char **argv,
+int tn__opts_parse(const tn_cmd *cmd, const at_opt *opts, int n_opts, int argc, char **argv,
                   int *n_pos, int *help)
 {
     char prog[80];
@@ -226,7 +226,7 @@ int tn_opts_parse(const tn_cmd *cmd, const at_opt *opts, int n_opts, int argc, c
                                                                         : TN_EXIT_OK;
 }
 
-void tn_opts_help(FILE *f, const char *parent, const tn_cmd *cmd, const at_opt *opts,
+void tn__opts_help(FILE *f, const char *parent, const tn_cmd *cmd, const at_opt *opts,
                   int n_opts)
 {
     fprintf(f, "usage: tuner %s%s%s %s\n", parent ? parent : "", parent ? " " : "", cmd->name,

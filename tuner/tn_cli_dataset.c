@@ -38,12 +38,12 @@ static ss_dag *task_dag(const tn_cmd *cmd, rec_store *st, const char *task, int 
         if (e == AT_OK)
             e = rec_iter_next(it, &r);
         if (e == AT_OK && r == NULL) {
-            tn_err(cmd, "the store has no record of task %s, so its DAG is unknown: give an "
+            tn__err(cmd, "the store has no record of task %s, so its DAG is unknown: give an "
                    "operator spec (matmul:M=128) or a DAG file instead", task);
         } else if (e != AT_OK) {
-            tn_err(cmd, "%s", rec_store_errmsg(st));
+            tn__err(cmd, "%s", rec_store_errmsg(st));
         } else if ((e = ss_dag_parse(r->dag, strlen(r->dag), &dag, err, sizeof err)) != AT_OK) {
-            tn_err(cmd, "task %s: its DAG does not parse: %s", task, err);
+            tn__err(cmd, "task %s: its DAG does not parse: %s", task, err);
             dag = NULL;
         }
         rec_iter_close(it);
@@ -52,18 +52,18 @@ static ss_dag *task_dag(const tn_cmd *cmd, rec_store *st, const char *task, int 
     if ((f = fopen(task, "r")) != NULL) {
         fclose(f);
         if (at_file_read(task, &text, &n, err, sizeof err) != AT_OK) {
-            tn_err(cmd, "%s", err);
+            tn__err(cmd, "%s", err);
             return NULL;
         }
         if (ss_dag_parse(text, n, &dag, err, sizeof err) != AT_OK) {
-            tn_err(cmd, "%s:%s", task, err);
+            tn__err(cmd, "%s:%s", task, err);
             dag = NULL;
         }
         at_free(text);
         return dag;
     }
     if (kn_op_build(task, &dag, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "--task '%s' is no workload key, no readable DAG file and no operator "
+        tn__err(cmd, "--task '%s' is no workload key, no readable DAG file and no operator "
                "spec: %s", task, err);
         *rc = TN_EXIT_USAGE;
         return NULL;
@@ -89,18 +89,18 @@ static int do_random(const tn_cmd *cmd, rec_store *st, const char *db, const cha
     at_err e;
     int rc;
     if (kn_target_parse(target, &t, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "--target: %s", err);
+        tn__err(cmd, "--target: %s", err);
         return TN_EXIT_USAGE;
     }
     if (!t.is_host) {
-        tn_err(cmd, "--target '%s' is not this host: the data set is measured here", target);
+        tn__err(cmd, "--target '%s' is not this host: the data set is measured here", target);
         return TN_EXIT_USAGE;
     }
     if ((dag = task_dag(cmd, st, task, &rc)) == NULL)
         return rc;
     e = cm_dataset_random(st, dag, &t, device, n, (uint64_t)seed, o, cmdline, &s, err, sizeof err);
     if (e != AT_OK) {
-        tn_err(cmd, "%s%s(%s; %d records were stored)", err, err[0] ? " " : "", at_strerror(e),
+        tn__err(cmd, "%s%s(%s; %d records were stored)", err, err[0] ? " " : "", at_strerror(e),
                s.n_measured);
         ss_dag_unref(dag);
         return TN_EXIT_FAIL;
@@ -133,16 +133,16 @@ static int do_pretrain(const tn_cmd *cmd, rec_store *st, const char *db, const c
     kn_target t;
     at_err e;
     if (kn_target_parse(target, &t, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "--target: %s", err);
+        tn__err(cmd, "--target: %s", err);
         return TN_EXIT_USAGE;
     }
     if (cm_model_new(p, &m) != AT_OK) {
-        tn_err(cmd, "out of memory");
+        tn__err(cmd, "out of memory");
         return TN_EXIT_FAIL;
     }
     if ((e = cm_model_pretrain(m, st, NULL, &ls, err, sizeof err)) != AT_OK ||
         (e = cm_model_save_store(m, st, t.text, err, sizeof err)) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         cm_model_free(m);
         return TN_EXIT_FAIL;
     }
@@ -168,26 +168,26 @@ static int do_eval(const tn_cmd *cmd, rec_store *st, const cm_params *p, int see
     char err[1024];
     int rc = TN_EXIT_FAIL;
     if (cm_data_new(&d) != AT_OK || cm_model_new(p, &m) != AT_OK) {
-        tn_err(cmd, "out of memory");
+        tn__err(cmd, "out of memory");
         goto out;
     }
     if (cm_data_load_store(d, st, NULL, &ls, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         goto out;
     }
     if (cm_data_count(d) < 10) {
-        tn_err(cmd, "the store has %d usable records; evaluating needs at least 10",
+        tn__err(cmd, "the store has %d usable records; evaluating needs at least 10",
                cm_data_count(d));
         goto out;
     }
     if (cm_data_split(d, 0.8, (uint64_t)seed, &a, &b) != AT_OK ||
         (scores = at_malloc((size_t)cm_data_count(b) * sizeof *scores + 1)) == NULL) {
-        tn_err(cmd, "out of memory");
+        tn__err(cmd, "out of memory");
         goto out;
     }
     if (cm_model_fit(m, a, err, sizeof err) != AT_OK ||
         cm_model_predict_data(m, b, scores) != AT_OK) {
-        tn_err(cmd, "training failed: %s", err);
+        tn__err(cmd, "training failed: %s", err);
         goto out;
     }
     cm_metrics_eval(b, scores, 1.05, &mt);
@@ -245,42 +245,42 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
         {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
     };
     command_line(argc, argv, cmdline, sizeof cmdline);
-    if ((rc = tn_opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
+    if ((rc = tn__opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
         TN_EXIT_OK)
         return rc;
     if (help) {
-        tn_opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
+        tn__opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
         return TN_EXIT_OK;
     }
     if (n_pos) {
-        tn_err(cmd, "unexpected argument '%s' (see 'tuner %s --help')", argv[1], cmd->name);
+        tn__err(cmd, "unexpected argument '%s' (see 'tuner %s --help')", argv[1], cmd->name);
         return TN_EXIT_USAGE;
     }
     modes = (n >= 0) + pretrain + eval;
     if (modes != 1) {
-        tn_err(cmd, "give exactly one of --random N, --pretrain and --eval (see 'tuner %s "
+        tn__err(cmd, "give exactly one of --random N, --pretrain and --eval (see 'tuner %s "
                "--help')", cmd->name);
         return TN_EXIT_USAGE;
     }
     if (n >= 0 && task == NULL) {
-        tn_err(cmd, "--random needs --task");
+        tn__err(cmd, "--random needs --task");
         return TN_EXIT_USAGE;
     }
     if (n < 0 && task) {
-        tn_err(cmd, "--task goes with --random");
+        tn__err(cmd, "--task goes with --random");
         return TN_EXIT_USAGE;
     }
     if (repeat < 1 || repeat > 16) {
-        tn_err(cmd, "--repeat must be 1..16, not %d", repeat);
+        tn__err(cmd, "--repeat must be 1..16, not %d", repeat);
         return TN_EXIT_USAGE;
     }
     if (!device[0]) {
-        tn_err(cmd, "--device must not be empty");
+        tn__err(cmd, "--device must not be empty");
         return TN_EXIT_USAGE;
     }
     cm_params_default(&p);
     if (cm_objective_parse(objective, &p.objective) != AT_OK) {
-        tn_err(cmd, "--objective must be rank or reg, not '%s'", objective);
+        tn__err(cmd, "--objective must be rank or reg, not '%s'", objective);
         return TN_EXIT_USAGE;
     }
     p.seed = (uint64_t)seed;
@@ -293,7 +293,7 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
         char err[1024];
         int flags = n >= 0 ? REC_OPEN_CREATE : pretrain ? 0 : REC_OPEN_READONLY;
         if (rec_store_open(db, flags, &st, err, sizeof err) != AT_OK) {
-            tn_err(cmd, "%s", err);
+            tn__err(cmd, "%s", err);
             return TN_EXIT_FAIL;
         }
     }

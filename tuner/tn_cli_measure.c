@@ -61,7 +61,7 @@ static int build(const tn_cmd *cmd, const ss_state *st, const kn_target *target,
     char err[512];
     if (kn_lower(st, &ir, err, sizeof err) != AT_OK ||
         kn_build(ir, target, NULL, out, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         kn_ir_free(ir);
         return -1;
     }
@@ -69,7 +69,7 @@ static int build(const tn_cmd *cmd, const ss_state *st, const kn_target *target,
     return 0;
 }
 
-int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_measure(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = "tuning.db", *tracker = NULL, *key_path = NULL, *next_path = NULL,
                *device_key = NULL, *target_text = "llvm -mcpu=native", *min_ms = "0";
@@ -110,20 +110,20 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
     int64_t run_id;
     at_err e = AT_OK;
 
-    if ((rc = tn_opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
+    if ((rc = tn__opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
         TN_EXIT_OK)
         return rc;
     if (help) {
-        tn_opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
+        tn__opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
         return TN_EXIT_OK;
     }
     if (n_pos == 0 || n_pos > MAX_SPECS) {
-        tn_err(cmd, "give 1 to %d operator specs (e.g. matmul:M=256,N=256,K=256)", MAX_SPECS);
+        tn__err(cmd, "give 1 to %d operator specs (e.g. matmul:M=256,N=256,K=256)", MAX_SPECS);
         return TN_EXIT_USAGE;
     }
     if (at_parse_double(min_ms, &min_repeat_ms) != AT_OK || min_repeat_ms < 0 || repeat < 1 ||
         repeat > AT_WIRE_MAX_COSTS || number < 1 || timeout_ms < 1) {
-        tn_err(cmd, "bad run settings");
+        tn__err(cmd, "bad run settings");
         return TN_EXIT_USAGE;
     }
     if (tracker == NULL)
@@ -131,21 +131,21 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
     else {
         if (key_path == NULL) key_path = getenv("AT_FLEET_KEY");
         if (key_path == NULL) {
-            tn_err(cmd, "a tracker needs the fleet key: --fleet-key FILE");
+            tn__err(cmd, "a tracker needs the fleet key: --fleet-key FILE");
             return TN_EXIT_USAGE;
         }
         if (at_wire_key_load(key_path, &keys[n_keys++], err, sizeof err) != AT_OK ||
             (next_path && at_wire_key_load(next_path, &keys[n_keys++], err, sizeof err) != AT_OK)) {
-            tn_err(cmd, "%s", err);
+            tn__err(cmd, "%s", err);
             return TN_EXIT_FAIL;
         }
     }
     if (kn_target_parse(target_text, &target, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         return TN_EXIT_USAGE;
     }
     if (rec_store_open(db, REC_OPEN_CREATE, &st, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         return TN_EXIT_FAIL;
     }
     if (rec_run_begin(st, "tuner measure", TN_VERSION, &run_id, uuid) != AT_OK ||
@@ -158,7 +158,7 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
                                       .store = st,
                                       .embedded_threads = threads},
                       &f, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", f ? err : err[0] ? err : rec_store_errmsg(st));
+        tn__err(cmd, "%s", f ? err : err[0] ? err : rec_store_errmsg(st));
         rec_store_close(st);
         return TN_EXIT_FAIL;
     }
@@ -172,7 +172,7 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
         int64_t task;
         at_buf text;
         if (kn_op_build(spec, &dag, err, sizeof err) != AT_OK) {
-            tn_err(cmd, "%s", err);
+            tn__err(cmd, "%s", err);
             e = AT_EINVAL;
             break;
         }
@@ -182,7 +182,7 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
                          &(rec_task){dag->key, target.text, device_key ? device_key : "local",
                                      text.data, dag->flops},
                          &task) != AT_OK) {
-            tn_err(cmd, "%s", rec_store_errmsg(st));
+            tn__err(cmd, "%s", rec_store_errmsg(st));
             at_buf_fini(&text);
             ss_dag_unref(dag);
             e = AT_EIO;
@@ -248,13 +248,13 @@ int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv)
         while (tn_fleet_pending(f) > 0) {
             e = tn_fleet_wait(f, 1000, on_result, &rs);
             if (e == AT_ETIMEDOUT) {
-                tn_err(cmd, "%s", tn_fleet_status(f));
+                tn__err(cmd, "%s", tn_fleet_status(f));
                 e = tn_fleet_fail_pending(f, AT_MEASURE_DEVICE_LOST, tn_fleet_status(f), on_result,
                                           &rs);
                 break;
             }
             if (e != AT_OK) {
-                tn_err(cmd, "%s", tn_fleet_status(f));
+                tn__err(cmd, "%s", tn_fleet_status(f));
                 break;
             }
             if (at_time_mono_s() - last > 5) {

@@ -19,12 +19,12 @@
 static int parse(const tn_cmd *cmd, const at_opt *opts, int n_opts, int argc, char **argv,
                  int *n_pos, int *done)
 {
-    int help, rc = tn_opts_parse(cmd, opts, n_opts, argc, argv, n_pos, &help);
+    int help, rc = tn__opts_parse(cmd, opts, n_opts, argc, argv, n_pos, &help);
     *done = 1;
     if (rc != TN_EXIT_OK)
         return rc;
     if (help) {
-        tn_opts_help(stdout, NULL, cmd, opts, n_opts);
+        tn__opts_help(stdout, NULL, cmd, opts, n_opts);
         return TN_EXIT_OK;
     }
     *done = 0;
@@ -36,9 +36,9 @@ static int one_positional(const tn_cmd *cmd, int n_pos, char **argv, const char 
     if (n_pos == 1)
         return TN_EXIT_OK;
     if (n_pos == 0)
-        tn_err(cmd, "missing %s (see 'tuner %s --help')", what, cmd->name);
+        tn__err(cmd, "missing %s (see 'tuner %s --help')", what, cmd->name);
     else
-        tn_err(cmd, "unexpected argument '%s' (one %s only)", argv[2], what);
+        tn__err(cmd, "unexpected argument '%s' (one %s only)", argv[2], what);
     return TN_EXIT_USAGE;
 }
 
@@ -48,7 +48,7 @@ static int ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-int tn_parse_layout(const tn_cmd *cmd, const char *s, int *layout)
+int tn__parse_layout(const tn_cmd *cmd, const char *s, int *layout)
 {
     *layout = MD_LAYOUT_NHWC;
     if (s == NULL || strcasecmp(s, "nhwc") == 0)
@@ -57,11 +57,11 @@ int tn_parse_layout(const tn_cmd *cmd, const char *s, int *layout)
         *layout = MD_LAYOUT_NCHW;
         return 0;
     }
-    tn_err(cmd, "--layout must be nhwc or nchw, not '%s'", s);
+    tn__err(cmd, "--layout must be nhwc or nchw, not '%s'", s);
     return -1;
 }
 
-int tn_parse_winograd(const tn_cmd *cmd, const char *s, int *mode)
+int tn__parse_winograd(const tn_cmd *cmd, const char *s, int *mode)
 {
     *mode = MD_WINOGRAD_AUTO;
     if (s == NULL || strcasecmp(s, "auto") == 0)
@@ -74,7 +74,7 @@ int tn_parse_winograd(const tn_cmd *cmd, const char *s, int *mode)
         *mode = MD_WINOGRAD_OFF;
         return 0;
     }
-    tn_err(cmd, "--winograd must be auto, on or off, not '%s'", s);
+    tn__err(cmd, "--winograd must be auto, on or off, not '%s'", s);
     return -1;
 }
 
@@ -82,7 +82,7 @@ int tn_parse_winograd(const tn_cmd *cmd, const char *s, int *mode)
 static int check_flags(const tn_cmd *cmd, const char *layout, const char *wino)
 {
     int x;
-    return tn_parse_layout(cmd, layout, &x) != 0 || tn_parse_winograd(cmd, wino, &x) != 0
+    return tn__parse_layout(cmd, layout, &x) != 0 || tn__parse_winograd(cmd, wino, &x) != 0
                ? TN_EXIT_USAGE
                : TN_EXIT_OK;
 }
@@ -101,15 +101,15 @@ static md_model *load_model(const tn_cmd *cmd, const char *path, const load_how 
     md_model *m;
     md_model_opts o = {.dim_default = how->dim, .cost = how->cost, .cost_ctx = how->cost_ctx};
     char err[1024];
-    if (tn_parse_layout(cmd, how->layout, &o.layout) != 0 ||
-        tn_parse_winograd(cmd, how->winograd, &o.winograd) != 0)
+    if (tn__parse_layout(cmd, how->layout, &o.layout) != 0 ||
+        tn__parse_winograd(cmd, how->winograd, &o.winograd) != 0)
         return NULL;
     if (md_model_load(path, &o, &m, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         return NULL;
     }
     for (int i = 0; i < md_model_n_warnings(m) && !quiet; i++)
-        tn_err(cmd, "warning: %s", md_model_warning(m, i));
+        tn__err(cmd, "warning: %s", md_model_warning(m, i));
     return m;
 }
 
@@ -120,11 +120,11 @@ static md_task_list *load_task_file(const tn_cmd *cmd, const char *path)
     md_task_list *tl;
     const char *base = strrchr(path, '/');
     if (at_file_read(path, &data, &n, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         return NULL;
     }
     if (md_tasks_read_jsonl(base ? base + 1 : path, data, n, &tl, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         tl = NULL;
     }
     at_free(data);
@@ -173,13 +173,13 @@ static int write_jsonl(const tn_cmd *cmd, const md_task_list *tl, const char *pa
     at_err e;
     if (strcmp(path, "-") == 0) {
         if (md_tasks_write_jsonl(tl, stdout) != AT_OK) {
-            tn_err(cmd, "write error on standard output");
+            tn__err(cmd, "write error on standard output");
             return TN_EXIT_FAIL;
         }
         return TN_EXIT_OK;
     }
     if ((mem = open_memstream(&buf, &n)) == NULL) {
-        tn_err(cmd, "out of memory");
+        tn__err(cmd, "out of memory");
         return TN_EXIT_FAIL;
     }
     e = md_tasks_write_jsonl(tl, mem);
@@ -190,13 +190,13 @@ static int write_jsonl(const tn_cmd *cmd, const md_task_list *tl, const char *pa
         snprintf(err, sizeof err, "%s", at_strerror(e));
     free(buf);
     if (e != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         return TN_EXIT_FAIL;
     }
     return TN_EXIT_OK;
 }
 
-int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *out = NULL, *layout = NULL, *wino = NULL;
     int verbose = 0, dim = 1, quiet = 0, n_pos, done, rc;
@@ -267,20 +267,20 @@ static int open_db(const tn_cmd *cmd, const char *db, rec_store **st)
     *st = NULL;
     if (db == NULL) {
         if (access(DEFAULT_DB, R_OK) != 0) {
-            tn_err(cmd, "note: no records store (--db; ./%s does not exist): every task gets "
+            tn__err(cmd, "note: no records store (--db; ./%s does not exist): every task gets "
                    "its naive schedule", DEFAULT_DB);
             return TN_EXIT_OK;
         }
         db = DEFAULT_DB;
     }
     if (rec_store_open(db, REC_OPEN_READONLY, st, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         return TN_EXIT_FAIL;
     }
     return TN_EXIT_OK;
 }
 
-int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = NULL, *target = NULL, *device = NULL, *lib = NULL, *dump = NULL,
                *layout = NULL, *wino = NULL;
@@ -318,7 +318,7 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
     if (lib == NULL && (rc = open_db(cmd, db, &st)) != TN_EXIT_OK)
         return rc;
     if (lib && md_lib_keys_open(lib, &keys, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         return TN_EXIT_FAIL;
     }
     {
@@ -326,7 +326,7 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
         md_store_cost_ctx cc = {.store = st, .device_key = device};
         if ((target ? kn_target_parse(target, &tgt, err, sizeof err)
                     : kn_target_host(&tgt)) != AT_OK) {
-            tn_err(cmd, "--target: %s", err);
+            tn__err(cmd, "--target: %s", err);
             rec_store_close(st);
             md_lib_keys_close(keys);
             return TN_EXIT_USAGE;
@@ -352,7 +352,7 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
                      &rep, err, sizeof err);
     rec_store_close(st);
     if (e != AT_OK) {
-        tn_err(cmd, "%s", err[0] ? err : at_strerror(e));
+        tn__err(cmd, "%s", err[0] ? err : at_strerror(e));
         md_model_free(m);
         return TN_EXIT_FAIL;
     }
@@ -392,7 +392,7 @@ int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv)
 
 /* ---- export-lib ---- */
 
-int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = NULL, *target = NULL, *device = NULL, *out = NULL, *header = NULL,
                *prefix = NULL, *layout = NULL, *wino = NULL;
@@ -425,7 +425,7 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
         (rc = check_flags(cmd, layout, wino)) != TN_EXIT_OK)
         return rc;
     if (out == NULL) {
-        tn_err(cmd, "missing -o FILE (the library to write)");
+        tn__err(cmd, "missing -o FILE (the library to write)");
         return TN_EXIT_USAGE;
     }
     if (ends_with(argv[1], ".jsonl")) {
@@ -440,7 +440,7 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
         md_store_cost_ctx cc = {.store = st, .device_key = device};
         if ((target ? kn_target_parse(target, &tgt, err, sizeof err)
                     : kn_target_host(&tgt)) != AT_OK) {
-            tn_err(cmd, "--target: %s", err);
+            tn__err(cmd, "--target: %s", err);
             rc = TN_EXIT_USAGE;
             goto done;
         }
@@ -460,7 +460,7 @@ int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
                                             .keep_temp = keep, .model = m},
                       &rep, err, sizeof err);
     if (e != AT_OK) {
-        tn_err(cmd, "%s", err[0] ? err : at_strerror(e));
+        tn__err(cmd, "%s", err[0] ? err : at_strerror(e));
         rc = TN_EXIT_FAIL;
         goto done;
     }

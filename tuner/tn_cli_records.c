@@ -20,12 +20,12 @@
 static int parse(const char *parent, const tn_cmd *cmd, const at_opt *opts, int n_opts,
                  int argc, char **argv, int *n_pos, int *done)
 {
-    int help, rc = tn_opts_parse(cmd, opts, n_opts, argc, argv, n_pos, &help);
+    int help, rc = tn__opts_parse(cmd, opts, n_opts, argc, argv, n_pos, &help);
     *done = 1;
     if (rc != TN_EXIT_OK)
         return rc;
     if (help) {
-        tn_opts_help(stdout, parent, cmd, opts, n_opts);
+        tn__opts_help(stdout, parent, cmd, opts, n_opts);
         return TN_EXIT_OK;
     }
     *done = 0;
@@ -36,7 +36,7 @@ static int no_positional(const tn_cmd *cmd, int n_pos, char **argv)
 {
     if (n_pos == 0)
         return TN_EXIT_OK;
-    tn_err(cmd, "unexpected argument '%s' (see 'tuner %s --help')", argv[1], cmd->name);
+    tn__err(cmd, "unexpected argument '%s' (see 'tuner %s --help')", argv[1], cmd->name);
     return TN_EXIT_USAGE;
 }
 
@@ -45,7 +45,7 @@ static rec_store *open_store(const tn_cmd *cmd, const char *path, int flags)
     rec_store *st;
     char err[1024];
     if (rec_store_open(path, flags, &st, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         return NULL;
     }
     return st;
@@ -85,11 +85,11 @@ static void json_device(at_buf *b, const char *fp, const rec_device *d)
 static int write_buf(const tn_cmd *cmd, at_buf *b)
 {
     if (b->err) {
-        tn_err(cmd, "out of memory");
+        tn__err(cmd, "out of memory");
         return TN_EXIT_FAIL;
     }
     if (b->len && fwrite(b->data, 1, b->len, stdout) != b->len) {
-        tn_err(cmd, "write error on standard output");
+        tn__err(cmd, "write error on standard output");
         return TN_EXIT_FAIL;
     }
     return TN_EXIT_OK;
@@ -215,7 +215,7 @@ static void best_table(FILE *f, const rec_best_result *r, int show_state)
                 r->notes[i]);
 }
 
-int tn_cmd_best(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_best(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = DEFAULT_DB, *fallback = NULL;
     rec_best_query q;
@@ -243,17 +243,17 @@ int tn_cmd_best(const tn_cmd *cmd, int argc, char **argv)
         done || (rc = no_positional(cmd, n_pos, argv)) != TN_EXIT_OK)
         return rc;
     if (top < 1) {
-        tn_err(cmd, "--top needs a number >= 1");
+        tn__err(cmd, "--top needs a number >= 1");
         return TN_EXIT_USAGE;
     }
     if (fallback && strcmp(fallback, "arch") != 0 && strcmp(fallback, "none") != 0) {
-        tn_err(cmd, "--fallback takes 'arch' or 'none', not '%s'", fallback);
+        tn__err(cmd, "--fallback takes 'arch' or 'none', not '%s'", fallback);
         return TN_EXIT_USAGE;
     }
     q.fallback = fallback && strcmp(fallback, "arch") == 0 ? REC_FALLBACK_ARCH
                                                             : REC_FALLBACK_NONE;
     if (q.fallback == REC_FALLBACK_ARCH && !q.device_key && !q.fingerprint) {
-        tn_err(cmd, "--fallback arch needs --device or --fingerprint (the device asked for)");
+        tn__err(cmd, "--fallback arch needs --device or --fingerprint (the device asked for)");
         return TN_EXIT_USAGE;
     }
     q.top = top;
@@ -261,7 +261,7 @@ int tn_cmd_best(const tn_cmd *cmd, int argc, char **argv)
     if ((st = open_store(cmd, db, REC_OPEN_READONLY)) == NULL)
         return TN_EXIT_FAIL;
     if (rec_best(st, &q, &res) != AT_OK) {
-        tn_err(cmd, "%s", rec_store_errmsg(st));
+        tn__err(cmd, "%s", rec_store_errmsg(st));
         rec_store_close(st);
         return TN_EXIT_FAIL;
     }
@@ -373,7 +373,7 @@ static void history_table(FILE *f, const rec_history *h, int all)
     }
 }
 
-int tn_cmd_history(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_history(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = DEFAULT_DB;
     rec_filter fl;
@@ -398,7 +398,7 @@ int tn_cmd_history(const tn_cmd *cmd, int argc, char **argv)
     if ((st = open_store(cmd, db, REC_OPEN_READONLY)) == NULL)
         return TN_EXIT_FAIL;
     if (rec_history_get(st, &fl, &h) != AT_OK) {
-        tn_err(cmd, "%s", rec_store_errmsg(st));
+        tn__err(cmd, "%s", rec_store_errmsg(st));
         rec_store_close(st);
         return TN_EXIT_FAIL;
     }
@@ -451,7 +451,7 @@ static void print_stats(FILE *f, const char *verb, const rec_put_stats *s, const
 
 /* ---- merge ---- */
 
-int tn_cmd_merge(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_merge(const tn_cmd *cmd, int argc, char **argv)
 {
     rec_store **in = NULL, *out = NULL;
     rec_put_stats stats = {0, 0, 0, 0};
@@ -466,7 +466,7 @@ int tn_cmd_merge(const tn_cmd *cmd, int argc, char **argv)
         done)
         return rc;
     if (n_pos < 2) {
-        tn_err(cmd, "needs OUT and at least one IN (see 'tuner merge --help')");
+        tn__err(cmd, "needs OUT and at least one IN (see 'tuner merge --help')");
         return TN_EXIT_USAGE;
     }
     out_path = argv[1];
@@ -475,13 +475,13 @@ int tn_cmd_merge(const tn_cmd *cmd, int argc, char **argv)
         for (int i = 0; i < n_in; i++) {
             if (stat(argv[2 + i], &si) == 0 && si.st_dev == so.st_dev &&
                 si.st_ino == so.st_ino) {
-                tn_err(cmd, "OUT (%s) is also an input", out_path);
+                tn__err(cmd, "OUT (%s) is also an input", out_path);
                 return TN_EXIT_USAGE;
             }
         }
     }
     if ((in = at_calloc((size_t)n_in, sizeof *in)) == NULL) {
-        tn_err(cmd, "out of memory");
+        tn__err(cmd, "out of memory");
         return TN_EXIT_FAIL;
     }
     /* every input must open before OUT is touched */
@@ -496,18 +496,18 @@ int tn_cmd_merge(const tn_cmd *cmd, int argc, char **argv)
         goto out;
     }
     if (rec_tx_begin(out) != AT_OK) {
-        tn_err(cmd, "%s", rec_store_errmsg(out));
+        tn__err(cmd, "%s", rec_store_errmsg(out));
         goto fail_out;
     }
     for (int i = 0; i < n_in; i++) {
         if (rec_merge(out, in[i], &stats) != AT_OK) {
-            tn_err(cmd, "merging %s: %s", argv[2 + i], rec_store_errmsg(out));
+            tn__err(cmd, "merging %s: %s", argv[2 + i], rec_store_errmsg(out));
             rec_tx_rollback(out);
             goto fail_out;
         }
     }
     if (rec_tx_commit(out) != AT_OK) {
-        tn_err(cmd, "%s", rec_store_errmsg(out));
+        tn__err(cmd, "%s", rec_store_errmsg(out));
         goto fail_out;
     }
     ok = 1;
@@ -526,7 +526,7 @@ out:
 
 /* ---- export ---- */
 
-int tn_cmd_export(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_export(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = DEFAULT_DB, *format = "jsonl", *out_path = NULL;
     char tmp[4096];
@@ -552,7 +552,7 @@ int tn_cmd_export(const tn_cmd *cmd, int argc, char **argv)
         done || (rc = no_positional(cmd, n_pos, argv)) != TN_EXIT_OK)
         return rc;
     if (strcmp(format, "jsonl") != 0) {
-        tn_err(cmd, "unknown format '%s' (only jsonl)", format);
+        tn__err(cmd, "unknown format '%s' (only jsonl)", format);
         return TN_EXIT_USAGE;
     }
     if ((st = open_store(cmd, db, REC_OPEN_READONLY)) == NULL)
@@ -560,21 +560,21 @@ int tn_cmd_export(const tn_cmd *cmd, int argc, char **argv)
     if (out_path) {
         snprintf(tmp, sizeof tmp, "%s.tmp.%d", out_path, (int)getpid());
         if ((f = fopen(tmp, "w")) == NULL) {
-            tn_err(cmd, "%s: %s", tmp, strerror(errno));
+            tn__err(cmd, "%s: %s", tmp, strerror(errno));
             rec_store_close(st);
             return TN_EXIT_FAIL;
         }
     }
     err = rec_export_jsonl(st, &fl, f, &n);
     if (err != AT_OK)
-        tn_err(cmd, "%s", rec_store_errmsg(st));
+        tn__err(cmd, "%s", rec_store_errmsg(st));
     if (out_path) {
         if (fclose(f) != 0 && err == AT_OK) {
-            tn_err(cmd, "%s: %s", tmp, strerror(errno));
+            tn__err(cmd, "%s: %s", tmp, strerror(errno));
             err = AT_EIO;
         }
         if (err == AT_OK && rename(tmp, out_path) != 0) {
-            tn_err(cmd, "%s: %s", out_path, strerror(errno));
+            tn__err(cmd, "%s: %s", out_path, strerror(errno));
             err = AT_EIO;
         }
         if (err != AT_OK)
@@ -588,7 +588,7 @@ int tn_cmd_export(const tn_cmd *cmd, int argc, char **argv)
 
 /* ---- import ---- */
 
-int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_import(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = DEFAULT_DB;
     rec_put_stats stats = {0, 0, 0, 0};
@@ -610,7 +610,7 @@ int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv)
         return TN_EXIT_FAIL;
     }
     if (rec_tx_begin(st) != AT_OK) {
-        tn_err(cmd, "%s", rec_store_errmsg(st));
+        tn__err(cmd, "%s", rec_store_errmsg(st));
         goto out;
     }
     for (int i = 0; i < (n_pos ? n_pos : 1); i++) {
@@ -619,7 +619,7 @@ int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv)
         FILE *f = is_stdin ? stdin : fopen(name, "r");
         at_err err;
         if (f == NULL) {
-            tn_err(cmd, "%s: %s", name, strerror(errno));
+            tn__err(cmd, "%s: %s", name, strerror(errno));
             rec_tx_rollback(st);
             goto out;
         }
@@ -631,13 +631,13 @@ int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv)
         if (!is_stdin)
             fclose(f);
         if (err != AT_OK) {
-            tn_err(cmd, "%s (nothing was imported)", rec_store_errmsg(st));
+            tn__err(cmd, "%s (nothing was imported)", rec_store_errmsg(st));
             rec_tx_rollback(st);
             goto out;
         }
     }
     if (rec_tx_commit(st) != AT_OK) {
-        tn_err(cmd, "%s", rec_store_errmsg(st));
+        tn__err(cmd, "%s", rec_store_errmsg(st));
         goto out;
     }
     ok = 1;
@@ -724,7 +724,7 @@ static int db_info(const tn_cmd *cmd, int argc, char **argv)
     if ((st = open_store(cmd, db, REC_OPEN_READONLY)) == NULL)
         return TN_EXIT_FAIL;
     if (rec_store_count(st, &n_rec, &n_task, &n_dev, &n_run) != AT_OK) {
-        tn_err(cmd, "%s", rec_store_errmsg(st));
+        tn__err(cmd, "%s", rec_store_errmsg(st));
         rec_store_close(st);
         return TN_EXIT_FAIL;
     }
@@ -749,7 +749,7 @@ static const tn_cmd db_cmds[] = {
      "Print the schema version and the number of records, tasks, devices and runs.", db_info},
 };
 
-int tn_cmd_db(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_db(const tn_cmd *cmd, int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         FILE *f = argc < 2 ? stderr : stdout;
@@ -759,6 +759,6 @@ int tn_cmd_db(const tn_cmd *cmd, int argc, char **argv)
     for (size_t i = 0; i < AT_ARRAY_LEN(db_cmds); i++)
         if (strcmp(argv[1], db_cmds[i].name + 3) == 0)
             return db_cmds[i].run(&db_cmds[i], argc - 1, argv + 1);
-    tn_err(cmd, "unknown subcommand 'db %s' (see 'tuner db --help')", argv[1]);
+    tn__err(cmd, "unknown subcommand 'db %s' (see 'tuner db --help')", argv[1]);
     return TN_EXIT_USAGE;
 }

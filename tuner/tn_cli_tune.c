@@ -45,7 +45,7 @@ static int add_uses(const tn_cmd *cmd, taskset *ts, int i, int had, const tn_tun
         old = had; /* uses before the first with choices: plain */
     if ((p = at_realloc(ts->uses[i], (size_t)(old + (n ? n : ts->t[i].weight - had)) *
                                          sizeof *p)) == NULL) {
-        tn_err(cmd, "out of memory");
+        tn__err(cmd, "out of memory");
         return -1;
     }
     for (int k = ts->t[i].n_uses; k < old; k++)
@@ -72,7 +72,7 @@ static int add_task(const tn_cmd *cmd, taskset *ts, const char *name, ss_dag *da
             return add_uses(cmd, ts, i, had, uses, n_uses);
         }
     if (ts->n == MAX_TASKS) {
-        tn_err(cmd, "more than %d tasks", MAX_TASKS);
+        tn__err(cmd, "more than %d tasks", MAX_TASKS);
         ss_dag_unref(dag);
         return -1;
     }
@@ -150,7 +150,7 @@ static int list_choices(const tn_cmd *cmd, taskset *ts, const md_task_list *tl,
     return rc;
 oom:
     at_free(conv);
-    tn_err(cmd, "out of memory");
+    tn__err(cmd, "out of memory");
     return -1;
 }
 
@@ -172,7 +172,7 @@ static int add_list(const tn_cmd *cmd, taskset *ts, const md_task_list *tl, cons
     }
     at_free(uses);
     if (ts->n == n0) {
-        tn_err(cmd, "%s: no task to tune (no convolution, dense layer or other reduction)", what);
+        tn__err(cmd, "%s: no task to tune (no convolution, dense layer or other reduction)", what);
         return -1;
     }
     return 0;
@@ -186,11 +186,11 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
     if (ends_with(spec, ".onnx")) {
         md_model *m;
         if (ts->n_models == 64) {
-            tn_err(cmd, "too many models");
+            tn__err(cmd, "too many models");
             return -1;
         }
         if (md_model_load(spec, &ts->mopts, &m, err, sizeof err) != AT_OK) {
-            tn_err(cmd, "%s", err);
+            tn__err(cmd, "%s", err);
             return -1;
         }
         ts->models[ts->n_models++] = m;
@@ -201,12 +201,12 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
         char *text;
         size_t n;
         if (ts->n_lists == 64 || at_file_read(spec, &text, &n, err, sizeof err) != AT_OK) {
-            tn_err(cmd, "%s", err);
+            tn__err(cmd, "%s", err);
             return -1;
         }
         if (md_tasks_read_jsonl(spec, text, n, &tl, err, sizeof err) != AT_OK) {
             at_free(text);
-            tn_err(cmd, "%s", err);
+            tn__err(cmd, "%s", err);
             return -1;
         }
         at_free(text);
@@ -218,12 +218,12 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
         char *text;
         size_t n;
         if (at_file_read(spec, &text, &n, err, sizeof err) != AT_OK) {
-            tn_err(cmd, "%s", err);
+            tn__err(cmd, "%s", err);
             return -1;
         }
         if (ss_dag_parse(text, n, &dag, err, sizeof err) != AT_OK) {
             at_free(text);
-            tn_err(cmd, "%s:%s", spec, err);
+            tn__err(cmd, "%s:%s", spec, err);
             return -1;
         }
         at_free(text);
@@ -233,18 +233,18 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
         ss_dag *dag;
         char tag[96];
         if (kn_op_build(spec, &dag, err, sizeof err) != AT_OK) {
-            if (tn_find_cmd(spec) != NULL)
-                tn_err(cmd, "'%s' is a subcommand: it comes first and its flags after it "
+            if (tn__find_cmd(spec) != NULL)
+                tn__err(cmd, "'%s' is a subcommand: it comes first and its flags after it "
                        "('tuner %s [flags]'; see 'tuner %s --help')", spec, spec, spec);
             else if (ends_with(spec, ".dag") ||
                      (strchr(spec, '/') != NULL && strchr(spec, ':') == NULL))
-                tn_err(cmd, "%s: cannot read the DAG file: %s", spec,
+                tn__err(cmd, "%s: cannot read the DAG file: %s", spec,
                        stat(spec, &sb) != 0 ? strerror(errno) : "not a regular file");
             else if (strchr(spec, ':') == NULL && strchr(spec, '/') == NULL)
-                tn_err(cmd, "'%s' is neither a library operator (see docs/operators.md), a DAG "
+                tn__err(cmd, "'%s' is neither a library operator (see docs/operators.md), a DAG "
                        "file, an ONNX model nor a task list (%s)", spec, err);
             else
-                tn_err(cmd, "%s", err);
+                tn__err(cmd, "%s", err);
             return -1;
         }
         /* the similarity tag of model tasks: the operator and its FLOPs' order of magnitude */
@@ -254,7 +254,7 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
     }
 }
 
-int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *target = "llvm -mcpu=native", *db = "tuning.db", *tracker = NULL,
                *key_path = NULL, *next_key = NULL, *device_key = NULL, *min_ms = "0",
@@ -283,8 +283,9 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
          "or trials / tasks when less)"},
         {"number", 0, AT_OPT_INT, &number, "N", "calls per timed repeat (default 1)"},
         {"repeat", 0, AT_OPT_INT, &repeat, "N", "timed repeats (default 3)"},
-        {"cutoff", 0, AT_OPT_NUM, &cutoff, "X", "a candidate whose checked run takes over X "
-                                                "times the task's best is not repeated (10; 0: off)"},
+        {"cutoff", 0, AT_OPT_NUM, &cutoff, "X",
+         "a candidate whose checked run takes over X times the task's best is not repeated "
+         "(10; 0: off)"},
         {"min-repeat-ms", 0, AT_OPT_STR, &min_ms, "MS", "a repeat lasts at least this (default 0)"},
         {"flush-cache", 0, AT_OPT_BOOL, &flush, NULL, "evict inputs from the caches before each "
                                                       "repeat"},
@@ -323,28 +324,28 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     for (int i = 0; i < argc && used < sizeof cmdline - 1; i++)
         used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "",
                                  argv[i]);
-    if ((rc = tn_opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
+    if ((rc = tn__opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
         TN_EXIT_OK)
         return rc;
     if (help) {
-        tn_opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
+        tn__opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
         return TN_EXIT_OK;
     }
     if (log_level) {
         at_log_level lv;
         if (at_log_parse_level(log_level, &lv) != AT_OK) {
-            tn_err(cmd, "--log-level needs debug, info, warn, error or off, not '%s'", log_level);
+            tn__err(cmd, "--log-level needs debug, info, warn, error or off, not '%s'", log_level);
             return TN_EXIT_USAGE;
         }
         at_log_set_level(lv);
     }
     if (n_pos == 0) {
-        tn_err(cmd, "nothing to tune: give a library operator (matmul:M=512,N=512,K=512), a DAG "
+        tn__err(cmd, "nothing to tune: give a library operator (matmul:M=512,N=512,K=512), a DAG "
                "file, an ONNX model or a task list");
         return TN_EXIT_USAGE;
     }
     if (trials < 1) {
-        tn_err(cmd, "--trials must be at least 1");
+        tn__err(cmd, "--trials must be at least 1");
         return TN_EXIT_USAGE;
     }
     {
@@ -360,31 +361,31 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         const int val[] = {per_round, repeat, number, timeout_s, population, build_timeout_s};
         for (size_t i = 0; i < AT_ARRAY_LEN(bad); i++)
             if (bad[i]) {
-                tn_err(cmd, fmt[i], val[i]);
+                tn__err(cmd, fmt[i], val[i]);
                 return TN_EXIT_USAGE;
             }
     }
     if (at_parse_double(min_ms, &min_repeat_ms) != AT_OK || min_repeat_ms < 0) {
-        tn_err(cmd, "--min-repeat-ms needs a number >= 0, not '%s'", min_ms);
+        tn__err(cmd, "--min-repeat-ms needs a number >= 0, not '%s'", min_ms);
         return TN_EXIT_USAGE;
     }
     if (at_parse_i64(seed_s, &seed) != AT_OK) {
-        tn_err(cmd, "--seed needs a whole number, not '%s'", seed_s);
+        tn__err(cmd, "--seed needs a whole number, not '%s'", seed_s);
         return TN_EXIT_USAGE;
     }
     {
         kn_target t;
         if (kn_target_parse(target, &t, err, sizeof err) != AT_OK) {
-            tn_err(cmd, "%s", err);
+            tn__err(cmd, "%s", err);
             return TN_EXIT_USAGE;
         }
         if (tracker == NULL && t.kind == KN_TARGET_CUDA) {
-            tn_err(cmd, "target '%s' is a GPU: measure it on GPU agents (--tracker HOST:PORT "
+            tn__err(cmd, "target '%s' is a GPU: measure it on GPU agents (--tracker HOST:PORT "
                    "--key NAME; rpc_agent --device cuda:N)", target);
             return TN_EXIT_USAGE;
         }
         if (tracker == NULL && !t.is_host) {
-            tn_err(cmd, "target '%s' is not this machine's architecture: measure it on a fleet "
+            tn__err(cmd, "target '%s' is not this machine's architecture: measure it on a fleet "
                    "(--tracker HOST:PORT --key NAME)", target);
             return TN_EXIT_USAGE;
         }
@@ -395,16 +396,16 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         if (key_path == NULL)
             key_path = getenv("AT_FLEET_KEY");
         if (key_path == NULL) {
-            tn_err(cmd, "a tracker needs the fleet key: --fleet-key FILE (docs/security.md)");
+            tn__err(cmd, "a tracker needs the fleet key: --fleet-key FILE (docs/security.md)");
             return TN_EXIT_USAGE;
         }
         if (device_key == NULL) {
-            tn_err(cmd, "with --tracker, say which agents measure: --key NAME");
+            tn__err(cmd, "with --tracker, say which agents measure: --key NAME");
             return TN_EXIT_USAGE;
         }
         if (at_wire_key_load(key_path, &keys[n_keys++], err, sizeof err) != AT_OK ||
             (next_key && at_wire_key_load(next_key, &keys[n_keys++], err, sizeof err) != AT_OK)) {
-            tn_err(cmd, "%s", err);
+            tn__err(cmd, "%s", err);
             return TN_EXIT_FAIL;
         }
         o.keys = keys;
@@ -414,10 +415,10 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     }
     memset(&ts, 0, sizeof ts);
     ts.mopts.dim_default = dim;
-    if (dim < 1 || tn_parse_layout(cmd, layout, &ts.mopts.layout) != 0 ||
-        tn_parse_winograd(cmd, wino, &ts.mopts.winograd) != 0) {
+    if (dim < 1 || tn__parse_layout(cmd, layout, &ts.mopts.layout) != 0 ||
+        tn__parse_winograd(cmd, wino, &ts.mopts.winograd) != 0) {
         if (dim < 1)
-            tn_err(cmd, "--dim must be at least 1, not %d", dim);
+            tn__err(cmd, "--dim must be at least 1, not %d", dim);
         return TN_EXIT_USAGE;
     }
     for (int i = 0; i < n_pos; i++)
@@ -454,11 +455,11 @@ int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     o.layout_rewrite = !no_layout;
     o.no_model = no_model;
     o.quiet = quiet;
-    tn_search_cfg_default(&o.search);
+    tn__search_cfg_default(&o.search);
     o.search.population = population;
-    e = tn_tune(&o, ts.t, ts.n, &rep, err, sizeof err);
+    e = tn__tune(&o, ts.t, ts.n, &rep, err, sizeof err);
     if (e != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         rc = TN_EXIT_FAIL;
     } else {
         rc = rep.interrupted ? TN_EXIT_INTERRUPTED : TN_EXIT_OK;

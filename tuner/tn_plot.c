@@ -208,7 +208,7 @@ static int write_picture(const curve *c, const char *path, int png, char *err, s
     return 0;
 }
 
-int tn_cmd_plot(const tn_cmd *cmd, int argc, char **argv)
+int tn__cmd_plot(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = "tuning.db", *task = NULL, *out = NULL, *target = NULL, *device = NULL;
     int n_pos, help, rc, png;
@@ -224,24 +224,24 @@ int tn_cmd_plot(const tn_cmd *cmd, int argc, char **argv)
     rec_filter f;
     curve c;
     char err[512];
-    if ((rc = tn_opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
+    if ((rc = tn__opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
         TN_EXIT_OK)
         return rc;
     if (help) {
-        tn_opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
+        tn__opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
         return TN_EXIT_OK;
     }
     if (out == NULL || n_pos != 0) {
-        tn_err(cmd, "give the picture to write: -o curve.svg or -o curve.png");
+        tn__err(cmd, "give the picture to write: -o curve.svg or -o curve.png");
         return TN_EXIT_USAGE;
     }
     png = strlen(out) > 4 && strcmp(out + strlen(out) - 4, ".png") == 0;
     if (!png && !(strlen(out) > 4 && strcmp(out + strlen(out) - 4, ".svg") == 0)) {
-        tn_err(cmd, "-o %s: the name must end in .svg or .png", out);
+        tn__err(cmd, "-o %s: the name must end in .svg or .png", out);
         return TN_EXIT_USAGE;
     }
     if (rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err) != AT_OK) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         return TN_EXIT_FAIL;
     }
     memset(&f, 0, sizeof f);
@@ -249,14 +249,14 @@ int tn_cmd_plot(const tn_cmd *cmd, int argc, char **argv)
     f.target = target;
     f.device_key = device;
     if (rec_history_get(st, &f, &h) != AT_OK) {
-        tn_err(cmd, "%s", rec_store_errmsg(st));
+        tn__err(cmd, "%s", rec_store_errmsg(st));
         rec_store_close(st);
         return TN_EXIT_FAIL;
     }
     if (task == NULL && h->n_groups > 0) {
         for (int i = 1; i < h->n_groups; i++)
             if (strcmp(h->groups[i].workload_key, h->groups[0].workload_key) != 0) {
-                tn_err(cmd, "the store has several tasks: choose one with --task KEY "
+                tn__err(cmd, "the store has several tasks: choose one with --task KEY "
                             "('tuner best' lists them)");
                 rec_history_free(h);
                 rec_store_close(st);
@@ -266,13 +266,13 @@ int tn_cmd_plot(const tn_cmd *cmd, int argc, char **argv)
     }
     memset(&c, 0, sizeof c);
     if (build_curve(h, task, &c, err, sizeof err) != 0) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         rec_history_free(h);
         rec_store_close(st);
         return TN_EXIT_EMPTY;
     }
     if (write_picture(&c, out, png, err, sizeof err) != 0) {
-        tn_err(cmd, "%s", err);
+        tn__err(cmd, "%s", err);
         rc = TN_EXIT_FAIL;
     } else {
         printf("%s: %d trials, best %.2f GFLOPS\n", out, c.n, c.y_max);

@@ -21,7 +21,7 @@
 
 #include "cost_model/cost_model.h"
 
-void tn_search_cfg_default(tn_search_cfg *c)
+void tn__search_cfg_default(tn_search_cfg *c)
 {
     c->population = 2048;
     c->n_generations = 4;
@@ -95,7 +95,7 @@ static at_err seen_add(tn_search *s, uint64_t h)
 
 /* ---- life cycle ---- */
 
-at_err tn_search_new(ss_dag *dag, const ss_hw *hw, const tn_search_cfg *cfg, uint64_t seed,
+at_err tn__search_new(ss_dag *dag, const ss_hw *hw, const tn_search_cfg *cfg, uint64_t seed,
                      tn_search **out, char *errmsg, size_t errmsg_size)
 {
     tn_search *s;
@@ -118,7 +118,7 @@ at_err tn_search_new(ss_dag *dag, const ss_hw *hw, const tn_search_cfg *cfg, uin
     return AT_OK;
 }
 
-void tn_search_free(tn_search *s)
+void tn__search_free(tn_search *s)
 {
     if (s == NULL)
         return;
@@ -134,7 +134,7 @@ void tn_search_free(tn_search *s)
     at_free(s);
 }
 
-at_err tn_search_add_measured(tn_search *s, const char *state_json, double cost_s, int ok)
+at_err tn__search_add_measured(tn_search *s, const char *state_json, double cost_s, int ok)
 {
     ss_state *st;
     at_err err = ss_state_from_json(s->dag, state_json, strlen(state_json), &st, NULL, 0);
@@ -160,12 +160,12 @@ at_err tn_search_add_measured(tn_search *s, const char *state_json, double cost_
     return AT_OK;
 }
 
-int tn_search_n_seen(const tn_search *s)
+int tn__search_n_seen(const tn_search *s)
 {
     return s->n_seen;
 }
 
-int tn_search_seed(tn_search *s, const char *state_json)
+int tn__search_seed(tn_search *s, const char *state_json)
 {
     ss_state *st;
     char **p;
@@ -193,7 +193,7 @@ int tn_search_seed(tn_search *s, const char *state_json)
 
 static int cmp_good(const void *a, const void *b);
 
-const char *tn_search_best_json(tn_search *s, int k)
+const char *tn__search_best_json(tn_search *s, int k)
 {
     if (k < 0 || k >= s->n_good)
         return NULL;
@@ -264,7 +264,7 @@ static void heap_offer(cand *heap, int *n, int cap, const ss_state *st, double s
     }
 }
 
-at_err tn_search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out, int *n_out,
+at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out, int *n_out,
                        tn_search_stats *stats)
 {
     int P = AT_MIN(s->cfg.population, AT_MAX(256, 32 * n_pick));

@@ -155,7 +155,7 @@ static at_err setup_task(run *r, int i)
         /* Ctrl-C stops a round's search where it is */
         tn_search_cfg cfg = r->o->search;
         cfg.stop = (const volatile int *)&interrupted;
-        if ((err = tn_search_new(t->dag, &r->hw, &cfg, r->o->seed + (uint64_t)i * 7919,
+        if ((err = tn__search_new(t->dag, &r->hw, &cfg, r->o->seed + (uint64_t)i * 7919,
                                  &t->search, r->errmsg, sizeof r->errmsg)) != AT_OK)
             return err;
     }
@@ -170,7 +170,7 @@ static at_err setup_task(run *r, int i)
         int ok = rec->status == AT_MEASURE_NO_ERROR;
         if (rec->trial + 1 > t->next_trial)
             t->next_trial = rec->trial + 1;
-        if ((err = tn_search_add_measured(t->search, rec->state, rec->mean, ok)) != AT_OK)
+        if ((err = tn__search_add_measured(t->search, rec->state, rec->mean, ok)) != AT_OK)
             break;
         if (!r->o->resume)
             continue;
@@ -269,7 +269,7 @@ static void result_for(run *r, job *j, int status, double cost)
     r->total_trials++;
     t->n_errors[status >= 0 && status < AT_N_MEASURE ? status : AT_N_MEASURE]++;
     if (status == AT_MEASURE_NO_ERROR) {
-        tn_search_add_measured(t->search, j->state, cost, 1);
+        tn__search_add_measured(t->search, j->state, cost, 1);
         if (cost < t->best_cost) {
             t->best_cost = cost;
             t->best_trial = t->n_trials;
@@ -534,7 +534,7 @@ static void seed_from_similar(run *r, ttask *t)
         at_buf b;
         at_buf_init(&b);
         ss_state_to_json(hand, &b);
-        if (!b.err && tn_search_seed(t->search, b.data) > 0)
+        if (!b.err && tn__search_seed(t->search, b.data) > 0)
             offered++;
         at_buf_fini(&b);
     }
@@ -548,11 +548,11 @@ static void seed_from_similar(run *r, ttask *t)
         if (u == t || u->tag == NULL || strcmp(u->tag, t->tag) != 0 || u->search == NULL)
             continue;
         for (int j = 0; j < 4; j++) {
-            const char *js = tn_search_best_json(u->search, j);
+            const char *js = tn__search_best_json(u->search, j);
             int rc;
             if (js == NULL)
                 break;
-            if ((rc = tn_search_seed(t->search, js)) < 0)
+            if ((rc = tn__search_seed(t->search, js)) < 0)
                 return;
             offered += rc;
         }
@@ -581,7 +581,7 @@ static at_err start_round(run *r, int ti)
         seed_from_similar(r, t);
     {
         double t0 = at_time_mono_s();
-        err = tn_search_round(t->search, r->model, m, cands, &n, &stats);
+        err = tn__search_round(t->search, r->model, m, cands, &n, &stats);
         r->search_s += at_time_mono_s() - t0;
     }
     if (err != AT_OK) {
@@ -762,7 +762,7 @@ static void report(run *r)
            r->n_builds ? r->build_cpu_s / (double)r->n_builds : 0, r->measure_s);
 }
 
-at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_report *rep,
+at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_report *rep,
                char *errmsg, size_t errmsg_size)
 {
     static run r; /* one run per process */
@@ -961,7 +961,7 @@ out:
     at_free(r.sample_states);
     cm_model_free(r.model);
     for (int i = 0; i < n_tasks; i++) {
-        tn_search_free(r.tasks[i].search);
+        tn__search_free(r.tasks[i].search);
         ss_dag_unref(r.tasks[i].dag);
         at_free(r.tasks[i].dag_text);
     }

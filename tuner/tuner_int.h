@@ -1,9 +1,10 @@
 /* tuner/tuner_int.h -- what only the files of tuner/ see: the subcommand table's entry
 ** type, the flag parser every subcommand uses, and the subcommands themselves.
 **
-** Adding a subcommand: write 'int tn_cmd_NAME(const tn_cmd *cmd, int argc, char **argv)'
+** Functions declared here are private to tuner/ and named tn__ (the public ones, tuner.h,
+** tn_).  Adding a subcommand: write 'int tn__cmd_NAME(const tn_cmd *cmd, int argc, char **argv)'
 ** in a tuner/tn_cli_*.c file, declare it here, and add one line to the table in
-** tn_cli.c.  Parse flags with tn_opts_parse over a table of at_opt, so that --help, the
+** tn_cli.c.  Parse flags with tn__opts_parse over a table of at_opt, so that --help, the
 ** error messages and the exit status are the same everywhere. */
 #ifndef TN_TUNER_INT_H
 #define TN_TUNER_INT_H
@@ -31,39 +32,39 @@ struct tn_cmd {
 ** a positional argument.  Positional arguments are moved to the front of argv[1..] in
 ** order and counted in *n_pos (they start at argv[1]).  -h/--help sets *help.  Returns
 ** TN_EXIT_OK, or TN_EXIT_USAGE after printing a message naming the flag to stderr. */
-int tn_opts_parse(const tn_cmd *cmd, const at_opt *opts, int n_opts, int argc, char **argv,
+int tn__opts_parse(const tn_cmd *cmd, const at_opt *opts, int n_opts, int argc, char **argv,
                   int *n_pos, int *help);
 
 /* Usage line, about text and the flags of 'cmd' (with its parent's name, e.g. "db"). */
-void tn_opts_help(FILE *f, const char *parent, const tn_cmd *cmd, const at_opt *opts,
+void tn__opts_help(FILE *f, const char *parent, const tn_cmd *cmd, const at_opt *opts,
                   int n_opts);
 
 /* "tuner best: " etc. to stderr, then the message and a newline. */
-void tn_err(const tn_cmd *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tn__err(const tn_cmd *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The subcommand of that name (not the tuning run), or NULL. */
-const tn_cmd *tn_find_cmd(const char *name);
+const tn_cmd *tn__find_cmd(const char *name);
 
 /* The subcommands of records (tn_cli_records.c). */
-int tn_cmd_best(const tn_cmd *cmd, int argc, char **argv);
-int tn_cmd_history(const tn_cmd *cmd, int argc, char **argv);
-int tn_cmd_merge(const tn_cmd *cmd, int argc, char **argv);
-int tn_cmd_export(const tn_cmd *cmd, int argc, char **argv);
-int tn_cmd_import(const tn_cmd *cmd, int argc, char **argv);
-int tn_cmd_db(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_best(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_history(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_merge(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_export(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_import(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_db(const tn_cmd *cmd, int argc, char **argv);
 
 /* "nhwc" or "nchw" (any case) into *layout (TN_LAYOUT_*); NULL gives the default.  0, or
 ** -1 after printing a message naming the flag. */
-int tn_parse_layout(const tn_cmd *cmd, const char *s, int *layout);
+int tn__parse_layout(const tn_cmd *cmd, const char *s, int *layout);
 /* "auto", "on" or "off" into *mode (TN_WINOGRAD_*); NULL gives auto.  As above. */
-int tn_parse_winograd(const tn_cmd *cmd, const char *s, int *mode);
+int tn__parse_winograd(const tn_cmd *cmd, const char *s, int *mode);
 
 /* The subcommands over whole models (tn_cli_model.c). */
-int tn_cmd_tasks(const tn_cmd *cmd, int argc, char **argv);
-int tn_cmd_run(const tn_cmd *cmd, int argc, char **argv);
-int tn_cmd_export_lib(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_tasks(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_export_lib(const tn_cmd *cmd, int argc, char **argv);
 
 /* Measuring through the fleet (tn_cli_measure.c). */
-int tn_cmd_measure(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_measure(const tn_cmd *cmd, int argc, char **argv);
 
 /* ---- the evolutionary search of one task (tn_search.c) -------------------------------- */
 
@@ -79,7 +80,7 @@ typedef struct tn_search_cfg {
                            ** from what it has (the tuner's SIGINT flag); NULL: never */
 } tn_search_cfg;
 
-void tn_search_cfg_default(tn_search_cfg *c);
+void tn__search_cfg_default(tn_search_cfg *c);
 
 typedef struct tn_search_good {
     char *json;
@@ -105,24 +106,24 @@ typedef struct tn_search_stats {
     int n_picked_model, n_picked_random;
 } tn_search_stats;
 
-at_err tn_search_new(ss_dag *dag, const ss_hw *hw, const tn_search_cfg *cfg, uint64_t seed,
+at_err tn__search_new(ss_dag *dag, const ss_hw *hw, const tn_search_cfg *cfg, uint64_t seed,
                      tn_search **out, char *errmsg, size_t errmsg_size);
-void tn_search_free(tn_search *s);
+void tn__search_free(tn_search *s);
 /* A measured program (from this run or from the store): never picked again; a successful
 ** one may seed later populations. */
-at_err tn_search_add_measured(tn_search *s, const char *state_json, double cost_s, int ok);
-int tn_search_n_seen(const tn_search *s);
+at_err tn__search_add_measured(tn_search *s, const char *state_json, double cost_s, int ok);
+int tn__search_n_seen(const tn_search *s);
 /* Offer a state of another task (its JSON), or a hand-written one, to this task's next
 ** round: kept when it replays on this task's DAG (1), dropped otherwise (0); -1 on ENOMEM.
 ** At most TN_SEARCH_MAX_SEEDS are kept.  The next round puts them in its first population
 ** and measures them (up to half of its picks) whatever the cost model predicts. */
 #define TN_SEARCH_MAX_SEEDS 32
-int tn_search_seed(tn_search *s, const char *state_json);
+int tn__search_seed(tn_search *s, const char *state_json);
 /* The JSON of the k-th best measured program (0: the best), or NULL. */
-const char *tn_search_best_json(tn_search *s, int k);
+const char *tn__search_best_json(tn_search *s, int k);
 /* One round: up to n_pick programs never measured or picked before, into out[] (the caller
 ** owns them).  'model' NULL scores at random. */
-at_err tn_search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out, int *n_out,
+at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out, int *n_out,
                        tn_search_stats *stats);
 
 /* ---- the tuning run (tn_tune.c) ------------------------------------------------------- */
@@ -189,12 +190,12 @@ typedef struct tn_tune_report {
 } tn_tune_report;
 
 /* Tune the tasks within o->trials trials; every trial ends as one record in o->db. */
-at_err tn_tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_report *rep,
+at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_report *rep,
                char *errmsg, size_t errmsg_size);
 
 /* The main tuning command (the command line that names no subcommand). */
-int tn_cmd_tune(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv);
 /* 'tuner plot' (tn_plot.c). */
-int tn_cmd_plot(const tn_cmd *cmd, int argc, char **argv);
+int tn__cmd_plot(const tn_cmd *cmd, int argc, char **argv);
 
 #endif /* TN_TUNER_INT_H */
