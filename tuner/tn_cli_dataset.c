@@ -5,16 +5,18 @@
 **   tuner dataset --db F --pretrain [--target T]             train on every record, save
 **   tuner dataset --db F --eval                              80/20 held-out metrics
 **
-** Measuring is local (cost_model's cm_dataset_random: build for this host, check against
-** the naive schedule, time with the kernel runtime in this process), so --target must be
-** this host.  The store is created if missing; a failed run leaves the records measured
-** before the failure (each chunk is committed). */
+** Measuring goes the way of every measurement (tn_measurer: build workers, then the
+** embedded tracker and agent, sandboxed and checked against the naive schedule, or a real
+** tracker's agents with --tracker), so without --tracker the target must be this host.
+** The store is created if missing; a failed run leaves the records measured before the
+** failure (each batch is committed). */
 #include "tuner/tuner_int.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cost_model/cost_model.h"
 
@@ -79,26 +81,33 @@ static void command_line(int argc, char **argv, char *out, size_t n)
 }
 
 static int do_random(const tn_cmd *cmd, rec_store *st, const char *db, const char *task,
-                     const char *target, const char *device, int n, int seed,
-                     const cm_measure_opts *o, int quiet, const char *cmdline)
+                     int n, int seed, const tn_measure_cfg *cfg, int quiet)
 {
     kn_target t;
     ss_dag *dag;
-    cm_dataset_stats s;
+    tn_measurer *m;
+    tn_dataset_stats s;
     char err[1024];
     at_err e;
     int rc;
-    if (kn_target_parse(target, &t, err, sizeof err) != AT_OK) {
+    if (kn_target_parse(cfg->target, &t, err, sizeof err) != AT_OK) {
         tn__err(cmd, "--target: %s", err);
         return TN_EXIT_USAGE;
     }
-    if (!t.is_host) {
-        tn__err(cmd, "--target '%s' is not this host: the data set is measured here", target);
+    if (!t.is_host && cfg->tracker == NULL) {
+        tn__err(cmd, "--target '%s' is not this host: without --tracker the data set is "
+                "measured here", cfg->target);
         return TN_EXIT_USAGE;
     }
     if ((dag = task_dag(cmd, st, task, &rc)) == NULL)
         return rc;
-    e = cm_dataset_random(st, dag, &t, device, n, (uint64_t)seed, o, cmdline, &s, err, sizeof err);
+    if ((e = tn_measurer_open(st, cfg, &m, err, sizeof err)) != AT_OK) {
+        tn__err(cmd, "%s", err);
+        ss_dag_unref(dag);
+        return TN_EXIT_FAIL;
+    }
+    e = tn_dataset_random(m, dag, n, (uint64_t)seed, &s, err, sizeof err);
+    tn_measurer_close(m, e != AT_OK);
     if (e != AT_OK) {
         tn__err(cmd, "%s%s(%s; %d records were stored)", err, err[0] ? " " : "", at_strerror(e),
                s.n_measured);
@@ -107,8 +116,8 @@ static int do_random(const tn_cmd *cmd, rec_store *st, const char *db, const cha
     }
     if (!quiet) {
         rec_best_result *best = NULL;
-        rec_best_query q = {dag->key, t.text, device, NULL, NULL, REC_FALLBACK_NONE, 1, NULL,
-                            NULL};
+        rec_best_query q = {dag->key, t.text, cfg->device_key, NULL, NULL, REC_FALLBACK_NONE, 1,
+                            NULL, NULL};
         printf("measured %d random states of task %s into %s: %d failed, %d duplicates "
                "skipped, %.1f s\n",
                s.n_measured, dag->key, db, s.n_failed, s.n_duplicate, s.seconds);
@@ -210,11 +219,13 @@ out:
 int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = DEFAULT_DB, *task = NULL, *target = "llvm -mcpu=native";
-    const char *device = "local", *objective = "rank";
+    const char *device = "local", *objective = "rank", *tracker = NULL, *key_path = NULL;
     int n = -1, seed = 1, threads = 0, repeat = 5, min_ms = 1, no_check = 0, quiet = 0;
-    int pretrain = 0, eval = 0, n_pos, help, rc, modes;
+    int pretrain = 0, eval = 0, build_workers = -1, n_pos, help, rc, modes;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     char cmdline[1024];
-    cm_measure_opts o;
+    at_wire_key key;
+    tn_measure_cfg mc;
     cm_params p;
     rec_store *st;
     at_opt opts[] = {
@@ -227,10 +238,17 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
         {"seed", 0, AT_OPT_INT, &seed, "S", "random seed of the states and of --eval's split "
                                              "(default 1)"},
         {"target", 0, AT_OPT_STR, &target, "T",
-         "with --random: must be this host (default 'llvm -mcpu=native'); with --pretrain: "
+         "with --random: this host unless --tracker (default 'llvm -mcpu=native'); with "
+         "--pretrain: "
          "the target the model is saved for"},
-        {"device", 0, AT_OPT_STR, &device, "KEY", "device key of the records (default local)"},
-        {"threads", 0, AT_OPT_INT, &threads, "N", "kernel threads (default: every core)"},
+        {"device", 0, AT_OPT_STR, &device, "KEY",
+         "device key: the agents that measure, and the records' key (default local)"},
+        {"tracker", 0, AT_OPT_STR, &tracker, "HOST:PORT",
+         "measure on this tracker's agents (default: the embedded tracker and agent)"},
+        {"fleet-key", 0, AT_OPT_STR, &key_path, "FILE", "the fleet key (or $AT_FLEET_KEY)"},
+        {"threads", 0, AT_OPT_INT, &threads, "N",
+         "the embedded agent's kernel threads (default: every core)"},
+        {"build-workers", 0, AT_OPT_INT, &build_workers, "N", "build processes (default: cores)"},
         {"repeat", 0, AT_OPT_INT, &repeat, "N", "timed repeats per state (default 5, at most 16)"},
         {"min-repeat-ms", 0, AT_OPT_INT, &min_ms, "MS",
          "each repeat runs the kernel for at least MS ms (default 1)"},
@@ -284,11 +302,37 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
         return TN_EXIT_USAGE;
     }
     p.seed = (uint64_t)seed;
-    cm_measure_opts_default(&o);
-    o.n_threads = threads;
-    o.repeat = repeat;
-    o.min_repeat_ms = min_ms;
-    o.check = !no_check;
+    if (min_ms < 0) {
+        tn__err(cmd, "--min-repeat-ms must be 0 or more, not %d", min_ms);
+        return TN_EXIT_USAGE;
+    }
+    memset(&mc, 0, sizeof mc);
+    mc.target = target;
+    mc.device_key = device;
+    mc.embedded_threads = threads;
+    mc.repeat = repeat;
+    mc.min_repeat_ms = min_ms;
+    mc.no_check = no_check;
+    mc.build_workers = build_workers >= 0 ? build_workers : (int)(ncpu > 0 ? ncpu : 1);
+    mc.command_line = cmdline;
+    mc.quiet = quiet;
+    if (n >= 0 && tracker) {
+        char err[512];
+        if (key_path == NULL) key_path = getenv("AT_FLEET_KEY");
+        if (key_path == NULL) {
+            tn__err(cmd, "a tracker needs the fleet key: --fleet-key FILE");
+            return TN_EXIT_USAGE;
+        }
+        if (at_wire_key_load(key_path, &key, err, sizeof err) != AT_OK) {
+            tn__err(cmd, "%s", err);
+            return TN_EXIT_FAIL;
+        }
+        mc.tracker = tracker;
+        mc.keys = &key;
+        mc.n_keys = 1;
+    } else if (n >= 0) {
+        tn_fleet_prepare(); /* the embedded agent's launcher, while we have one thread */
+    }
     {
         char err[1024];
         int flags = n >= 0 ? REC_OPEN_CREATE : pretrain ? 0 : REC_OPEN_READONLY;
@@ -298,7 +342,7 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
         }
     }
     if (n >= 0)
-        rc = do_random(cmd, st, db, task, target, device, n, seed, &o, quiet, cmdline);
+        rc = do_random(cmd, st, db, task, n, seed, &mc, quiet);
     else if (pretrain)
         rc = do_pretrain(cmd, st, db, &p, target, quiet);
     else

@@ -189,26 +189,11 @@ static at_err setup_task(run *r, int i)
     return err;
 }
 
-/* The reference (naive schedule) each agent checks outputs against; on a GPU the naive GPU
-** schedule (blocks of 128 threads over the fused spatial loops), which agents run there. */
+/* The reference (naive schedule) each agent checks outputs against. */
 static at_err add_reference(run *r, ttask *t)
 {
-    ss_state *naive;
-    kn_ir *ir = NULL;
-    kn_artifact *a = NULL;
-    at_err err = r->target.kind == KN_TARGET_CUDA
-                     ? kn_gpu_naive(t->dag, 128, &naive, r->errmsg, sizeof r->errmsg)
-                     : ss_state_new(t->dag, &naive);
-    if (err == AT_OK)
-        err = kn_lower(naive, &ir, r->errmsg, sizeof r->errmsg);
-    if (err == AT_OK)
-        err = kn_build(ir, &r->target, "at_ref", &a, r->errmsg, sizeof r->errmsg);
-    if (err == AT_OK)
-        err = tn_fleet_add_ref(r->fleet, a, t->ref_id);
-    kn_artifact_free(a);
-    kn_ir_free(ir);
-    ss_state_free(naive);
-    return err;
+    return tn__add_reference(r->fleet, t->dag, &r->target, t->ref_id, r->errmsg,
+                             sizeof r->errmsg);
 }
 
 /* ---- samples for the cost model ---- */
@@ -281,23 +266,11 @@ static void result_for(run *r, job *j, int status, double cost)
         rd->n_done++;
 }
 
-static job *job_by_id(run *r, const char *id)
-{
-    /* ids are "<uuid>-<index>" */
-    const char *dash = strrchr(id, '-');
-    long k;
-    if (dash == NULL || strncmp(id, r->uuid, REC_UUID_LEN) != 0)
-        return NULL;
-    k = strtol(dash + 1, NULL, 10);
-    return k >= 0 && k < r->n_jobs ? &r->jobs[k] : NULL;
-}
-
 static void on_result(void *ctx, const tn_fleet_job *fj, const at_wire_result *res)
 {
     run *r = ctx;
-    job *j = job_by_id(r, res->id);
+    job *j = fj->index >= 0 && fj->index < r->n_jobs ? &r->jobs[fj->index] : NULL;
     double cost = AT_MEASURE_FAIL_COST;
-    (void)fj;
     if (j == NULL)
         return;
     if (res->status == AT_MEASURE_NO_ERROR && res->n_costs > 0) {
@@ -313,29 +286,21 @@ static void on_result(void *ctx, const tn_fleet_job *fj, const at_wire_result *r
 /* A build failed: record it now (it never reaches a device). */
 static void record_build_failure(run *r, job *j, const tn_build_res *b)
 {
-    int status = b->timed_out ? AT_MEASURE_BUILD_TIMEOUT : AT_MEASURE_COMPILE_HOST;
-    double fail = AT_MEASURE_FAIL_COST;
-    rec_result row;
-    memset(&row, 0, sizeof row);
-    row.task_id = r->tasks[j->task].task_id;
-    row.job_id = j->id;
-    row.state = j->state;
-    row.costs = &fail;
-    row.n_costs = 1;
-    row.status = status;
-    row.error_text = b->errmsg;
-    row.device = &r->build_dev;
-    row.agent = "tuner-build";
-    row.tuner_version = TN_VERSION;
-    row.run_id = r->run_id;
-    row.trial = j->trial;
-    if (rec_put(r->st, &row, 1, NULL) != AT_OK) {
+    tn_fleet_job fj;
+    int status;
+    memset(&fj, 0, sizeof fj);
+    fj.w.id = j->id;
+    fj.task_id = r->tasks[j->task].task_id;
+    fj.state = j->state;
+    fj.run_id = r->run_id;
+    fj.trial = j->trial;
+    if (tn__record_build_failure(r->st, &r->build_dev, &fj, b, &status) != AT_OK) {
         r->err = AT_EIO;
         snprintf(r->errmsg, sizeof r->errmsg, "cannot record a build failure: %s",
                  rec_store_errmsg(r->st));
         return;
     }
-    result_for(r, j, status, fail);
+    result_for(r, j, status, AT_MEASURE_FAIL_COST);
 }
 
 static void submit_job(run *r, job *j)
@@ -362,6 +327,7 @@ static void submit_job(run *r, job *j)
     fj.state = j->state;
     fj.run_id = r->run_id;
     fj.trial = j->trial;
+    fj.index = j - r->jobs;
     err = tn_fleet_submit(r->fleet, &fj, 1);
     if (err != AT_OK) {
         r->err = err;
@@ -782,13 +748,7 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
     if (r.target.kind != KN_TARGET_CUDA)
         r.hw.layout_rewrite = o->layout_rewrite;
     uname(&r.uts);
-    r.build_dev.arch = r.target.kind == KN_TARGET_CUDA ? r.target.triple
-                       : r.target.is_aarch64               ? "aarch64"
-                                                           : "x86_64";
-    r.build_dev.model = "(build failed on the tuner host: never measured)";
-    r.build_dev.n_cores = 1;
-    r.build_dev.os = r.uts.release;
-    r.build_dev.driver = "";
+    tn__build_device(&r.target, &r.uts, &r.build_dev);
     r.tasks = at_calloc((size_t)n_tasks, sizeof *r.tasks);
     if (r.tasks == NULL)
         return AT_ENOMEM;

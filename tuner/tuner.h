@@ -69,6 +69,8 @@ typedef struct tn_fleet_job {
     const char *state;          /* the schedule's JSON text (stored with the result) */
     int64_t run_id;             /* rec_run_begin id, or 0 */
     int64_t trial;              /* trial index, or -1 */
+    int64_t index;              /* the caller's (e.g. its job table's index): the result
+                                ** callback gets it back */
 } tn_fleet_job;
 
 /* Called for each result after it was committed to the store (if any).  'job' and 'r' are
@@ -170,6 +172,80 @@ void tn_builder_stats(const tn_builder *b, int64_t *n_built, int64_t *n_timeouts
                       int64_t *n_crashes);
 /* The worker's main loop ("tuner __build-worker"): requests on stdin, results on stdout. */
 int tn_build_worker_main(void);
+
+/* ---- measuring given states through the fleet (tn_measure.c) -------------------------
+**
+**   tn_measurer *m;  tn_measurer_open(store, &(tn_measure_cfg){.command_line = "..."}, &m, ...);
+**   tn_measurer_run(m, dag, states, n, res, err, sizeof err);   build, measure, store
+**   tn_dataset_random(m, dag, 240, seed, &stats, err, sizeof err);
+**   tn_measurer_close(m, 0);
+**
+** The one path for measuring schedules outside a tuning run ('tuner measure', 'tuner
+** dataset', the cost model's tests and benchmarks): candidates are built by tn_builder
+** (worker processes, or this process with build_workers 0), checked against the task's
+** naive schedule and timed by an agent through tn_fleet (the embedded tracker and agent,
+** sandboxed, or a real tracker), and every result lands in the store in one run, as a
+** tuning run's do; a build failure is recorded by the tuner host (agent "tuner-build").
+** Builds and timing do not overlap: a batch is built, then measured. */
+typedef struct tn_measure_cfg {
+    const char *target;         /* NULL: "llvm -mcpu=native" */
+    const char *tracker;        /* NULL: the embedded tracker and agent */
+    const at_wire_key *keys;    /* fleet keys (with a tracker) */
+    int n_keys;
+    const char *device_key;     /* NULL: "local" */
+    int priority;               /* 0: 1 */
+    int wait_timeout_s;         /* 0: 600 */
+    int embedded_threads;       /* the embedded agent's kernel threads (0: every core) */
+    int number, repeat;         /* 0: 1 and 3 */
+    double min_repeat_ms;
+    int timeout_ms;             /* a job's budget on the device (0: 10000) */
+    double cutoff_s;            /* > 0: a kernel whose checked run took longer is timed no
+                                ** further (that run is its one cost); 0: off */
+    int no_check;               /* do not compare outputs with the naive schedule's */
+    int build_workers;          /* build worker processes (0: build in this process) */
+    int build_timeout_ms;       /* 0: 60000 */
+    const char *build_worker_exe; /* NULL: this program */
+    const char *command_line;   /* the run's name in the store (NULL: "tuner measure") */
+    int quiet;                  /* no progress lines on stderr */
+} tn_measure_cfg;
+
+typedef struct tn_measure_res {
+    int status;        /* at_measure code */
+    double mean_s;     /* mean of the costs (AT_MEASURE_FAIL_COST when failed) */
+    double min_s;      /* the fastest repeat (AT_MEASURE_FAIL_COST when failed) */
+    double median_s;
+    int n_costs;
+    char error[256];
+} tn_measure_res;
+
+typedef struct tn_measurer tn_measurer;
+
+/* Begin a run in 'st' and open the fleet.  On AT_OK the caller owns *out. */
+at_err tn_measurer_open(rec_store *st, const tn_measure_cfg *cfg, tn_measurer **out,
+                        char *errmsg, size_t errmsg_size);
+/* The run's uuid (job ids are "<uuid>-<counter>"). */
+const char *tn_measurer_uuid(const tn_measurer *m);
+/* Measure states[0..n) of 'dag': res[i] is the result of states[i] (a failed build or
+** run is a result, not an error).  The return is AT_OK, or AT_ETIMEDOUT (no agent served
+** the key: the jobs were recorded DEVICE_LOST), AT_EIO (the store), AT_ECODEGEN (the
+** naive reference did not build), AT_ENOMEM. */
+at_err tn_measurer_run(tn_measurer *m, ss_dag *dag, const ss_state *const *states, int n,
+                       tn_measure_res *res, char *errmsg, size_t errmsg_size);
+/* End the run ("done", or "failed" when 'failed') and close the fleet; NULL is fine. */
+void tn_measurer_close(tn_measurer *m, int failed);
+
+typedef struct tn_dataset_stats {
+    int n_measured;  /* records written */
+    int n_failed;    /* of which failed (status != 0) */
+    int n_duplicate; /* sampled states already drawn in this call (skipped) */
+    double seconds;
+} tn_dataset_stats;
+
+/* Sample 'n' distinct random states of 'dag' (ss_space_sample with 'seed') and measure
+** them with 'm' in batches of 64, each batch committed before the next is drawn.  Fewer
+** when the space has fewer distinct states.  'stats' may be NULL. */
+at_err tn_dataset_random(tn_measurer *m, ss_dag *dag, int n, uint64_t seed,
+                         tn_dataset_stats *stats, char *errmsg, size_t errmsg_size);
 
 /* ---- the cost model's data sets (tn_cli_dataset.c) ---------------------------------- */
 

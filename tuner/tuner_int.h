@@ -198,4 +198,18 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv);
 /* 'tuner plot' (tn_plot.c). */
 int tn__cmd_plot(const tn_cmd *cmd, int argc, char **argv);
 
+/* ---- what a tuning run and tn_measurer share (tn_measure.c) ---------------------------- */
+
+struct utsname;
+/* The records device of a result the tuner host writes itself (a failed build). */
+void tn__build_device(const kn_target *t, const struct utsname *uts, rec_device *d);
+/* Build the naive schedule of 'dag' for 't' (on a GPU the naive GPU schedule) and register
+** it at the fleet as the reference agents check outputs against; sets id. */
+at_err tn__add_reference(tn_fleet *f, ss_dag *dag, const kn_target *t,
+                         uint8_t id[AT_WIRE_REFID_BYTES], char *errmsg, size_t errmsg_size);
+/* Record job j's failed build b (COMPILE_HOST, or BUILD_TIMEOUT) on 'dev', agent
+** "tuner-build"; *status gets the code.  AT_EIO when the store refuses it. */
+at_err tn__record_build_failure(rec_store *st, const rec_device *dev, const tn_fleet_job *j,
+                                const tn_build_res *b, int *status);
+
 #endif /* TN_TUNER_INT_H */

@@ -17,8 +17,8 @@
 **
 ** The held-out figures need measured data: --states N random states of each task (default
 ** 200, or as many as --budget-s seconds per task allow, default 240) are measured here once
-** (2 kernel threads, fastest of 3 repeats of >= 0.5 ms; a state slower than 0.25 s per call
-** is timed once; no output check) into build/rel/bench/cost_model.db and reused by later runs, which measure
+** (through the embedded tracker and agent, as every measurement: 2 kernel threads, 3 repeats
+** of >= 0.5 ms; a state whose first run takes over 0.25 s is timed once; no output check) into build/rel/bench/cost_model.db and reused by later runs, which measure
 ** only what is missing (delete the file to measure again).  The counts used are printed.  The 10,000 programs for the
 ** training time are random states of both tasks, lowered and featurized for real, labelled
 ** by a model trained on the measured data: training time does not depend on where labels
@@ -30,6 +30,8 @@
 #include <sys/stat.h>
 
 #include "cost_model/cost_model.h"
+#include "tuner/tuner.h"
+#include <unistd.h>
 
 #define POP 2048
 #define REPS 5
@@ -90,16 +92,26 @@ static rec_store *dataset(const char *path, int n_states, double budget_s)
 {
     rec_store *st;
     char err[1024];
-    cm_measure_opts o;
+    tn_measure_cfg o;
+    tn_measurer *ms;
     mkdir("build", 0777);
     mkdir("build/rel", 0777);
     mkdir("build/rel/bench", 0777);
     if (rec_store_open(path, REC_OPEN_CREATE, &st, err, sizeof err) != AT_OK)
         die(path, err);
-    cm_measure_opts_default(&o);
-    o.n_threads = 2;
+    memset(&o, 0, sizeof o);
+    o.embedded_threads = 2;
     o.repeat = 3;
-    o.check = 0; /* the naive matmul 1024 alone takes seconds; tests check correctness */
+    o.min_repeat_ms = 0.5;
+    o.cutoff_s = 0.25;
+    o.timeout_ms = 60000;
+    o.no_check = 1; /* the naive matmul 1024 alone takes seconds; tests check correctness */
+    o.build_worker_exe = access("build/rel/bin/tuner", X_OK) == 0 ? "build/rel/bin/tuner" : NULL;
+    o.build_workers = o.build_worker_exe ? 2 : 0;
+    o.command_line = "bench_cost_model";
+    o.quiet = 1;
+    if (tn_measurer_open(st, &o, &ms, err, sizeof err) != AT_OK)
+        die(path, err);
     for (int t = 0; t < N_TASKS; t++) {
         ss_dag *dag;
         rec_filter f = {NULL, NULL, NULL, NULL};
@@ -123,10 +135,10 @@ static rec_store *dataset(const char *path, int n_states, double budget_s)
                     "kept for later runs)\n", (int)(n_states - have), tasks[t].spec, path,
                     budget_s);
             while (have < n_states && at_time_mono_s() - t0 < budget_s) {
-                cm_dataset_stats s;
+                tn_dataset_stats s;
                 int chunk = (int)AT_MIN(50, n_states - have);
-                if (cm_dataset_random(st, dag, &host, "bench", chunk, 1000 + (uint64_t)have, &o,
-                                      "bench_cost_model", &s, err, sizeof err) != AT_OK)
+                if (tn_dataset_random(ms, dag, chunk, 1000 + (uint64_t)have, &s, err,
+                                      sizeof err) != AT_OK)
                     die(tasks[t].spec, err);
                 have += s.n_measured;
                 measured += s.n_measured;
@@ -139,6 +151,7 @@ static rec_store *dataset(const char *path, int n_states, double budget_s)
         }
         ss_dag_unref(dag);
     }
+    tn_measurer_close(ms, 0);
     return st;
 }
 
@@ -326,6 +339,7 @@ int main(int argc, char **argv)
             die("usage", "bench_cost_model [--states N] [--budget-s S] [--db FILE]");
     }
     at_log_set_level(AT_LOG_WARN);
+    tn_fleet_prepare(); /* the embedded agent's launcher, before any thread */
     if (kn_target_host(&host) != AT_OK)
         die("target", "no host target");
     ss_hw_cpu(&hw, host.n_cores, host.vector_bytes, host.l1_bytes, host.l2_bytes);

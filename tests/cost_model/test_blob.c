@@ -460,5 +460,6 @@ int main(void)
         cmocka_unit_test(test_pretrain_and_refine),
         cmocka_unit_test(test_warmup_and_retraining),
     };
+    tn_fleet_prepare(); /* the embedded agent's launcher, before any thread */
     return cmocka_run_group_tests(tests, setup, teardown);
 }

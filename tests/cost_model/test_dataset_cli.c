@@ -93,7 +93,8 @@ static void test_help(void **unused)
     static const char *flags[] = {"--db", "--task", "--random", "--seed", "--target",
                                   "--device", "--threads", "--repeat", "--min-repeat-ms",
                                   "--no-check", "--pretrain", "--eval", "--objective",
-                                  "--quiet", "--help"};
+                                  "--quiet", "--help", "--tracker", "--fleet-key",
+                                  "--build-workers"};
     char *out = NULL;
     (void)unused;
     assert_int_equal(tuner(&out, NULL, "dataset", "--help", NULL), TN_EXIT_OK);
@@ -162,7 +163,7 @@ static void test_random_pretrain_eval(void **unused)
     /* an operator spec */
     assert_int_equal(tuner(&out, &err, "dataset", dbflag, "--task", "matmul:M=64,N=64,K=64",
                            "--random", "12", "--seed", "3", "--threads", "1", "--repeat", "2",
-                           "--min-repeat-ms", "0", NULL),
+                           "--min-repeat-ms", "0", "--build-workers", "0", NULL),
                      TN_EXIT_OK);
     if (out == NULL || strstr(out, "measured 12 random states") == NULL)
         fail_msg("stdout: %s\nstderr: %s", out ? out : "", err ? err : "");
@@ -172,7 +173,8 @@ static void test_random_pretrain_eval(void **unused)
     n1 = count_records();
     assert_int_equal(n1, 12);
     {
-        /* records name their run and the local device, job ids are dataset-<uuid>-<i> */
+        /* records name their run and the local device, job ids are <run uuid>-<i>, and the
+        ** embedded agent measured them (the fleet, not an in-process path) */
         rec_store *st;
         rec_iter *it;
         const rec_record *r;
@@ -181,7 +183,9 @@ static void test_random_pretrain_eval(void **unused)
         assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, e, sizeof e), AT_OK);
         assert_int_equal(rec_iter_open(st, NULL, REC_ORDER_ID, &it), AT_OK);
         while (rec_iter_next(it, &r) == AT_OK && r) {
-            assert_int_equal(strncmp(r->job_id, "dataset-", 8), 0);
+            assert_int_equal(strncmp(r->job_id, r->run_uuid, strlen(r->run_uuid)), 0);
+            assert_int_equal(r->job_id[strlen(r->run_uuid)], '-');
+            assert_non_null(strstr(r->agent, "embedded"));
             assert_string_equal(r->device_key, "local");
             assert_non_null(r->run_uuid);
             assert_int_equal(r->status, 0);
@@ -196,7 +200,7 @@ static void test_random_pretrain_eval(void **unused)
     /* the same task by its workload key, more states */
     assert_int_equal(tuner(NULL, NULL, "dataset", dbflag, "--task", key, "--random", "8",
                            "--seed", "4", "--threads", "1", "--repeat", "2", "--min-repeat-ms",
-                           "0", "--quiet", NULL),
+                           "0", "--quiet", "--build-workers", "0", NULL),
                      TN_EXIT_OK);
     n2 = count_records();
     assert_true(n2 > n1 && n2 <= n1 + 8);
@@ -219,7 +223,7 @@ static void test_random_pretrain_eval(void **unused)
     }
     assert_int_equal(tuner(NULL, NULL, "dataset", dbflag, "--task", dagfile, "--random", "10",
                            "--threads", "1", "--repeat", "2", "--min-repeat-ms", "0", "--quiet",
-                           NULL),
+                           "--build-workers", "0", NULL),
                      TN_EXIT_OK);
     assert_true(count_records() > n2);
     /* pre-train: a model saved for the target, with the feature version */
@@ -285,5 +289,6 @@ int main(void)
         cmocka_unit_test(test_bad_command_lines),
         cmocka_unit_test(test_random_pretrain_eval),
     };
+    tn_fleet_prepare(); /* the embedded agent's launcher, before any thread */
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,8 +1,9 @@
 /* tests/cost_model/test_model.c -- the cost model's acceptance tests on measured data.
 **
 ** The data set is built once per run: 240 random states each of matmul, conv2d and a fused
-** conv2d+bias+relu, measured here (one kernel thread, the fastest of 7 repeats of at least
-** 0.5 ms) into a temporary SQLite store, then read back through cm_data_load_store.
+** conv2d+bias+relu, measured through the embedded tracker and agent as every measurement is
+** (one kernel thread, 7 repeats of at least 0.5 ms) into a temporary SQLite store, then read
+** back through cm_data_load_store.
 **   - trained on 80% of it, the model orders the held-out 20% (pairs of one task whose
 **     measured costs differ by more than 5%): median pairwise accuracy over 5 seeds >= 0.75;
 **   - trained on all of it, the best predicted of 1,000 new random states is faster, when
@@ -94,19 +95,26 @@ static void test_best_of_1000(void **unused)
     char err[1024];
     double ratio[N_SEEDS], med;
     (void)unused;
+    tn_measure_cfg o = ct_measure_cfg();
+    tn_measurer *ms;
+    rec_store *out;
+    char path[PATH_MAX];
     assert_int_equal(cm_model_new(&params, &m), AT_OK);
     if (cm_model_fit(m, data, err, sizeof err) != AT_OK)
         fail_msg("training: %s", err);
+    /* measured into a store of their own (the data set's may be read-only) */
+    snprintf(path, sizeof path, "%s/best.db", dir);
+    assert_int_equal(rec_store_open(path, REC_OPEN_CREATE, &out, err, sizeof err), AT_OK);
+    if (tn_measurer_open(out, &o, &ms, err, sizeof err) != AT_OK)
+        fail_msg("measuring: %s", err);
     for (int s = 0; s < N_SEEDS; s++) {
         double log_sum = 0;
         for (int t = 0; t < N_TASKS; t++) {
             ss_dag *dag;
             ss_space *sp;
-            cm_measurer *ms;
-            cm_measure_opts o;
             ss_state *st[1000];
             const ss_state *run[9];
-            cm_measure_result res[9];
+            tn_measure_res res[9];
             double *sc = at_malloc(1000 * sizeof *sc), best_rand = INFINITY;
             at_rng rng;
             int n = 0, top = 0;
@@ -125,11 +133,8 @@ static void test_best_of_1000(void **unused)
             run[0] = st[top];
             for (int i = 0; i < 8; i++)
                 run[1 + i] = st[i];
-            cm_measure_opts_default(&o);
-            o.n_threads = 1;
-            o.repeat = 7;
-            assert_int_equal(cm_measurer_new(dag, &host, &o, &ms, err, sizeof err), AT_OK);
-            assert_int_equal(cm_measurer_run_batch(ms, run, 9, res), AT_OK);
+            if (tn_measurer_run(ms, dag, run, 9, res, err, sizeof err) != AT_OK)
+                fail_msg("measuring: %s", err);
             assert_int_equal(res[0].status, 0);
             for (int i = 1; i < 9; i++)
                 if (res[i].status == 0 && res[i].min_s < best_rand)
@@ -138,7 +143,6 @@ static void test_best_of_1000(void **unused)
                     "%.1f us (x%.2f)\n", s, specs[t], res[0].min_s * 1e6, best_rand * 1e6,
                     best_rand / res[0].min_s);
             log_sum += log(best_rand / res[0].min_s);
-            cm_measurer_free(ms);
             for (int i = 0; i < n; i++)
                 ss_state_free(st[i]);
             at_free(sc);
@@ -149,6 +153,8 @@ static void test_best_of_1000(void **unused)
         fprintf(stderr, "seed %d: predicted best / random best of 8: x%.2f faster (geometric "
                 "mean of the tasks)\n", s, ratio[s]);
     }
+    tn_measurer_close(ms, 0);
+    rec_store_close(out);
     med = median(ratio, N_SEEDS);
     fprintf(stderr, "median x%.2f\n", med);
     if (!(med > 1))
@@ -287,5 +293,6 @@ int main(void)
         cmocka_unit_test(test_best_of_1000),
         cmocka_unit_test(test_per_task_and_determinism),
     };
+    tn_fleet_prepare(); /* the embedded agent's launcher, before any thread */
     return cmocka_run_group_tests(tests, setup, teardown);
 }
