@@ -162,6 +162,9 @@ typedef struct kn_ir {
 ** interleaved into the thread's work (their temporaries get one copy each). */
 at_err kn_lower(const ss_state *st, kn_ir **out, char *errmsg, size_t errmsg_size);
 void kn_ir_free(kn_ir *ir);
+/* kn_lower calls in this process so far (all threads): how a caller checks that a program
+** is lowered once (the tuning run reports it). */
+int64_t kn_lower_count(void);
 /* Can the body of a loop over 'var' be emitted with 'var' as a vector of lanes (no inner
 ** parallel or vectorized loop, no condition on 'var')?  The code generator and the cost
 ** model's features ask the same question. */

@@ -23,6 +23,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <string.h>
 
 typedef struct lower {
@@ -877,6 +878,13 @@ done:
     return AT_OK;
 }
 
+static _Atomic int64_t n_lowered;
+
+int64_t kn_lower_count(void)
+{
+    return atomic_load_explicit(&n_lowered, memory_order_relaxed);
+}
+
 at_err kn_lower(const ss_state *st, kn_ir **out, char *errmsg, size_t errmsg_size)
 {
     ss_state *cp = NULL;
@@ -884,6 +892,7 @@ at_err kn_lower(const ss_state *st, kn_ir **out, char *errmsg, size_t errmsg_siz
     at_err err;
     int has_layout = 0;
     *out = NULL;
+    atomic_fetch_add_explicit(&n_lowered, 1, memory_order_relaxed);
     if (errmsg && errmsg_size)
         errmsg[0] = 0;
     if (st->bounds_dirty) {

@@ -461,6 +461,8 @@ void ss_step_to_json(const ss_step *s, at_buf *b);
 ** divisor of what is left not above the recorded length) instead of an error. */
 at_err ss_state_from_json_fit(ss_dag *dag, const char *json, size_t n, ss_state **out,
                               char *errmsg, size_t errmsg_size);
+/* from_json and from_json_fit calls in this process so far (all threads). */
+int64_t ss_state_parse_count(void);
 
 /* The loop structure as text (one line per loop/stage): equal texts = equal programs.
 ** This is the identity used to avoid measuring a program twice. */

@@ -5,6 +5,7 @@
 ** DAG, so a record that no longer fits the DAG is reported with the failing step. */
 #include "ss_int.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define SS_JSON_VERSION 1
@@ -296,9 +297,17 @@ at_err ss_state_from_json_fit(ss_dag *dag, const char *json, size_t n, ss_state 
     return from_json(dag, json, n, 1, out, errmsg, errmsg_size);
 }
 
+static _Atomic int64_t n_parsed;
+
+int64_t ss_state_parse_count(void)
+{
+    return atomic_load_explicit(&n_parsed, memory_order_relaxed);
+}
+
 static at_err from_json(ss_dag *dag, const char *json, size_t n, int fit, ss_state **out,
                         char *errmsg, size_t errmsg_size)
 {
+    atomic_fetch_add_explicit(&n_parsed, 1, memory_order_relaxed);
     at_arena ar;
     at_json *root;
     const at_json *v, *steps;

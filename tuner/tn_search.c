@@ -93,6 +93,35 @@ static at_err seen_add(tn_search *s, uint64_t h)
     return AT_OK;
 }
 
+/* ---- features kept with programs ---- */
+
+void tn__feats_free(cm_feats *f)
+{
+    if (f) {
+        cm_feats_fini(f);
+        at_free(f);
+    }
+}
+
+/* A heap copy of 'f' (NULL for NULL); *err = AT_ENOMEM when it cannot be made. */
+static cm_feats *feats_dup(const cm_feats *f, at_err *err)
+{
+    cm_feats *c;
+    if (f == NULL)
+        return NULL;
+    if ((c = at_malloc(sizeof *c)) == NULL) {
+        *err = AT_ENOMEM;
+        return NULL;
+    }
+    cm_feats_init(c);
+    if (cm_feats_copy(c, f) != AT_OK) {
+        tn__feats_free(c);
+        *err = AT_ENOMEM;
+        return NULL;
+    }
+    return c;
+}
+
 /* ---- life cycle ---- */
 
 at_err tn__search_new(ss_dag *dag, const ss_hw *hw, const tn_search_cfg *cfg, uint64_t seed,
@@ -122,11 +151,14 @@ void tn__search_free(tn_search *s)
 {
     if (s == NULL)
         return;
-    for (int i = 0; i < s->n_good; i++)
+    for (int i = 0; i < s->n_good; i++) {
         at_free(s->good[i].json);
+        ss_state_free(s->good[i].st);
+        tn__feats_free(s->good[i].f);
+    }
     at_free(s->good);
     for (int i = 0; i < s->n_seeds; i++)
-        at_free(s->seeds[i]);
+        ss_state_free(s->seeds[i]);
     at_free(s->seeds);
     at_free(s->seen);
     ss_space_free(s->sp);
@@ -134,28 +166,50 @@ void tn__search_free(tn_search *s)
     at_free(s);
 }
 
-at_err tn__search_add_measured(tn_search *s, const char *state_json, double cost_s, int ok)
+at_err tn__search_add_measured(tn_search *s, const char *state_json, const ss_state *st,
+                               const cm_feats *f, double cost_s, int ok)
 {
-    ss_state *st;
-    at_err err = ss_state_from_json(s->dag, state_json, strlen(state_json), &st, NULL, 0);
-    if (err != AT_OK)
-        return err == AT_ENOMEM ? err : AT_OK; /* a record that no longer replays: ignore */
+    ss_state *own = NULL;
+    tn_search_good *g;
+    at_err err = AT_OK;
+    if (st == NULL) {
+        s->n_parsed++;
+        err = ss_state_from_json(s->dag, state_json, strlen(state_json), &own, NULL, 0);
+        if (err != AT_OK)
+            return err == AT_ENOMEM ? err : AT_OK; /* a record that no longer replays: ignore */
+        st = own;
+    }
     err = seen_add(s, state_id(st));
-    ss_state_free(st);
-    if (err != AT_OK || !ok)
+    if (err != AT_OK || !ok) {
+        ss_state_free(own);
         return err;
+    }
     if (s->n_good == s->cap_good) {
         int cap = s->cap_good ? 2 * s->cap_good : 64;
         void *p = at_realloc(s->good, (size_t)cap * sizeof *s->good);
-        if (p == NULL)
+        if (p == NULL) {
+            ss_state_free(own);
             return AT_ENOMEM;
+        }
         s->good = p;
         s->cap_good = cap;
     }
-    s->good[s->n_good].json = at_strdup(state_json);
-    if (s->good[s->n_good].json == NULL)
+    g = &s->good[s->n_good];
+    memset(g, 0, sizeof *g);
+    g->json = at_strdup(state_json);
+    if (own) {
+        g->st = own;
+    } else if (ss_state_copy(st, &g->st) != AT_OK) {
+        err = AT_ENOMEM;
+    }
+    g->f = feats_dup(f, &err);
+    if (g->json == NULL || err != AT_OK) {
+        at_free(g->json);
+        ss_state_free(g->st);
+        tn__feats_free(g->f);
         return AT_ENOMEM;
-    s->good[s->n_good].cost = cost_s;
+    }
+    g->cost = cost_s;
     s->n_good++;
     return AT_OK;
 }
@@ -167,27 +221,23 @@ int tn__search_n_seen(const tn_search *s)
 
 int tn__search_seed(tn_search *s, const char *state_json)
 {
-    ss_state *st;
-    char **p;
+    ss_state *st, **p;
     at_err err;
     if (s->n_seeds >= TN_SEARCH_MAX_SEEDS)
         return 0;
-    at_buf b;
+    s->n_parsed++;
     err = ss_state_from_json_fit(s->dag, state_json, strlen(state_json), &st, NULL, 0);
     if (err == AT_ENOMEM)
         return -1;
     if (err != AT_OK)
         return 0; /* another loop structure: nothing to learn from it here */
     /* kept as this task's own state (tile sizes fitted to its extents) */
-    at_buf_init(&b);
-    ss_state_to_json(st, &b);
-    ss_state_free(st);
-    if (b.err || (p = at_realloc(s->seeds, (size_t)(s->n_seeds + 1) * sizeof *p)) == NULL) {
-        at_buf_fini(&b);
+    if ((p = at_realloc(s->seeds, (size_t)(s->n_seeds + 1) * sizeof *p)) == NULL) {
+        ss_state_free(st);
         return -1;
     }
     s->seeds = p;
-    s->seeds[s->n_seeds++] = at_buf_take(&b);
+    s->seeds[s->n_seeds++] = st;
     return 1;
 }
 
@@ -205,6 +255,7 @@ const char *tn__search_best_json(tn_search *s, int k)
 
 typedef struct cand {
     ss_state *st;
+    cm_feats *f; /* its features (NULL when scored at random) */
     double score;
     uint64_t id;
 } cand;
@@ -221,20 +272,57 @@ static int cmp_cand_desc(const void *a, const void *b)
     return x->score > y->score ? -1 : x->score < y->score;
 }
 
-static at_err score(cm_model *model, at_rng *rng, ss_state **pop, int n, double *scores)
+/* A population: states and, once scored by a model, their features (have[i]). */
+typedef struct popn {
+    ss_state **st;
+    cm_feats *f;
+    unsigned char *have;
+} popn;
+
+static void popn_free(popn *p, int P)
 {
-    if (model)
-        return cm_model_predict(model, (const ss_state *const *)pop, n, scores);
-    for (int i = 0; i < n; i++)
-        scores[i] = at_rng_double(rng);
-    return AT_OK;
+    for (int i = 0; p->st && i < P; i++)
+        ss_state_free(p->st[i]);
+    for (int i = 0; p->f && i < P; i++)
+        cm_feats_fini(&p->f[i]);
+    at_free(p->st);
+    at_free(p->f);
+    at_free(p->have);
+}
+
+/* Score pop[0..n): with a model, each member lowered once for its features (a copy of a
+** scored parent keeps the parent's), else at random. */
+static at_err score(tn_search *s, cm_model *model, popn *pop, int n, double *scores,
+                    const cm_feats **ptr, cm_feats *work)
+{
+    if (model == NULL) {
+        for (int i = 0; i < n; i++)
+            scores[i] = at_rng_double(&s->rng);
+        return AT_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!pop->have[i]) {
+            at_err e = cm_features_of_state(pop->st[i], work, NULL, 0);
+            if (e == AT_ENOMEM)
+                return e;
+            if (e != AT_OK)
+                work->n_rows = 0; /* does not lower: scores as invalid */
+            if (cm_feats_copy(&pop->f[i], work) != AT_OK)
+                return AT_ENOMEM;
+            pop->have[i] = 1;
+            s->n_lowered++;
+        }
+        ptr[i] = &pop->f[i];
+    }
+    return cm_model_predict_feats(model, ptr, n, scores);
 }
 
 /* Keep the best 'cap' unmeasured programs (one entry per program). */
-static void heap_offer(cand *heap, int *n, int cap, const ss_state *st, double sc, uint64_t id,
-                       at_err *err)
+static void heap_offer(cand *heap, int *n, int cap, const ss_state *st, const cm_feats *f,
+                       double sc, uint64_t id, at_err *err)
 {
-    int worst = -1;
+    int worst = -1, k;
+    ss_state *c;
     if (!isfinite(sc) || sc <= -1e30)
         return;
     for (int i = 0; i < *n; i++) {
@@ -243,70 +331,101 @@ static void heap_offer(cand *heap, int *n, int cap, const ss_state *st, double s
         if (worst < 0 || heap[i].score < heap[worst].score)
             worst = i;
     }
-    if (*n < cap) {
-        if (ss_state_copy(st, &heap[*n].st) != AT_OK) {
-            *err = AT_ENOMEM;
-            return;
-        }
-        heap[*n].score = sc;
-        heap[*n].id = id;
-        (*n)++;
-    } else if (worst >= 0 && sc > heap[worst].score) {
-        ss_state *c;
-        if (ss_state_copy(st, &c) != AT_OK) {
-            *err = AT_ENOMEM;
-            return;
-        }
-        ss_state_free(heap[worst].st);
-        heap[worst].st = c;
-        heap[worst].score = sc;
-        heap[worst].id = id;
+    if (*n < cap)
+        k = (*n)++;
+    else if (worst >= 0 && sc > heap[worst].score)
+        k = worst;
+    else
+        return;
+    if (ss_state_copy(st, &c) != AT_OK) {
+        *err = AT_ENOMEM;
+        if (k == *n - 1 && heap[k].st == NULL)
+            (*n)--;
+        return;
     }
+    ss_state_free(heap[k].st);
+    tn__feats_free(heap[k].f);
+    heap[k].st = c;
+    heap[k].f = feats_dup(f, err);
+    heap[k].score = sc;
+    heap[k].id = id;
 }
 
-at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out, int *n_out,
-                       tn_search_stats *stats)
+at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out,
+                        cm_feats **out_feats, int *n_out, tn_search_stats *stats)
 {
     int P = AT_MIN(s->cfg.population, AT_MAX(256, 32 * n_pick));
-    int n_init = 0, n_rand, n_eps, heap_cap = 2 * n_pick, n_heap = 0;
-    int n_must = 0;
-    ss_state **pop = NULL, **next = NULL, **init = NULL, *must[TN_SEARCH_MAX_SEEDS] = {0};
+    int n_init = 0, n_rand = 0, n_eps, heap_cap = 2 * n_pick, n_heap = 0;
+    int n_must = 0, n_from_good = 0;
+    int must_at[TN_SEARCH_MAX_SEEDS], *rand_at = NULL, *good_of = NULL;
+    popn pop = {0}, next = {0};
+    ss_state **init = NULL, *must[TN_SEARCH_MAX_SEEDS] = {0};
+    cm_feats **initf = NULL, *mustf[TN_SEARCH_MAX_SEEDS] = {0}, work;
+    const cm_feats **ptr = NULL;
     cand *heap = NULL;
     double *scores = NULL;
     at_err err = AT_OK;
     int tries;
     *n_out = 0;
     memset(stats, 0, sizeof *stats);
+    cm_feats_init(&work);
     if (n_pick <= 0)
         return AT_OK;
-    pop = at_calloc((size_t)P, sizeof *pop);
-    next = at_calloc((size_t)P, sizeof *next);
-    init = at_calloc((size_t)P, sizeof *init);
+    n_eps = (int)floor(s->cfg.eps_greedy * n_pick);
+    pop.st = at_calloc((size_t)P, sizeof *pop.st);
+    pop.f = at_calloc((size_t)P, sizeof *pop.f);
+    pop.have = at_calloc((size_t)P, 1);
+    next.st = at_calloc((size_t)P, sizeof *next.st);
+    next.f = at_calloc((size_t)P, sizeof *next.f);
+    next.have = at_calloc((size_t)P, 1);
+    init = at_calloc((size_t)(3 * n_eps + 1), sizeof *init);
+    initf = at_calloc((size_t)(3 * n_eps + 1), sizeof *initf);
+    rand_at = at_calloc((size_t)(3 * n_eps + 1), sizeof *rand_at);
+    good_of = at_calloc((size_t)P, sizeof *good_of);
+    ptr = at_calloc((size_t)P, sizeof *ptr);
     scores = at_calloc((size_t)P, sizeof *scores);
     heap = at_calloc((size_t)heap_cap, sizeof *heap);
-    if (!pop || !next || !init || !scores || !heap) {
+    if (!pop.st || !pop.f || !pop.have || !next.st || !next.f || !next.have || !init ||
+        !initf || !rand_at || !good_of || !ptr || !scores || !heap) {
         err = AT_ENOMEM;
         goto done;
     }
-    /* 1. the initial population: the best measured, then samples */
+    for (int i = 0; i < P; i++) {
+        cm_feats_init(&pop.f[i]);
+        cm_feats_init(&next.f[i]);
+    }
+    /* 1. the initial population: the best measured (with their features when known), then
+    ** samples */
     if (s->n_good > 0) {
         int n_best = (int)(s->cfg.measured_ratio * P);
         qsort(s->good, (size_t)s->n_good, sizeof *s->good, cmp_good);
-        for (int i = 0; i < s->n_good && n_init < n_best; i++)
-            if (ss_state_from_json(s->dag, s->good[i].json, strlen(s->good[i].json),
-                                   &pop[n_init], NULL, 0) == AT_OK)
-                n_init++;
+        for (int i = 0; i < s->n_good && n_init < n_best; i++) {
+            if (ss_state_copy(s->good[i].st, &pop.st[n_init]) != AT_OK) {
+                err = AT_ENOMEM;
+                goto done;
+            }
+            if (s->good[i].f && model) {
+                if (cm_feats_copy(&pop.f[n_init], s->good[i].f) != AT_OK) {
+                    err = AT_ENOMEM;
+                    goto done;
+                }
+                pop.have[n_init] = 1;
+            }
+            good_of[n_init] = i;
+            n_init++;
+        }
+        n_from_good = n_init;
     }
     /* states of similar tasks replayed here (the first round of a task): in the
     ** population, and measured in this round whatever the (untrained) model says */
     for (int i = 0; i < s->n_seeds; i++) {
-        if (n_init < P && ss_state_from_json(s->dag, s->seeds[i], strlen(s->seeds[i]),
-                                             &pop[n_init], NULL, 0) == AT_OK) {
-            if (n_must < TN_SEARCH_MAX_SEEDS && ss_state_copy(pop[n_init], &must[n_must]) == AT_OK)
-                n_must++;
-            n_init++;
+        if (n_init < P && n_must < TN_SEARCH_MAX_SEEDS) {
+            pop.st[n_init] = s->seeds[i];
+            s->seeds[i] = NULL;
+            must_at[n_must++] = n_init++;
         }
-        at_free(s->seeds[i]);
+        ss_state_free(s->seeds[i]);
+        s->seeds[i] = NULL;
     }
     s->n_seeds = 0;
     tries = 0;
@@ -321,30 +440,49 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
             stats->n_sample_fail++;
             continue;
         }
-        pop[n_init++] = st;
+        pop.st[n_init++] = st;
         stats->n_sampled++;
     }
-    /* the exploration pool: random sampled states not measured yet */
-    n_eps = (int)floor(s->cfg.eps_greedy * n_pick);
-    n_rand = 0;
-    for (int i = 0; i < 3 * n_eps && n_init > 0; i++) {
-        ss_state *st = pop[at_rng_below(&s->rng, (uint64_t)n_init)];
-        if (ss_state_copy(st, &init[n_rand]) != AT_OK) {
-            err = AT_ENOMEM;
-            goto done;
-        }
-        n_rand++;
-    }
+    /* the exploration pool: random members of the first population (copied, with their
+    ** features, once it is scored) */
+    for (int i = 0; i < 3 * n_eps && n_init > 0; i++)
+        rand_at[n_rand++] = (int)at_rng_below(&s->rng, (uint64_t)n_init);
     /* 2. evolution */
     for (int g = 0; n_init > 0 && !stopped(s); g++) {
         double lo = INFINITY, total = 0;
-        if ((err = score(model, &s->rng, pop, n_init, scores)) != AT_OK)
+        if ((err = score(s, model, &pop, n_init, scores, ptr, &work)) != AT_OK)
             goto done;
         stats->n_scored += n_init;
+        if (g == 0) {
+            /* what the first scoring learnt, for the seeds, the exploration pool and the
+            ** measured programs of the store (lowered once) */
+            for (int i = 0; i < n_must; i++) {
+                if (ss_state_copy(pop.st[must_at[i]], &must[i]) != AT_OK) {
+                    err = AT_ENOMEM;
+                    goto done;
+                }
+                if (pop.have[must_at[i]])
+                    mustf[i] = feats_dup(&pop.f[must_at[i]], &err);
+            }
+            for (int i = 0; i < n_rand; i++) {
+                if (ss_state_copy(pop.st[rand_at[i]], &init[i]) != AT_OK) {
+                    err = AT_ENOMEM;
+                    goto done;
+                }
+                if (pop.have[rand_at[i]])
+                    initf[i] = feats_dup(&pop.f[rand_at[i]], &err);
+            }
+            for (int i = 0; i < n_from_good; i++)
+                if (pop.have[i] && s->good[good_of[i]].f == NULL)
+                    s->good[good_of[i]].f = feats_dup(&pop.f[i], &err);
+            if (err)
+                goto done;
+        }
         for (int i = 0; i < n_init; i++) {
-            uint64_t id = state_id(pop[i]);
+            uint64_t id = state_id(pop.st[i]);
             if (!seen_has(s, id))
-                heap_offer(heap, &n_heap, heap_cap, pop[i], scores[i], id, &err);
+                heap_offer(heap, &n_heap, heap_cap, pop.st[i], pop.have[i] ? &pop.f[i] : NULL,
+                           scores[i], id, &err);
             if (err)
                 goto done;
             if (isfinite(scores[i]) && scores[i] > -1e30 && scores[i] < lo)
@@ -371,7 +509,7 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
                 }
             }
             if (at_rng_double(&s->rng) < s->cfg.mutation_prob) {
-                at_err e = ss_space_mutate(s->sp, pop[parent], &s->rng, -1, &next[k]);
+                at_err e = ss_space_mutate(s->sp, pop.st[parent], &s->rng, -1, &next.st[k]);
                 if (e == AT_ENOMEM) {
                     err = e;
                     goto done;
@@ -382,30 +520,51 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
                         break;
                     continue;
                 }
+                next.have[k] = 0;
                 stats->n_mutated++;
-            } else if (ss_state_copy(pop[parent], &next[k]) != AT_OK) {
-                err = AT_ENOMEM;
-                goto done;
+            } else {
+                if (ss_state_copy(pop.st[parent], &next.st[k]) != AT_OK) {
+                    err = AT_ENOMEM;
+                    goto done;
+                }
+                /* a copy is the same program: its features too */
+                next.have[k] = pop.have[parent];
+                if (pop.have[parent] && cm_feats_copy(&next.f[k], &pop.f[parent]) != AT_OK) {
+                    err = AT_ENOMEM;
+                    goto done;
+                }
             }
             k++;
         }
-        for (int i = 0; i < n_init; i++)
-            ss_state_free(pop[i]);
-        for (int i = 0; i < P; i++) {
-            pop[i] = next[i];
-            next[i] = NULL;
+        for (int i = 0; i < n_init; i++) {
+            ss_state_free(pop.st[i]);
+            pop.st[i] = NULL;
         }
+        {
+            popn t = pop;
+            pop = next;
+            next = t;
+        }
+        memset(next.have, 0, (size_t)P);
         n_init = 0;
-        while (n_init < P && pop[n_init])
+        while (n_init < P && pop.st[n_init])
             n_init++;
     }
     /* 3. pick: the seeds, the best predicted, and a few random ones */
     for (int i = 0; i < n_must && *n_out < (n_pick + 1) / 2; i++) {
-        uint64_t id = state_id(must[i]);
+        uint64_t id;
+        if (must[i] == NULL)
+            continue;
+        id = state_id(must[i]);
         if (seen_has(s, id))
             continue;
         if ((err = seen_add(s, id)) != AT_OK)
             goto done;
+        if (out_feats)
+            out_feats[*n_out] = mustf[i];
+        else
+            tn__feats_free(mustf[i]);
+        mustf[i] = NULL;
         out[(*n_out)++] = must[i];
         must[i] = NULL;
     }
@@ -414,24 +573,36 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
         int want_model = n_pick - n_eps, hi = 0, ri = 0;
         while (*n_out < n_pick && (hi < n_heap || ri < n_rand)) {
             ss_state *st = NULL;
+            cm_feats *f = NULL;
             int from_model = (*n_out < want_model && hi < n_heap) || ri >= n_rand;
             uint64_t id;
             if (from_model) {
                 st = heap[hi].st;
-                heap[hi++].st = NULL;
+                f = heap[hi].f;
+                heap[hi].st = NULL;
+                heap[hi++].f = NULL;
             } else {
                 st = init[ri];
-                init[ri++] = NULL;
+                f = initf[ri];
+                init[ri] = NULL;
+                initf[ri++] = NULL;
             }
-            id = state_id(st);
-            if (seen_has(s, id)) {
-                ss_state_free(st);
+            if (st == NULL) {
+                tn__feats_free(f);
                 continue;
             }
-            if ((err = seen_add(s, id)) != AT_OK) {
+            id = state_id(st);
+            if (seen_has(s, id) || (err = seen_add(s, id)) != AT_OK) {
                 ss_state_free(st);
-                goto done;
+                tn__feats_free(f);
+                if (err)
+                    goto done;
+                continue;
             }
+            if (out_feats)
+                out_feats[*n_out] = f;
+            else
+                tn__feats_free(f);
             out[(*n_out)++] = st;
             if (from_model)
                 stats->n_picked_model++;
@@ -440,24 +611,36 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
         }
     }
 done:
-    for (int i = 0; pop && i < P; i++)
-        ss_state_free(pop[i]);
-    for (int i = 0; next && i < P; i++)
-        ss_state_free(next[i]);
-    for (int i = 0; init && i < P; i++)
+    popn_free(&pop, P);
+    popn_free(&next, P);
+    for (int i = 0; init && i < 3 * n_eps + 1; i++) {
         ss_state_free(init[i]);
-    for (int i = 0; heap && i < n_heap; i++)
+        tn__feats_free(initf[i]);
+    }
+    for (int i = 0; heap && i < n_heap; i++) {
         ss_state_free(heap[i].st);
-    for (int i = 0; i < n_must; i++)
+        tn__feats_free(heap[i].f);
+    }
+    for (int i = 0; i < n_must; i++) {
         ss_state_free(must[i]);
-    at_free(pop);
-    at_free(next);
+        tn__feats_free(mustf[i]);
+    }
+    cm_feats_fini(&work);
     at_free(init);
+    at_free(initf);
+    at_free(rand_at);
+    at_free(good_of);
+    at_free(ptr);
     at_free(scores);
     at_free(heap);
     if (err != AT_OK) {
-        for (int i = 0; i < *n_out; i++)
+        for (int i = 0; i < *n_out; i++) {
             ss_state_free(out[i]);
+            if (out_feats) {
+                tn__feats_free(out_feats[i]);
+                out_feats[i] = NULL;
+            }
+        }
         *n_out = 0;
     }
     return err;

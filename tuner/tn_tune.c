@@ -68,7 +68,9 @@ typedef struct job {
     int tround;
     int64_t trial;
     char id[64];
-    char *state;
+    char *state;        /* its JSON (the build request, the record) */
+    ss_state *st;       /* the program itself, kept from the search to training */
+    cm_feats *feats;    /* its features from the search's scoring, or NULL */
     kn_artifact *art;
     int built, measured;
 } job;
@@ -100,9 +102,12 @@ typedef struct run {
     int n_rounds;
     int64_t total_trials, budget;
     int64_t n_rounds_done;
-    cm_sample *samples; /* of the tround being finished */
-    ss_state **sample_states;
+    cm_sample *samples; /* of the tround being finished (pointing into their jobs) */
     int n_samples, cap_samples;
+    /* lowerings and state parses in this process during the rounds (issue 15: a trial is
+    ** lowered and parsed once): counters at the start of the loop, and the expected parts */
+    int64_t lower0, parse0, search_lower0, search_parse0, built0;
+    int64_t n_train_lowered; /* trials the search did not score: lowered for training */
     rec_device build_dev;
     struct utsname uts;
     double t0;
@@ -170,7 +175,8 @@ static at_err setup_task(run *r, int i)
         int ok = rec->status == AT_MEASURE_NO_ERROR;
         if (rec->trial + 1 > t->next_trial)
             t->next_trial = rec->trial + 1;
-        if ((err = tn__search_add_measured(t->search, rec->state, rec->mean, ok)) != AT_OK)
+        if ((err = tn__search_add_measured(t->search, rec->state, NULL, NULL, rec->mean, ok)) !=
+            AT_OK)
             break;
         if (!r->o->resume)
             continue;
@@ -198,32 +204,29 @@ static at_err add_reference(run *r, ttask *t)
 
 /* ---- samples for the cost model ---- */
 
-static void add_sample(run *r, int task, const char *state_json, double cost, int status)
+static void add_sample(run *r, const job *j, double cost, int status)
 {
-    ttask *t = &r->tasks[task];
-    ss_state *st;
+    cm_sample *x;
+    if (r->model == NULL)
+        return;
     if (r->n_samples == r->cap_samples) {
         int cap = r->cap_samples ? 2 * r->cap_samples : 128;
         cm_sample *s = at_realloc(r->samples, (size_t)cap * sizeof *s);
-        ss_state **ss;
         if (s == NULL)
             return;
         r->samples = s;
-        ss = at_realloc(r->sample_states, (size_t)cap * sizeof *ss);
-        if (ss == NULL)
-            return;
-        r->sample_states = ss;
         r->cap_samples = cap;
     }
-    if (ss_state_from_json(t->dag, state_json, strlen(state_json), &st, NULL, 0) != AT_OK)
-        return;
-    r->sample_states[r->n_samples] = st;
-    memset(&r->samples[r->n_samples], 0, sizeof r->samples[r->n_samples]);
-    r->samples[r->n_samples].task = t->dag->key;
-    r->samples[r->n_samples].state = st;
-    r->samples[r->n_samples].cost_s = cost;
-    r->samples[r->n_samples].status = status;
-    r->n_samples++;
+    x = &r->samples[r->n_samples++];
+    memset(x, 0, sizeof *x);
+    x->task = r->tasks[j->task].dag->key;
+    /* the features the search computed when it scored the program (cm_sample takes the
+    ** first of state, ir, feats that is set): no second lowering */
+    x->state = j->feats ? NULL : j->st;
+    x->feats = j->feats;
+    x->cost_s = cost;
+    x->status = status;
+    r->n_train_lowered += j->feats == NULL;
 }
 
 static void train(run *r)
@@ -232,8 +235,6 @@ static void train(run *r)
     if (r->model && r->n_samples > 0 &&
         cm_model_update(r->model, r->samples, r->n_samples, err, sizeof err) != AT_OK)
         at_log_warn("tuner: the cost model did not train: %s", err);
-    for (int i = 0; i < r->n_samples; i++)
-        ss_state_free(r->sample_states[i]);
     r->n_samples = 0;
 }
 
@@ -254,14 +255,14 @@ static void result_for(run *r, job *j, int status, double cost)
     r->total_trials++;
     t->n_errors[status >= 0 && status < AT_N_MEASURE ? status : AT_N_MEASURE]++;
     if (status == AT_MEASURE_NO_ERROR) {
-        tn__search_add_measured(t->search, j->state, cost, 1);
+        tn__search_add_measured(t->search, j->state, j->st, j->feats, cost, 1);
         if (cost < t->best_cost) {
             t->best_cost = cost;
             t->best_trial = t->n_trials;
             t->last_improve = t->n_trials;
         }
     }
-    add_sample(r, j->task, j->state, cost, status);
+    add_sample(r, j, cost, status);
     if (rd)
         rd->n_done++;
 }
@@ -526,12 +527,24 @@ static void seed_from_similar(run *r, ttask *t)
     t->n_seeded = offered;
 }
 
+/* Free what a job holds of its program (after training used it). */
+static void job_forget(job *j)
+{
+    at_free(j->state);
+    ss_state_free(j->st);
+    tn__feats_free(j->feats);
+    j->state = NULL;
+    j->st = NULL;
+    j->feats = NULL;
+}
+
 static at_err start_round(run *r, int ti)
 {
     ttask *t = &r->tasks[ti];
     int64_t left = r->budget - r->total_trials;
     int m = (int)AT_MIN((int64_t)(t->rounds == 0 ? t->warm : r->o->per_round), left), n = 0;
     ss_state **cands;
+    cm_feats **feats;
     tn_search_stats stats;
     tround *rd;
     at_err err;
@@ -541,23 +554,29 @@ static at_err start_round(run *r, int ti)
     if (m <= 0)
         return AT_OK;
     cands = at_calloc((size_t)m, sizeof *cands);
-    if (cands == NULL)
+    feats = at_calloc((size_t)m, sizeof *feats);
+    if (cands == NULL || feats == NULL) {
+        at_free(cands);
+        at_free(feats);
         return AT_ENOMEM;
+    }
     if (t->rounds == 0)
         seed_from_similar(r, t);
     {
         double t0 = at_time_mono_s();
-        err = tn__search_round(t->search, r->model, m, cands, &n, &stats);
+        err = tn__search_round(t->search, r->model, m, cands, feats, &n, &stats);
         r->search_s += at_time_mono_s() - t0;
     }
     if (err != AT_OK) {
         at_free(cands);
+        at_free(feats);
         return err;
     }
     if (n == 0) {
         /* the space is exhausted (or nothing new could be found twice): the task is done */
         t->dead = 1;
         at_free(cands);
+        at_free(feats);
         say(r, "task %s: no new programs to measure (search space exhausted)", t->name);
         return AT_OK;
     }
@@ -570,9 +589,12 @@ static at_err start_round(run *r, int ti)
         int cap = AT_MAX(2 * r->cap_jobs, r->n_jobs + n + 64);
         job *p = at_realloc(r->jobs, (size_t)cap * sizeof *p);
         if (p == NULL) {
-            for (int i = 0; i < n; i++)
+            for (int i = 0; i < n; i++) {
                 ss_state_free(cands[i]);
+                tn__feats_free(feats[i]);
+            }
             at_free(cands);
+            at_free(feats);
             r->n_rounds--;
             return AT_ENOMEM;
         }
@@ -590,21 +612,24 @@ static at_err start_round(run *r, int ti)
         at_buf_init(&json);
         ss_state_to_json(cands[i], &json);
         j->state = at_buf_take(&json);
-        ss_state_free(cands[i]);
+        j->st = cands[i];
+        j->feats = feats[i];
         if (j->state == NULL) {
             err = AT_ENOMEM;
+            job_forget(j);
             continue;
         }
         err = tn_builder_submit(r->builder, &(tn_build_req){r->n_jobs, r->target.text,
                                                              t->dag_text, j->state, NULL});
         if (err != AT_OK) {
-            at_free(j->state);
+            job_forget(j);
             continue;
         }
         r->n_jobs++;
         rd->n_jobs++;
     }
     at_free(cands);
+    at_free(feats);
     t->in_flight++;
     return err;
 }
@@ -679,10 +704,8 @@ static void finish_round(run *r, int k)
     r->n_rounds_done++;
     train(r);
     progress(r, t, rd);
-    for (int i = rd->first_job; i < rd->first_job + rd->n_jobs; i++) {
-        at_free(r->jobs[i].state);
-        r->jobs[i].state = NULL;
-    }
+    for (int i = rd->first_job; i < rd->first_job + rd->n_jobs; i++)
+        job_forget(&r->jobs[i]);
     memmove(&r->rounds[k], &r->rounds[k + 1], (size_t)(r->n_rounds - k - 1) * sizeof *rd);
     r->n_rounds--;
 }
@@ -726,6 +749,29 @@ static void report(run *r)
            "measuring %.1f s on the agents\n", r->search_s, r->build_cpu_s,
            r->o->build_workers, r->o->build_workers == 1 ? "" : "s", (long long)r->n_builds,
            r->n_builds ? r->build_cpu_s / (double)r->n_builds : 0, r->measure_s);
+    {
+        /* each trial is lowered once here (by the search's scoring, whose features training
+        ** reuses, or by training when the search did not score it) and its JSON never
+        ** parsed back: "other" counts what breaks that */
+        int64_t lowered = kn_lower_count() - r->lower0, parsed = ss_state_parse_count() - r->parse0;
+        int64_t scoring = -r->search_lower0, seeds = -r->search_parse0, local = 0;
+        for (int i = 0; i < r->n_tasks; i++) {
+            scoring += r->tasks[i].search->n_lowered;
+            seeds += r->tasks[i].search->n_parsed;
+        }
+        if (r->o->build_workers == 0) {
+            int64_t n_to, n_crash;
+            tn_builder_stats(r->builder, &local, &n_to, &n_crash);
+            local -= r->built0; /* each build in this process parses and lowers once */
+        }
+        printf("in this process during the rounds: %lld lowerings (%lld scoring new programs, "
+               "%lld of trials not scored, %lld builds here, %lld other), %lld state parses "
+               "(%lld of seeds from similar tasks, %lld builds here, %lld other)\n",
+               (long long)lowered, (long long)scoring, (long long)r->n_train_lowered,
+               (long long)local, (long long)(lowered - scoring - r->n_train_lowered - local),
+               (long long)parsed, (long long)seeds, (long long)local,
+               (long long)(parsed - seeds - local));
+    }
 }
 
 at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune_report *rep,
@@ -819,6 +865,16 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
         err = add_reference(&r, &r.tasks[i]);
     if (err != AT_OK)
         goto out;
+    r.lower0 = kn_lower_count();
+    r.parse0 = ss_state_parse_count();
+    for (int i = 0; i < n_tasks; i++) {
+        r.search_lower0 += r.tasks[i].search->n_lowered;
+        r.search_parse0 += r.tasks[i].search->n_parsed;
+    }
+    {
+        int64_t n_to, n_crash;
+        tn_builder_stats(r.builder, &r.built0, &n_to, &n_crash);
+    }
     interrupted = 0;
     t_int = 0;
     memset(&sa, 0, sizeof sa);
@@ -911,14 +967,11 @@ out:
         rec_store_close(r.st);
     }
     for (int i = 0; i < r.n_jobs; i++) {
-        at_free(r.jobs[i].state);
+        job_forget(&r.jobs[i]);
         kn_artifact_free(r.jobs[i].art);
     }
     at_free(r.jobs);
-    for (int i = 0; i < r.n_samples; i++)
-        ss_state_free(r.sample_states[i]);
     at_free(r.samples);
-    at_free(r.sample_states);
     cm_model_free(r.model);
     for (int i = 0; i < n_tasks; i++) {
         tn__search_free(r.tasks[i].search);

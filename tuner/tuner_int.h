@@ -84,6 +84,8 @@ void tn__search_cfg_default(tn_search_cfg *c);
 
 typedef struct tn_search_good {
     char *json;
+    ss_state *st;   /* the program, parsed once */
+    cm_feats *f;    /* its features once known (from the tuner, or its first scoring) */
     double cost;
 } tn_search_good;
 
@@ -96,9 +98,11 @@ typedef struct tn_search {
     int n_seen, cap_seen;
     tn_search_good *good;  /* measured successfully: state JSON and mean cost */
     int n_good, cap_good;
-    char **seeds;          /* states of similar tasks, replayed on this DAG: offered to the
+    ss_state **seeds;      /* states of similar tasks, replayed on this DAG: offered to the
                            ** next round's first population (then dropped) */
     int n_seeds;
+    int64_t n_lowered;     /* programs lowered for scoring (each once: copies keep theirs) */
+    int64_t n_parsed;      /* state JSON parsed (records from the store, seeds) */
 } tn_search;
 
 typedef struct tn_search_stats {
@@ -110,8 +114,10 @@ at_err tn__search_new(ss_dag *dag, const ss_hw *hw, const tn_search_cfg *cfg, ui
                      tn_search **out, char *errmsg, size_t errmsg_size);
 void tn__search_free(tn_search *s);
 /* A measured program (from this run or from the store): never picked again; a successful
-** one may seed later populations. */
-at_err tn__search_add_measured(tn_search *s, const char *state_json, double cost_s, int ok);
+** one may seed later populations.  'st' is the program when the caller has it (then the JSON
+** is not parsed), and 'f' its features when known (may be NULL); both are copied. */
+at_err tn__search_add_measured(tn_search *s, const char *state_json, const ss_state *st,
+                               const cm_feats *f, double cost_s, int ok);
 int tn__search_n_seen(const tn_search *s);
 /* Offer a state of another task (its JSON), or a hand-written one, to this task's next
 ** round: kept when it replays on this task's DAG (1), dropped otherwise (0); -1 on ENOMEM.
@@ -121,10 +127,14 @@ int tn__search_n_seen(const tn_search *s);
 int tn__search_seed(tn_search *s, const char *state_json);
 /* The JSON of the k-th best measured program (0: the best), or NULL. */
 const char *tn__search_best_json(tn_search *s, int k);
+/* Free features the search handed out (cm_feats_fini, then at_free); NULL is fine. */
+void tn__feats_free(cm_feats *f);
 /* One round: up to n_pick programs never measured or picked before, into out[] (the caller
-** owns them).  'model' NULL scores at random. */
-at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out, int *n_out,
-                       tn_search_stats *stats);
+** owns them), and when out_feats is not NULL the features their scoring computed in
+** out_feats[] (at_malloc'd, the caller frees them with cm_feats_fini and at_free; NULL for
+** a program that was not scored).  'model' NULL scores at random (no features). */
+at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **out,
+                        cm_feats **out_feats, int *n_out, tn_search_stats *stats);
 
 /* ---- the tuning run (tn_tune.c) ------------------------------------------------------- */
 

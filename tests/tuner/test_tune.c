@@ -214,6 +214,28 @@ static void test_bad_command_lines(void **unused)
     }
 }
 
+/* The report's count of lowerings and state parses in the tuner process during the rounds
+** (issue 15): every trial lowered once, by the search's scoring (training reuses its
+** features) and its JSON never parsed back; a lowering or parse the report cannot place is
+** "other", and there must be none.  Returns the seeds' parses. */
+static long long check_lowered_once(const char *out, long long want_not_scored)
+{
+    const char *p = strstr(out, "in this process during the rounds: ");
+    long long low, scoring, not_scored, here, other, parsed, seeds, here2, other2;
+    if (p == NULL)
+        fail_msg("no count of lowerings in the report:\n%s", out);
+    if (sscanf(p, "in this process during the rounds: %lld lowerings (%lld scoring new "
+                  "programs, %lld of trials not scored, %lld builds here, %lld other), %lld "
+                  "state parses (%lld of seeds from similar tasks, %lld builds here, %lld other)",
+               &low, &scoring, &not_scored, &here, &other, &parsed, &seeds, &here2,
+               &other2) != 9)
+        fail_msg("unreadable count of lowerings: %.300s", p);
+    if (low <= 0 || scoring <= 0 || other != 0 || other2 != 0 || here != 0 || here2 != 0 ||
+        not_scored != want_not_scored || low != scoring + not_scored || parsed != seeds)
+        fail_msg("a trial was lowered or parsed more than once in the tuner: %.300s", p);
+    return seeds;
+}
+
 static void test_short_run_improves_and_records_everything(void **unused)
 {
     rec *v;
@@ -247,6 +269,7 @@ static void test_short_run_improves_and_records_everything(void **unused)
         char *out = slurp("improve.out");
         assert_non_null(strstr(out, "matmul:M=128,N=128,K=64"));
         assert_non_null(strstr(out, "120 trials"));
+        check_lowered_once(out, 0);
         at_free(out);
         assert_int_equal(RUN("best", 120, "best", "--db", "improve.db"), 0);
         assert_int_equal(RUN("plot", 120, "plot", "--db", "improve.db", "-o", "curve.png"), 0);
@@ -319,6 +342,10 @@ static void test_warmup_by_share_and_seeds(void **unused)
     if (strstr(out, "conv2d:C=16,H=16,W=16,K=8,layout=NHWC: its first round was seeded with") ==
         NULL)
         fail_msg("the second convolution was not seeded: %s", out);
+    at_free(out);
+    /* seeds are parsed once, when offered; nothing else is parsed or lowered twice */
+    out = slurp("warm.out");
+    assert_true(check_lowered_once(out, 0) > 0);
     at_free(out);
 }
 
