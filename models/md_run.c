@@ -634,8 +634,10 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static at_err exec_time(exec *x, const kset *k, int repeat, double *median, char *errmsg,
-                        size_t errmsg_size)
+/* Time 'repeat' runs: their median in *median, and each run's seconds, in order, in
+** each_s[0..repeat) when each_s is not NULL. */
+static at_err exec_time(exec *x, const kset *k, int repeat, double *median, double *each_s,
+                        char *errmsg, size_t errmsg_size)
 {
     double *t = at_malloc((size_t)repeat * sizeof *t);
     at_err err = AT_OK;
@@ -645,6 +647,8 @@ static at_err exec_time(exec *x, const kset *k, int repeat, double *median, char
         double t0 = at_time_mono_s();
         err = exec_run(x, k, errmsg, errmsg_size);
         t[r] = at_time_mono_s() - t0;
+        if (each_s)
+            each_s[r] = t[r];
     }
     if (err == AT_OK) {
         qsort(t, (size_t)repeat, sizeof *t, cmp_double);
@@ -824,7 +828,8 @@ at_err md_model_run(const md_model *m, const md_run_opts *o, md_run_report *rep,
     if (o->repeat > 0 || o->profile) {
         int n_runs = o->repeat > 0 ? o->repeat : 10;
         x.prof = x.step_s;
-        err = exec_time(&x, &tuned, n_runs, &rep->latency_s, errmsg, errmsg_size);
+        err = exec_time(&x, &tuned, n_runs, &rep->latency_s,
+                        o->repeat > 0 ? o->latencies_s : NULL, errmsg, errmsg_size);
         x.prof = NULL;
         if (err == AT_OK && o->profile && tuned.lib_model)
             fprintf(o->profile, "profile: the library runs the whole model itself (%d runs, "
@@ -833,7 +838,8 @@ at_err md_model_run(const md_model *m, const md_run_opts *o, md_run_report *rep,
         else if (err == AT_OK && o->profile)
             print_profile(o->profile, &x, &tuned, n_runs, rep->latency_s);
         if (err == AT_OK && !o->no_check && o->repeat > 0)
-            err = exec_time(&x, &naive, o->repeat, &rep->naive_latency_s, errmsg, errmsg_size);
+            err = exec_time(&x, &naive, AT_MIN(o->repeat, MD_RUN_NAIVE_REPEAT),
+                            &rep->naive_latency_s, NULL, errmsg, errmsg_size);
     }
 out:
     for (int i = 0; outs && i < n_out; i++)

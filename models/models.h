@@ -173,7 +173,12 @@ typedef struct md_run_opts {
                             ** when missing */
     FILE *profile;          /* print each step's time and share of the run there ('repeat'
                             ** runs, 10 when 0) */
+    double *latencies_s;    /* NULL, or room for 'repeat' values: each timed run's seconds
+                            ** with the tuned kernels, in the order they ran */
 } md_run_opts;
+
+/* The naive kernels (the check's reference) are timed at most this many runs. */
+#define MD_RUN_NAIVE_REPEAT 5
 
 #define MD_RUN_MAX_OUTPUTS 16
 
@@ -189,7 +194,8 @@ typedef struct md_run_report {
     } outputs[MD_RUN_MAX_OUTPUTS];
     double max_rel_err;
     double build_s;                 /* seconds spent building kernels */
-    double latency_s, naive_latency_s; /* median of 'repeat' runs; 0 when not timed */
+    double latency_s;               /* median of 'repeat' runs; 0 when not timed */
+    double naive_latency_s;         /* median of min(repeat, MD_RUN_NAIVE_REPEAT) naive runs */
 } md_run_report;
 
 /* Run the model once with the tuned kernels (naive ones for tasks without records) and,

@@ -280,11 +280,18 @@ static int open_db(const tn_cmd *cmd, const char *db, rec_store **st)
     return TN_EXIT_OK;
 }
 
+static int cmp_ms(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = NULL, *target = NULL, *device = NULL, *lib = NULL, *dump = NULL,
-               *layout = NULL, *wino = NULL;
+               *layout = NULL, *wino = NULL, *histogram = NULL;
     int threads = 0, seed = 1, repeat = 0, no_check = 0, dim = 1, profile = 0, n_pos, done, rc;
+    double *lat = NULL;
     const at_opt opts[] = {
         {"db", 0, AT_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
         {"target", 0, AT_OPT_STR, &target, "T", "records of this target (default: this host)"},
@@ -292,7 +299,10 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
         {"lib", 0, AT_OPT_STR, &lib, "FILE", "run the kernels of a library from export-lib"},
         {"threads", 0, AT_OPT_INT, &threads, "N", "threads (default: the online CPUs)"},
         {"seed", 0, AT_OPT_INT, &seed, "N", "seed of the input values (default 1)"},
-        {"repeat", 0, AT_OPT_INT, &repeat, "N", "time N runs of the model (median)"},
+        {"repeat", 0, AT_OPT_INT, &repeat, "N",
+         "time N runs of the model: the median, and from 2 runs p50, p90, p99 and max"},
+        {"histogram", 0, AT_OPT_STR, &histogram, "FILE",
+         "draw the --repeat runs' latencies as a histogram (.png or .svg)"},
         {"no-check", 0, AT_OPT_BOOL, &no_check, NULL, "skip the naive run and the comparison"},
         {"dim", 0, AT_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
         {"dump", 0, AT_OPT_STR, &dump, "DIR", "write the inputs and outputs there (raw float32)"},
@@ -315,8 +325,30 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
     if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK ||
         (rc = check_flags(cmd, layout, wino)) != TN_EXIT_OK)
         return rc;
-    if (lib == NULL && (rc = open_db(cmd, db, &st)) != TN_EXIT_OK)
+    if (repeat < 0) {
+        tn__err(cmd, "--repeat must be 0 or more, not %d", repeat);
+        return TN_EXIT_USAGE;
+    }
+    if (histogram) {
+        size_t hl = strlen(histogram);
+        if (repeat < 2) {
+            tn__err(cmd, "--histogram needs --repeat N with N >= 2 (the runs it draws)");
+            return TN_EXIT_USAGE;
+        }
+        if (hl <= 4 || (strcmp(histogram + hl - 4, ".png") != 0 &&
+                        strcmp(histogram + hl - 4, ".svg") != 0)) {
+            tn__err(cmd, "--histogram %s: the name must end in .png or .svg", histogram);
+            return TN_EXIT_USAGE;
+        }
+    }
+    if (repeat > 0 && (lat = at_calloc((size_t)repeat, sizeof *lat)) == NULL) {
+        tn__err(cmd, "out of memory for %d runs", repeat);
+        return TN_EXIT_FAIL;
+    }
+    if (lib == NULL && (rc = open_db(cmd, db, &st)) != TN_EXIT_OK) {
+        at_free(lat);
         return rc;
+    }
     if (lib && md_lib_keys_open(lib, &keys, err, sizeof err) != AT_OK) {
         tn__err(cmd, "%s", err);
         return TN_EXIT_FAIL;
@@ -329,6 +361,7 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
             tn__err(cmd, "--target: %s", err);
             rec_store_close(st);
             md_lib_keys_close(keys);
+            at_free(lat);
             return TN_EXIT_USAGE;
         }
         cc.target = tgt.text;
@@ -341,6 +374,7 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
     }
     if (m == NULL) {
         rec_store_close(st);
+        at_free(lat);
         return TN_EXIT_FAIL;
     }
     md_model_get_info(m, &info);
@@ -348,12 +382,14 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
                                        .lib_path = lib, .n_threads = threads,
                                        .seed = (uint64_t)seed, .repeat = repeat,
                                        .no_check = no_check, .dump_dir = dump,
-                                       .profile = profile ? stdout : NULL},
+                                       .profile = profile ? stdout : NULL,
+                                       .latencies_s = lat},
                      &rep, err, sizeof err);
     rec_store_close(st);
     if (e != AT_OK) {
         tn__err(cmd, "%s", err[0] ? err : at_strerror(e));
         md_model_free(m);
+        at_free(lat);
         return TN_EXIT_FAIL;
     }
     printf("model %s: %d tasks, ", argv[1], rep.n_tasks);
@@ -377,8 +413,35 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
         printf("latency: %.3f ms with %s", rep.latency_s * 1e3, lib ? "the library" : "these kernels");
         if (!no_check)
             printf(", %.3f ms naive", rep.naive_latency_s * 1e3);
-        printf(" (median of %d runs)\n", repeat);
+        printf(" (median of %d runs", repeat);
+        if (!no_check)
+            printf("; naive: %d", AT_MIN(repeat, MD_RUN_NAIVE_REPEAT));
+        printf(")\n");
     }
+    if (repeat >= 2) {
+        /* the distribution users compare (a server's tail, not only its median) */
+        for (int i = 0; i < repeat; i++)
+            lat[i] *= 1e3;
+        qsort(lat, (size_t)repeat, sizeof *lat, cmp_ms);
+        printf("latency distribution over %d runs: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, "
+               "max %.3f ms, min %.3f ms\n",
+               repeat, tn__percentile(lat, repeat, 50), tn__percentile(lat, repeat, 90),
+               tn__percentile(lat, repeat, 99), lat[repeat - 1], lat[0]);
+        if (histogram) {
+            char title[256];
+            long nt = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+            snprintf(title, sizeof title, "%.120s, %ld thread%s", argv[1], nt,
+                     nt == 1 ? "" : "s");
+            if (tn__plot_histogram(lat, repeat, title, histogram, err, sizeof err) != 0) {
+                tn__err(cmd, "%s", err);
+                md_model_free(m);
+                at_free(lat);
+                return TN_EXIT_FAIL;
+            }
+            printf("histogram of the %d runs written to %s\n", repeat, histogram);
+        }
+    }
+    at_free(lat);
     md_model_free(m);
     if (!no_check && !(rep.max_rel_err <= 1e-4)) {
         printf("MISMATCH: max relative error %.3g exceeds 1e-4\n", rep.max_rel_err);

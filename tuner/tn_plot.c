@@ -117,8 +117,9 @@ static void label(cairo_t *cr, double x, double y, int align, const char *text)
     cairo_show_text(cr, text);
 }
 
-static void draw(cairo_t *cr, const curve *c)
+static void draw(cairo_t *cr, const void *ctx)
 {
+    const curve *c = ctx;
     double y_range = c->y_max > 0 ? c->y_max : 1, ystep = nice_step(y_range, 5);
     double ytop = ceil(y_range / ystep) * ystep, xstep = nice_step(c->x_max > 1 ? c->x_max : 2, 8);
     char buf[64];
@@ -185,15 +186,16 @@ static void draw(cairo_t *cr, const curve *c)
     }
 }
 
-/* Draw the curve into 'path' (PNG or SVG); 0, or -1 with the reason in err. */
-static int write_picture(const curve *c, const char *path, int png, char *err, size_t n)
+/* Draw with fn(cr, ctx) into 'path' (PNG or SVG); 0, or -1 with the reason in err. */
+static int write_picture(void (*fn)(cairo_t *, const void *), const void *ctx,
+                         const char *path, int png, char *err, size_t n)
 {
     cairo_surface_t *s = png ? cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H)
                              : cairo_svg_surface_create(path, W, H);
     cairo_status_t st = cairo_surface_status(s);
     if (st == CAIRO_STATUS_SUCCESS) {
         cairo_t *cr = cairo_create(s);
-        draw(cr, c);
+        fn(cr, ctx);
         st = cairo_status(cr);
         cairo_destroy(cr);
     }
@@ -271,7 +273,7 @@ int tn__cmd_plot(const tn_cmd *cmd, int argc, char **argv)
         rec_store_close(st);
         return TN_EXIT_EMPTY;
     }
-    if (write_picture(&c, out, png, err, sizeof err) != 0) {
+    if (write_picture(draw, &c, out, png, err, sizeof err) != 0) {
         tn__err(cmd, "%s", err);
         rc = TN_EXIT_FAIL;
     } else {
@@ -282,5 +284,148 @@ int tn__cmd_plot(const tn_cmd *cmd, int argc, char **argv)
     free(c.y);
     rec_history_free(h);
     rec_store_close(st);
+    return rc;
+}
+
+/* ---- latency histograms ('tuner run --histogram') -------------------------------------- */
+
+typedef struct hist {
+    const double *ms; /* sorted */
+    int n;
+    double lo, width; /* first bin's left edge, bin width (ms) */
+    int n_bins, *count, max_count;
+    double p50, p90, p99;
+    char title[200];
+} hist;
+
+double tn__percentile(const double *sorted, int n, double p)
+{
+    double pos;
+    int i;
+    if (n <= 0)
+        return 0;
+    pos = p / 100.0 * (n - 1);
+    i = (int)floor(pos);
+    if (i >= n - 1)
+        return sorted[n - 1];
+    return sorted[i] + (pos - i) * (sorted[i + 1] - sorted[i]);
+}
+
+static void draw_hist(cairo_t *cr, const void *ctx)
+{
+    const hist *h = ctx;
+    double x0 = h->lo, x1 = h->lo + h->n_bins * h->width, ystep = nice_step(h->max_count, 5);
+    double ytop = ceil(h->max_count / ystep) * ystep, xstep = nice_step(x1 - x0, 8);
+    const struct { double v; const char *name; } marks[3] = {
+        {h->p50, "p50"}, {h->p90, "p90"}, {h->p99, "p99"}};
+    char buf[64];
+#define HX(v) (ML + (W - ML - MR) * ((v) - x0) / (x1 - x0))
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
+    cairo_set_font_size(cr, 14);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    label(cr, ML, 30, 0, h->title);
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, 12);
+    cairo_set_line_width(cr, 1);
+    for (double y = 0; y <= ytop + 1e-9 * ytop; y += ystep) {
+        double py = floor(sy(y, ytop)) + 0.5;
+        cairo_set_source_rgb(cr, 0.87, 0.87, 0.87);
+        cairo_move_to(cr, ML, py);
+        cairo_line_to(cr, W - MR, py);
+        cairo_stroke(cr);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        snprintf(buf, sizeof buf, "%g", y);
+        label(cr, ML - 8, py + 4, 2, buf);
+    }
+    for (double x = ceil(x0 / xstep) * xstep; x <= x1 + 1e-9 * x1; x += xstep) {
+        double px = floor(HX(x)) + 0.5;
+        cairo_move_to(cr, px, H - MB);
+        cairo_line_to(cr, px, H - MB + 5);
+        cairo_stroke(cr);
+        snprintf(buf, sizeof buf, "%g", x);
+        label(cr, px, H - MB + 19, 1, buf);
+    }
+    /* the bars */
+    cairo_set_source_rgb(cr, 0x1f / 255.0, 0x6f / 255.0, 0xd0 / 255.0);
+    for (int b = 0; b < h->n_bins; b++) {
+        double l = HX(h->lo + b * h->width), r = HX(h->lo + (b + 1) * h->width);
+        double top = sy(h->count[b], ytop);
+        if (h->count[b] == 0)
+            continue;
+        cairo_rectangle(cr, l + 0.5, top, AT_MAX(r - l - 1, 1), H - MB - top);
+        cairo_fill(cr);
+    }
+    /* the percentiles */
+    cairo_set_line_width(cr, 1.5);
+    for (int k = 0; k < 3; k++) {
+        double px = HX(marks[k].v);
+        cairo_set_source_rgb(cr, 0.8, 0.2, 0.1);
+        cairo_move_to(cr, px, MT);
+        cairo_line_to(cr, px, H - MB);
+        cairo_stroke(cr);
+        snprintf(buf, sizeof buf, "%s %.3g", marks[k].name, marks[k].v);
+        label(cr, px + 3, MT + 12 + 14 * k, 0, buf);
+    }
+    /* axes and their titles */
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_set_line_width(cr, 1);
+    cairo_move_to(cr, ML + 0.5, MT);
+    cairo_line_to(cr, ML + 0.5, H - MB + 0.5);
+    cairo_line_to(cr, W - MR, H - MB + 0.5);
+    cairo_stroke(cr);
+    cairo_set_font_size(cr, 13);
+    label(cr, (W + ML - MR) / 2.0, H - 14, 1, "latency of one run of the model (ms)");
+    cairo_save(cr);
+    cairo_translate(cr, 22, (H + MT - MB) / 2.0);
+    cairo_rotate(cr, -M_PI / 2);
+    label(cr, 0, 0, 1, "runs");
+    cairo_restore(cr);
+#undef HX
+}
+
+int tn__plot_histogram(const double *sorted_ms, int n, const char *title, const char *path,
+                       char *err, size_t err_size)
+{
+    hist h;
+    int png = strlen(path) > 4 && strcmp(path + strlen(path) - 4, ".png") == 0, rc;
+    double range;
+    if (n < 1) {
+        snprintf(err, err_size, "no runs to draw");
+        return -1;
+    }
+    memset(&h, 0, sizeof h);
+    h.ms = sorted_ms;
+    h.n = n;
+    h.p50 = tn__percentile(sorted_ms, n, 50);
+    h.p90 = tn__percentile(sorted_ms, n, 90);
+    h.p99 = tn__percentile(sorted_ms, n, 99);
+    /* bins: Freedman-Diaconis width over the whole range, 10 to 80 of them */
+    range = sorted_ms[n - 1] - sorted_ms[0];
+    {
+        double iqr = tn__percentile(sorted_ms, n, 75) - tn__percentile(sorted_ms, n, 25);
+        double w = iqr > 0 ? 2 * iqr / cbrt((double)n) : range / 10;
+        int nb = w > 0 ? (int)ceil(range / w) : 1;
+        h.n_bins = nb < 10 ? 10 : nb > 80 ? 80 : nb;
+    }
+    if (range <= 0)
+        range = sorted_ms[0] > 0 ? sorted_ms[0] * 0.01 : 1e-3;
+    h.width = range / h.n_bins * 1.0001;
+    h.lo = sorted_ms[0];
+    if ((h.count = calloc((size_t)h.n_bins, sizeof *h.count)) == NULL) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int b = (int)((sorted_ms[i] - h.lo) / h.width);
+        b = b < 0 ? 0 : b >= h.n_bins ? h.n_bins - 1 : b;
+        if (++h.count[b] > h.max_count)
+            h.max_count = h.count[b];
+    }
+    snprintf(h.title, sizeof h.title, "%.150s: %d runs, p50 %.3f ms, max %.3f ms", title, n,
+             h.p50, sorted_ms[n - 1]);
+    rc = write_picture(draw_hist, &h, path, png, err, err_size);
+    free(h.count);
     return rc;
 }

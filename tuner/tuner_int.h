@@ -207,6 +207,12 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
 int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv);
 /* 'tuner plot' (tn_plot.c). */
 int tn__cmd_plot(const tn_cmd *cmd, int argc, char **argv);
+/* The p-th percentile (0..100) of sorted[0..n), interpolated between neighbours. */
+double tn__percentile(const double *sorted, int n, double p);
+/* A histogram of n run latencies (sorted_ms ascending, in ms) with p50/p90/p99 marked,
+** into 'path' (.png or .svg, by its name); 0, or -1 with the reason in err. */
+int tn__plot_histogram(const double *sorted_ms, int n, const char *title, const char *path,
+                       char *err, size_t err_size);
 
 /* ---- what a tuning run and tn_measurer share (tn_measure.c) ---------------------------- */
 

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <cairo/cairo.h>
+
 #include "kernels/kernels.h"
 #include "records/records.h"
 #include "model_test.h"
@@ -770,6 +772,68 @@ static void test_cli(void **unused)
     assert_non_null(strstr(out, "latency: "));
     at_free(out);
     at_free(err);
+    {
+        /* the latency distribution (issue 17, item 4): percentiles in order, each run
+        ** drawn: the PNG read back has the bars' colour, the SVG its glyphs */
+        char png[PATH_MAX], svg[PATH_MAX], msg[256], *text;
+        double p50, p90, p99, mx, mn;
+        int runs, blue = 0;
+        size_t n;
+        const char *p;
+        cairo_surface_t *sf;
+        mt_path(png, dir, "lat.png");
+        mt_path(svg, dir, "lat.svg");
+        assert_int_equal(TUNER(&out, &err, "run", "--db", db, "--device", DEVICE, "--repeat",
+                               "40", "--no-check", "--histogram", png, model),
+                         TN_EXIT_OK);
+        p = strstr(out, "latency distribution over ");
+        assert_non_null(p);
+        assert_int_equal(sscanf(p, "latency distribution over %d runs: p50 %lf ms, p90 %lf ms, "
+                                   "p99 %lf ms, max %lf ms, min %lf ms",
+                                &runs, &p50, &p90, &p99, &mx, &mn),
+                         6);
+        assert_int_equal(runs, 40);
+        assert_true(mn > 0 && mn <= p50 && p50 <= p90 && p90 <= p99 && p99 <= mx);
+        assert_non_null(strstr(out, "histogram of the 40 runs written to"));
+        at_free(out);
+        at_free(err);
+        sf = cairo_image_surface_create_from_png(png);
+        assert_int_equal(cairo_surface_status(sf), CAIRO_STATUS_SUCCESS);
+        assert_int_equal(cairo_image_surface_get_width(sf), 800);
+        cairo_surface_flush(sf);
+        {
+            const unsigned char *px = cairo_image_surface_get_data(sf);
+            int stride = cairo_image_surface_get_stride(sf);
+            for (int y = 0; y < 480; y++)
+                for (int x = 0; x < 800; x++) {
+                    const unsigned char *q = px + y * stride + 4 * x;
+                    blue += q[0] > 180 && q[1] > 80 && q[1] < 140 && q[2] < 60; /* #1f6fd0 */
+                }
+        }
+        assert_true(blue > 1000); /* the bars */
+        cairo_surface_destroy(sf);
+        assert_int_equal(TUNER(&out, &err, "run", "--db", db, "--device", DEVICE, "--repeat",
+                               "5", "--no-check", "--histogram", svg, model),
+                         TN_EXIT_OK);
+        at_free(out);
+        at_free(err);
+        assert_int_equal(at_file_read(svg, &text, &n, msg, sizeof msg), AT_OK);
+        assert_non_null(strstr(text, "<svg"));
+        assert_non_null(strstr(text, "id=\"glyph"));
+        at_free(text);
+        /* bad command lines: no runs to draw, a name cairo cannot write */
+        assert_int_equal(TUNER(&out, &err, "run", "--db", db, "--histogram", png, model),
+                         TN_EXIT_USAGE);
+        assert_non_null(strstr(err, "--histogram needs --repeat N with N >= 2"));
+        at_free(out);
+        at_free(err);
+        assert_int_equal(TUNER(&out, &err, "run", "--db", db, "--repeat", "3", "--histogram",
+                               "lat.gif", model),
+                         TN_EXIT_USAGE);
+        assert_non_null(strstr(err, "the name must end in .png or .svg"));
+        at_free(out);
+        at_free(err);
+    }
     assert_int_equal(TUNER(&out, &err, "export-lib", "--db", db, "-o", lib, model), TN_EXIT_OK);
     assert_non_null(strstr(out, "7 kernels (7 tuned, 0 naive)"));
     at_free(out);
