@@ -117,23 +117,18 @@ static void label(cairo_t *cr, double x, double y, int align, const char *text)
     cairo_show_text(cr, text);
 }
 
-static void draw(cairo_t *cr, const void *ctx)
+/* The white page, the title, the horizontal grid with its tick labels (0 to ytop by ystep). */
+static void frame(cairo_t *cr, const char *title, double ytop, double ystep)
 {
-    const curve *c = ctx;
-    double y_range = c->y_max > 0 ? c->y_max : 1, ystep = nice_step(y_range, 5);
-    double ytop = ceil(y_range / ystep) * ystep, xstep = nice_step(c->x_max > 1 ? c->x_max : 2, 8);
     char buf[64];
-    int best_i = -1;
-
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_paint(cr);
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
     cairo_set_font_size(cr, 14);
     cairo_set_source_rgb(cr, 0, 0, 0);
-    label(cr, ML, 30, 0, c->title);
+    label(cr, ML, 30, 0, title);
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     cairo_set_font_size(cr, 12);
-    /* grid and ticks */
     cairo_set_line_width(cr, 1);
     for (double y = 0; y <= ytop + 1e-9 * ytop; y += ystep) {
         double py = floor(sy(y, ytop)) + 0.5;
@@ -145,6 +140,35 @@ static void draw(cairo_t *cr, const void *ctx)
         snprintf(buf, sizeof buf, "%g", y);
         label(cr, ML - 8, py + 4, 2, buf);
     }
+}
+
+/* Both axes and their titles (with units). */
+static void axes(cairo_t *cr, const char *x_title, const char *y_title)
+{
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_set_line_width(cr, 1);
+    cairo_move_to(cr, ML + 0.5, MT);
+    cairo_line_to(cr, ML + 0.5, H - MB + 0.5);
+    cairo_line_to(cr, W - MR, H - MB + 0.5);
+    cairo_stroke(cr);
+    cairo_set_font_size(cr, 13);
+    label(cr, (W + ML - MR) / 2.0, H - 14, 1, x_title);
+    cairo_save(cr);
+    cairo_translate(cr, 22, (H + MT - MB) / 2.0);
+    cairo_rotate(cr, -M_PI / 2);
+    label(cr, 0, 0, 1, y_title);
+    cairo_restore(cr);
+}
+
+static void draw(cairo_t *cr, const void *ctx)
+{
+    const curve *c = ctx;
+    double y_range = c->y_max > 0 ? c->y_max : 1, ystep = nice_step(y_range, 5);
+    double ytop = ceil(y_range / ystep) * ystep, xstep = nice_step(c->x_max > 1 ? c->x_max : 2, 8);
+    char buf[64];
+    int best_i = -1;
+
+    frame(cr, c->title, ytop, ystep);
     for (double x = 0; x <= c->x_max + 1e-9; x += xstep) {
         double px = floor(sx(c, x > 0 ? x : 1)) + 0.5;
         cairo_set_source_rgb(cr, 0, 0, 0);
@@ -154,19 +178,7 @@ static void draw(cairo_t *cr, const void *ctx)
         snprintf(buf, sizeof buf, "%g", x > 0 ? x : 1);
         label(cr, px, H - MB + 19, 1, buf);
     }
-    /* axes and their titles */
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    cairo_move_to(cr, ML + 0.5, MT);
-    cairo_line_to(cr, ML + 0.5, H - MB + 0.5);
-    cairo_line_to(cr, W - MR, H - MB + 0.5);
-    cairo_stroke(cr);
-    cairo_set_font_size(cr, 13);
-    label(cr, (W + ML - MR) / 2.0, H - 14, 1, "trials (measured candidates, in order)");
-    cairo_save(cr);
-    cairo_translate(cr, 22, (H + MT - MB) / 2.0);
-    cairo_rotate(cr, -M_PI / 2);
-    label(cr, 0, 0, 1, "best so far (GFLOPS)");
-    cairo_restore(cr);
+    axes(cr, "trials (measured candidates, in order)", "best so far (GFLOPS)");
     /* the curve, and a dot where the best was found */
     cairo_set_source_rgb(cr, 0x1f / 255.0, 0x6f / 255.0, 0xd0 / 255.0);
     cairo_set_line_width(cr, 2);
@@ -320,25 +332,7 @@ static void draw_hist(cairo_t *cr, const void *ctx)
         {h->p50, "p50"}, {h->p90, "p90"}, {h->p99, "p99"}};
     char buf[64];
 #define HX(v) (ML + (W - ML - MR) * ((v) - x0) / (x1 - x0))
-    cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_paint(cr);
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
-    cairo_set_font_size(cr, 14);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    label(cr, ML, 30, 0, h->title);
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-    cairo_set_font_size(cr, 12);
-    cairo_set_line_width(cr, 1);
-    for (double y = 0; y <= ytop + 1e-9 * ytop; y += ystep) {
-        double py = floor(sy(y, ytop)) + 0.5;
-        cairo_set_source_rgb(cr, 0.87, 0.87, 0.87);
-        cairo_move_to(cr, ML, py);
-        cairo_line_to(cr, W - MR, py);
-        cairo_stroke(cr);
-        cairo_set_source_rgb(cr, 0, 0, 0);
-        snprintf(buf, sizeof buf, "%g", y);
-        label(cr, ML - 8, py + 4, 2, buf);
-    }
+    frame(cr, h->title, ytop, ystep);
     for (double x = ceil(x0 / xstep) * xstep; x <= x1 + 1e-9 * x1; x += xstep) {
         double px = floor(HX(x)) + 0.5;
         cairo_move_to(cr, px, H - MB);
@@ -368,20 +362,7 @@ static void draw_hist(cairo_t *cr, const void *ctx)
         snprintf(buf, sizeof buf, "%s %.3g", marks[k].name, marks[k].v);
         label(cr, px + 3, MT + 12 + 14 * k, 0, buf);
     }
-    /* axes and their titles */
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    cairo_set_line_width(cr, 1);
-    cairo_move_to(cr, ML + 0.5, MT);
-    cairo_line_to(cr, ML + 0.5, H - MB + 0.5);
-    cairo_line_to(cr, W - MR, H - MB + 0.5);
-    cairo_stroke(cr);
-    cairo_set_font_size(cr, 13);
-    label(cr, (W + ML - MR) / 2.0, H - 14, 1, "latency of one run of the model (ms)");
-    cairo_save(cr);
-    cairo_translate(cr, 22, (H + MT - MB) / 2.0);
-    cairo_rotate(cr, -M_PI / 2);
-    label(cr, 0, 0, 1, "runs");
-    cairo_restore(cr);
+    axes(cr, "latency of one run of the model (ms)", "runs");
 #undef HX
 }
 
