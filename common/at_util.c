@@ -1,4 +1,4 @@
-/* common/at_util.c -- clocks, whole-file I/O and strict number parsing. */
+/* common/at_util.c -- clocks, whole-file and descriptor I/O, strict number parsing. */
 #include "common.h"
 
 #include <errno.h>
@@ -118,6 +118,40 @@ fail:
     if (errmsg)
         snprintf(errmsg, errmsg_size, "%s: %s", path, strerror(errno));
     return AT_EIO;
+}
+
+int at_fd_write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int at_fd_read_all(int fd, void *p, size_t n)
+{
+    char *c = p;
+    while (n > 0) {
+        ssize_t r = read(fd, c, n);
+        if (r == 0)
+            return -1;
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        c += r;
+        n -= (size_t)r;
+    }
+    return 0;
 }
 
 at_err at_parse_i64(const char *s, int64_t *out)

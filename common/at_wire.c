@@ -607,6 +607,30 @@ static void p_body(enc *e, const at_wire_msg *m)
         }
         break;
     }
+    case AT_WIRE_T_BUILD_REQ: {
+        const at_wire_build_req *r = &m->u.build;
+        msgpack_pack_map(pk, 5);
+        kv_int(e, "id", r->id);
+        kv_str(e, "target", r->target, AT_WIRE_MAX_TEXT);
+        kv_str(e, "dag", r->dag, AT_WIRE_MAX_JSON);
+        kv_str(e, "state", r->state, AT_WIRE_MAX_JSON);
+        kv_str(e, "entry", r->entry, 63);
+        break;
+    }
+    case AT_WIRE_T_BUILD_RES: {
+        const at_wire_build_res *r = &m->u.built;
+        msgpack_pack_map(pk, r->err == 0 ? 5 : 3);
+        kv_int(e, "id", r->id);
+        kv_int(e, "err", r->err);
+        kv_str(e, "text", r->text, AT_WIRE_MAX_TEXT);
+        if (r->err == 0) {
+            kv_dbl(e, "compile_s", r->compile_s);
+            p_key(e, "art");
+            msgpack_pack_map(pk, (size_t)artifact_keys(&r->art));
+            p_artifact(e, &r->art);
+        }
+        break;
+    }
     default:
         bad(e, "message type");
         msgpack_pack_map(pk, 0);
@@ -1566,6 +1590,26 @@ static void d_body(dec *d, const msgpack_object *b, at_wire_msg *m)
         }
         break;
     }
+    case AT_WIRE_T_BUILD_REQ: {
+        at_wire_build_req *r = &m->u.build;
+        r->id = g_int(d, b, "id", INT64_MIN, INT64_MAX, 0, 1);
+        r->target = g_str(d, b, "target", AT_WIRE_MAX_TEXT, 1);
+        r->dag = g_str(d, b, "dag", AT_WIRE_MAX_JSON, 1);
+        r->state = g_str(d, b, "state", AT_WIRE_MAX_JSON, 1);
+        r->entry = g_str(d, b, "entry", 63, 0);
+        break;
+    }
+    case AT_WIRE_T_BUILD_RES: {
+        at_wire_build_res *r = &m->u.built;
+        r->id = g_int(d, b, "id", INT64_MIN, INT64_MAX, 0, 1);
+        r->err = (int)g_int(d, b, "err", 0, AT_N_ERRS - 1, 0, 1);
+        r->text = g_str(d, b, "text", AT_WIRE_MAX_TEXT, 0);
+        if (r->err == 0 && !d->failed) {
+            r->compile_s = g_dbl(d, b, "compile_s", 0, 1e6, 0, 0);
+            if ((o = g_map(d, b, "art", 1)) != NULL) d_artifact(d, o, &r->art);
+        }
+        break;
+    }
     default:
         fail(d, "type", "unknown message type");
     }
@@ -1673,7 +1717,8 @@ at_err at_wire_decode(at_wire_session *s, const void *pv, size_t n, at_wire_msg 
 
     if (s) {
         int t = out->type;
-        if (t == AT_WIRE_T_SBX_BATCH || t == AT_WIRE_T_SBX_EVENT) {
+        if (t == AT_WIRE_T_SBX_BATCH || t == AT_WIRE_T_SBX_EVENT || t == AT_WIRE_T_BUILD_REQ ||
+            t == AT_WIRE_T_BUILD_RES) {
             msgpack_unpacked_destroy(&up);
             REFUSE(AT_EPROTO, "%s is not a network message", at_wire_type_name(t));
         }

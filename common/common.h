@@ -261,6 +261,11 @@ at_err at_file_read(const char *path, char **out, size_t *n_out, char *errmsg,
 /* Write 'n' bytes to 'path' atomically (temp file + rename). */
 at_err at_file_write(const char *path, const void *p, size_t n, char *errmsg, size_t errmsg_size);
 
+/* Write all 'n' bytes to 'fd' / read exactly 'n' bytes from it, retrying after EINTR and
+** short transfers.  0, or -1 on an error or (reading) the end of the file. */
+int at_fd_write_all(int fd, const void *p, size_t n);
+int at_fd_read_all(int fd, void *p, size_t n);
+
 /* Parse a whole decimal integer / float string; AT_EINVAL if anything is left over. */
 at_err at_parse_i64(const char *s, int64_t *out);
 at_err at_parse_double(const char *s, double *out);

@@ -75,7 +75,9 @@
     X(16, STATUS_QUERY, "client", "asks for the tracker's status")                                 \
     X(17, STATUS, "tracker", "answers STATUS_QUERY: the status document (JSON text)")              \
     X(32, SBX_BATCH, "agent", "inside an agent: the batch handed to a sandboxed child")            \
-    X(33, SBX_EVENT, "child", "inside an agent: a job started, a result, reference output")
+    X(33, SBX_EVENT, "child", "inside an agent: a job started, a result, reference output")   \
+    X(34, BUILD_REQ, "tuner", "inside a tuner: a state to build, sent to a build worker")          \
+    X(35, BUILD_RES, "worker", "inside a tuner: the artifact (or the error) of a BUILD_REQ")
 
 typedef enum {
 #define X(num, name, who, what) AT_WIRE_T_##name = num,
@@ -377,6 +379,23 @@ typedef struct at_wire_sbx_event {
     const char *note; /* READY: the sandbox the child entered */
 } at_wire_sbx_event;
 
+/* A tuner's build request: lower and compile 'state' (JSON) of the task 'dag' (text) for
+** 'target' (kn_target text) with entry symbol 'entry' ("": the default). */
+typedef struct at_wire_build_req {
+    int64_t id;
+    const char *target, *dag, *state, *entry;
+} at_wire_build_req;
+
+/* Its answer: 'err' (an at_err) and its sentence, or (err == 0) the artifact and the
+** seconds spent in the compiler. */
+typedef struct at_wire_build_res {
+    int64_t id;
+    int err;
+    const char *text;
+    double compile_s;
+    at_wire_artifact art; /* when err == 0 */
+} at_wire_build_res;
+
 /* ---- a message ------------------------------------------------------------------------ */
 
 typedef struct at_wire_msg {
@@ -403,6 +422,8 @@ typedef struct at_wire_msg {
         at_wire_status status;
         at_wire_sbx_batch batch;
         at_wire_sbx_event event;
+        at_wire_build_req build;
+        at_wire_build_res built;
     } u;
 } at_wire_msg;
 

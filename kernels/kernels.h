@@ -269,11 +269,20 @@ at_err kn_build(const kn_ir *ir, const kn_target *target, const char *entry,
                 kn_artifact **out, char *errmsg, size_t errmsg_size);
 void kn_artifact_free(kn_artifact *a);
 
-/* An artifact as bytes (for build workers, caches and files), and back.  Unpacking checks
-** every field: AT_EPROTO for malformed bytes, AT_ENOMEM. */
-void kn_artifact_pack(const kn_artifact *a, at_buf *b);
-at_err kn_artifact_unpack(const void *bytes, size_t n, kn_artifact **out, char *errmsg,
-                          size_t errmsg_size);
+/* Lower 'st' and build it (kn_lower then kn_build): what the tuner's build workers, the
+** model runner and the reference kernels do with a state. */
+at_err kn_build_state(const ss_state *st, const kn_target *target, const char *entry,
+                      kn_artifact **out, char *errmsg, size_t errmsg_size);
+
+/* The artifact as the wire library encodes it (build workers' results, jobs and reference
+** kernels on the fleet).  to_wire points 'w' into 'a' (and 'args', filled here): 'a' must
+** outlive it.  from_wire makes a new artifact (the object bytes copied) and checks what the
+** wire decoder does not: AT_EPROTO for a malformed one, AT_ENOMEM.  The wire does not carry
+** is_const nor compile_s. */
+void kn_artifact_to_wire(const kn_artifact *a, at_wire_artifact *w,
+                         at_wire_arg args[AT_WIRE_MAX_ARGS]);
+at_err kn_artifact_from_wire(const at_wire_artifact *w, kn_artifact **out, char *errmsg,
+                             size_t errmsg_size);
 
 /* Generate the LLVM module of 'ir' and run LLVM's verifier on it, without optimising or
 ** emitting code (fast): AT_ECODEGEN with the verifier's message when it is rejected.  For a

@@ -112,209 +112,140 @@ out:
     return err;
 }
 
-/* ---- artifact serialisation ----
-** Little-endian binary: magic "ATKA", version, then the fields in declaration order; every
-** length is checked against the input on unpacking (the bytes may come from a pipe or a
-** file).  Version 2 adds, before the object bytes, the GPU fields: kind, architecture and
-** the launches (entry, grid[3], block[3], shared bytes, registers).  Version 1 bytes (CPU
-** artifacts written before GPUs) still unpack. */
+/* ---- the artifact on the wire ----
+** The wire library encodes artifacts (at_wire_artifact); these two convert.  The wire
+** describes a layout rewrite as (task input, new shape) pairs: the kernel takes each new
+** layout in its argument's place, which is how kn_build makes them. */
 
-#define KA_MAGIC 0x414b5441u /* "ATKA" */
-#define KA_VERSION 2
-
-static void put_u32(at_buf *b, uint32_t v)
+void kn_artifact_to_wire(const kn_artifact *a, at_wire_artifact *w,
+                         at_wire_arg args[AT_WIRE_MAX_ARGS])
 {
-    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    at_buf_put(b, x, 4);
-}
-
-static void put_i64(at_buf *b, int64_t v)
-{
-    put_u32(b, (uint32_t)(uint64_t)v);
-    put_u32(b, (uint32_t)((uint64_t)v >> 32));
-}
-
-static void put_str(at_buf *b, const char *s)
-{
-    put_u32(b, (uint32_t)strlen(s));
-    at_buf_puts(b, s);
-}
-
-static void put_arg(at_buf *b, const kn_arg_desc *d)
-{
-    put_u32(b, (uint32_t)d->dtype);
-    put_u32(b, (uint32_t)d->n_dims);
-    for (int k = 0; k < d->n_dims; k++)
-        put_i64(b, d->shape[k]);
-    put_u32(b, (uint32_t)d->is_output);
-    put_u32(b, (uint32_t)d->is_const);
-}
-
-void kn_artifact_pack(const kn_artifact *a, at_buf *b)
-{
-    put_u32(b, KA_MAGIC);
-    put_u32(b, KA_VERSION);
-    put_str(b, a->entry);
-    put_str(b, a->triple);
-    put_str(b, a->pre_entry);
-    put_i64(b, a->ws_fixed);
-    put_i64(b, a->ws_per_thread);
-    put_i64(b, (int64_t)(a->compile_s * 1e9));
-    put_u32(b, (uint32_t)a->n_args);
-    for (int i = 0; i < a->n_args; i++) {
-        put_arg(b, &a->args[i]);
-        put_arg(b, &a->kernel_args[i]);
-        put_u32(b, (uint32_t)a->kernel_src[i]);
+    memset(w, 0, sizeof *w);
+    w->obj = a->obj;
+    w->obj_size = a->obj_size;
+    w->entry = a->entry;
+    w->triple = a->triple;
+    w->n_args = a->n_args <= AT_WIRE_MAX_ARGS ? a->n_args : AT_WIRE_MAX_ARGS + 1; /* refused */
+    w->args = args;
+    w->ws_fixed = a->ws_fixed;
+    w->ws_per_thread = a->ws_per_thread;
+    for (int i = 0; i < a->n_args && i < AT_WIRE_MAX_ARGS; i++) {
+        memset(&args[i], 0, sizeof args[i]);
+        args[i].dtype = a->args[i].dtype;
+        args[i].is_output = a->args[i].is_output;
+        args[i].n_dims = a->args[i].n_dims;
+        for (int d = 0; d < a->args[i].n_dims && d < AT_WIRE_MAX_DIMS; d++)
+            args[i].shape[d] = a->args[i].shape[d];
     }
-    put_u32(b, (uint32_t)a->n_pre);
-    for (int i = 0; i < a->n_pre; i++)
-        put_u32(b, (uint32_t)a->pre_src[i]);
-    put_u32(b, (uint32_t)a->kind);
-    put_str(b, a->gpu_arch);
-    put_u32(b, (uint32_t)a->n_launches);
-    for (int k = 0; k < a->n_launches; k++) {
-        const kn_launch *l = &a->launches[k];
-        put_str(b, l->entry);
-        for (int d = 0; d < 3; d++)
-            put_u32(b, (uint32_t)l->grid[d]);
-        for (int d = 0; d < 3; d++)
-            put_u32(b, (uint32_t)l->block[d]);
-        put_u32(b, (uint32_t)l->shared_bytes);
-        put_u32(b, (uint32_t)l->n_regs);
+    if (a->kind != KN_ART_ELF) {
+        /* a GPU artifact: its launches go as they are (kn_launch is at_wire_launch) */
+        w->gpu_kind = a->kind == KN_ART_PTX ? AT_WIRE_GPU_PTX : AT_WIRE_GPU_CUBIN;
+        w->gpu_arch = a->gpu_arch;
+        w->n_launches = a->n_launches;
+        w->launches = a->launches;
     }
-    put_i64(b, (int64_t)a->obj_size);
-    at_buf_put(b, a->obj, a->obj_size);
-}
-
-typedef struct rd {
-    const uint8_t *p, *end;
-    int bad;
-} rd;
-
-static uint32_t get_u32(rd *r)
-{
-    uint32_t v;
-    if (r->end - r->p < 4) {
-        r->bad = 1;
-        return 0;
-    }
-    v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
-        (uint32_t)r->p[3] << 24;
-    r->p += 4;
-    return v;
-}
-
-static int64_t get_i64(rd *r)
-{
-    uint64_t lo = get_u32(r), hi = get_u32(r);
-    return (int64_t)(lo | hi << 32);
-}
-
-static void get_str(rd *r, char *out, size_t size)
-{
-    uint32_t n = get_u32(r);
-    if (r->bad || n >= size || (size_t)(r->end - r->p) < n) {
-        r->bad = 1;
-        out[0] = 0;
-        return;
-    }
-    memcpy(out, r->p, n);
-    out[n] = 0;
-    r->p += n;
-}
-
-static void get_arg(rd *r, kn_arg_desc *d)
-{
-    d->dtype = (at_dtype)get_u32(r);
-    d->n_dims = (int)get_u32(r);
-    if ((unsigned)d->dtype >= AT_N_DTYPES || d->n_dims < 0 || d->n_dims > SS_MAX_DIMS) {
-        r->bad = 1;
-        return;
-    }
-    for (int k = 0; k < d->n_dims; k++) {
-        d->shape[k] = get_i64(r);
-        if (d->shape[k] < 1 || d->shape[k] > (1ll << 31))
-            r->bad = 1;
-    }
-    d->is_output = get_u32(r) != 0;
-    d->is_const = get_u32(r) != 0;
-}
-
-at_err kn_artifact_unpack(const void *bytes, size_t n, kn_artifact **out, char *errmsg,
-                          size_t errmsg_size)
-{
-    rd r = {bytes, (const uint8_t *)bytes + n, 0};
-    kn_artifact *a;
-    int64_t obj_size;
-    uint32_t version;
-    *out = NULL;
-    if (get_u32(&r) != KA_MAGIC || ((version = get_u32(&r)) != KA_VERSION && version != 1))
-        return kn__fail(errmsg, errmsg_size, AT_EPROTO, "not a packed artifact of this version");
-    a = at_calloc(1, sizeof *a);
-    if (a == NULL)
-        return AT_ENOMEM;
-    get_str(&r, a->entry, sizeof a->entry);
-    get_str(&r, a->triple, sizeof a->triple);
-    get_str(&r, a->pre_entry, sizeof a->pre_entry);
-    a->ws_fixed = get_i64(&r);
-    a->ws_per_thread = get_i64(&r);
-    a->compile_s = (double)get_i64(&r) * 1e-9;
-    a->n_args = (int)get_u32(&r);
-    if (a->n_args < 0 || a->n_args > KN_MAX_ARGS || a->ws_fixed < 0 || a->ws_per_thread < 0)
-        r.bad = 1;
-    for (int i = 0; i < a->n_args && !r.bad; i++) {
-        get_arg(&r, &a->args[i]);
-        get_arg(&r, &a->kernel_args[i]);
-        a->kernel_src[i] = (int)get_u32(&r);
-        if (a->kernel_src[i] < -1 || a->kernel_src[i] >= a->n_args)
-            r.bad = 1;
-    }
-    a->n_pre = (int)get_u32(&r);
-    if (a->n_pre < 0 || a->n_pre > KN_MAX_ARGS)
-        r.bad = 1;
-    for (int i = 0; i < a->n_pre && !r.bad; i++) {
-        a->pre_src[i] = (int)get_u32(&r);
-        if (a->pre_src[i] < 0 || a->pre_src[i] >= a->n_args)
-            r.bad = 1;
-    }
-    if (version >= 2 && !r.bad) {
-        a->kind = (int)get_u32(&r);
-        get_str(&r, a->gpu_arch, sizeof a->gpu_arch);
-        a->n_launches = (int)get_u32(&r);
-        if (a->kind < KN_ART_ELF || a->kind > KN_ART_CUBIN || a->n_launches < 0 ||
-            a->n_launches > KN_MAX_LAUNCHES || (a->kind == KN_ART_ELF) != (a->n_launches == 0))
-            r.bad = 1;
-        for (int k = 0; k < a->n_launches && !r.bad; k++) {
-            kn_launch *l = &a->launches[k];
-            int64_t threads = 1;
-            get_str(&r, l->entry, sizeof l->entry);
-            for (int d = 0; d < 3; d++)
-                l->grid[d] = (int32_t)get_u32(&r);
-            for (int d = 0; d < 3; d++) {
-                l->block[d] = (int32_t)get_u32(&r);
-                threads *= l->block[d];
-            }
-            l->shared_bytes = (int32_t)get_u32(&r);
-            l->n_regs = (int32_t)get_u32(&r);
-            for (int d = 0; d < 3; d++)
-                if (l->grid[d] < 1 || l->block[d] < 1)
-                    r.bad = 1;
-            if (l->entry[0] == 0 || threads > 1024 || l->shared_bytes < 0 || l->n_regs < 0)
-                r.bad = 1;
+    if (a->pre_entry[0] && a->n_pre > 0) {
+        w->pre_entry = a->pre_entry;
+        w->n_pre = a->n_pre <= AT_WIRE_MAX_PRE ? a->n_pre : AT_WIRE_MAX_PRE + 1; /* refused */
+        for (int k = 0; k < a->n_pre && k < AT_WIRE_MAX_PRE; k++) {
+            at_wire_layout *l = &w->pre[k];
+            l->arg = a->pre_src[k];
+            for (int i = 0; i < a->n_args; i++)
+                if (a->kernel_src[i] == a->pre_src[k]) {
+                    l->n_dims = a->kernel_args[i].n_dims;
+                    for (int d = 0; d < l->n_dims && d < AT_WIRE_MAX_DIMS; d++)
+                        l->shape[d] = a->kernel_args[i].shape[d];
+                }
         }
     }
-    obj_size = get_i64(&r);
-    if (r.bad || obj_size < 0 || obj_size != (int64_t)(r.end - r.p)) {
+}
+
+static int wire_name(char *dst, size_t size, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= size)
+        return -1;
+    memcpy(dst, src ? src : "", n + 1);
+    return 0;
+}
+
+at_err kn_artifact_from_wire(const at_wire_artifact *w, kn_artifact **out, char *errmsg,
+                             size_t errmsg_size)
+{
+    kn_artifact *a;
+    *out = NULL;
+    if (w->n_args < 1 || w->n_args > KN_MAX_ARGS || w->n_pre < 0 || w->n_pre > AT_WIRE_MAX_PRE ||
+        w->n_launches < 0 || w->n_launches > KN_MAX_LAUNCHES || w->obj_size == 0)
+        return kn__fail(errmsg, errmsg_size, AT_EPROTO, "an artifact is malformed: %d arguments, "
+                        "%d rewritten weights, %d launches, %zu object bytes", w->n_args, w->n_pre,
+                        w->n_launches, w->obj_size);
+    if ((a = at_calloc(1, sizeof *a)) == NULL)
+        return AT_ENOMEM;
+    if (wire_name(a->entry, sizeof a->entry, w->entry) != 0 ||
+        wire_name(a->triple, sizeof a->triple, w->triple) != 0 ||
+        wire_name(a->pre_entry, sizeof a->pre_entry, w->n_pre > 0 ? w->pre_entry : "") != 0 ||
+        wire_name(a->gpu_arch, sizeof a->gpu_arch, w->gpu_kind ? w->gpu_arch : "") != 0) {
         at_free(a);
-        return kn__fail(errmsg, errmsg_size, AT_EPROTO, "a packed artifact is malformed");
+        return kn__fail(errmsg, errmsg_size, AT_EPROTO, "an artifact's name is too long");
     }
-    a->obj = at_malloc((size_t)obj_size);
-    if (a->obj == NULL) {
+    a->n_args = w->n_args;
+    a->ws_fixed = w->ws_fixed;
+    a->ws_per_thread = w->ws_per_thread;
+    for (int i = 0; i < a->n_args; i++) {
+        kn_arg_desc *d = &a->args[i];
+        d->dtype = (at_dtype)w->args[i].dtype;
+        d->n_dims = w->args[i].n_dims;
+        if ((unsigned)d->dtype >= AT_N_DTYPES || d->n_dims < 0 || d->n_dims > SS_MAX_DIMS) {
+            at_free(a);
+            return kn__fail(errmsg, errmsg_size, AT_EPROTO, "an artifact's argument %d is "
+                            "malformed", i);
+        }
+        memcpy(d->shape, w->args[i].shape, (size_t)d->n_dims * sizeof d->shape[0]);
+        d->is_output = w->args[i].is_output;
+        a->kernel_args[i] = *d;
+        a->kernel_src[i] = -1;
+    }
+    a->n_pre = w->n_pre;
+    for (int k = 0; k < w->n_pre; k++) {
+        const at_wire_layout *l = &w->pre[k];
+        kn_arg_desc *d;
+        if (l->arg < 0 || l->arg >= a->n_args || a->kernel_src[l->arg] >= 0 ||
+            l->n_dims < 1 || l->n_dims > SS_MAX_DIMS) {
+            at_free(a);
+            return kn__fail(errmsg, errmsg_size, AT_EPROTO, "an artifact's new layout %d is "
+                            "malformed", k);
+        }
+        a->pre_src[k] = l->arg;
+        a->kernel_src[l->arg] = l->arg;
+        d = &a->kernel_args[l->arg];
+        d->n_dims = l->n_dims;
+        memcpy(d->shape, l->shape, (size_t)l->n_dims * sizeof d->shape[0]);
+    }
+    a->kind = w->gpu_kind == AT_WIRE_GPU_PTX     ? KN_ART_PTX
+              : w->gpu_kind == AT_WIRE_GPU_CUBIN ? KN_ART_CUBIN
+                                                 : KN_ART_ELF;
+    a->n_launches = a->kind == KN_ART_ELF ? 0 : w->n_launches;
+    if (a->n_launches)
+        memcpy(a->launches, w->launches, (size_t)a->n_launches * sizeof a->launches[0]);
+    if ((a->obj = at_malloc(w->obj_size)) == NULL) {
         at_free(a);
         return AT_ENOMEM;
     }
-    memcpy(a->obj, r.p, (size_t)obj_size);
-    a->obj_size = (size_t)obj_size;
+    memcpy(a->obj, w->obj, w->obj_size);
+    a->obj_size = w->obj_size;
     *out = a;
     return AT_OK;
+}
+
+at_err kn_build_state(const ss_state *st, const kn_target *target, const char *entry,
+                      kn_artifact **out, char *errmsg, size_t errmsg_size)
+{
+    kn_ir *ir = NULL;
+    at_err err;
+    *out = NULL;
+    if ((err = kn_lower(st, &ir, errmsg, errmsg_size)) != AT_OK)
+        return err;
+    err = kn_build(ir, target, entry, out, errmsg, errmsg_size);
+    kn_ir_free(ir);
+    return err;
 }

@@ -1054,7 +1054,7 @@ at_err md_export_lib(const md_task_list *tl, const md_export_opts *o, md_export_
         if (err == AT_OK) {
             xs[i].tuned = st->n_steps > 0 && xs[i].cost_s > 0;
             snprintf(entry, sizeof entry, "tnk_%s_%d", P, i);
-            err = md__build_state(st, &tgt, entry, &xs[i].a, msg, sizeof msg);
+            err = kn_build_state(st, &tgt, entry, &xs[i].a, msg, sizeof msg);
         }
         ss_state_free(st);
         if (err == AT_OK) {

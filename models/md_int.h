@@ -362,10 +362,6 @@ void md__plan_free(md_plan *p);
 ** step's outputs are its node's). */
 const int *md__step_tensors(const md_model *m, const md_step *s, int *n_in, int *n_out);
 
-/* Lower and build state 'st' for 'target' with entry symbol 'entry' (md_run.c). */
-at_err md__build_state(const ss_state *st, const kn_target *target, const char *entry,
-                       kn_artifact **out, char *errmsg, size_t errmsg_size);
-
 /* The C prefix of a library file: "libmodel_kernels.so" -> "model_kernels" (letters,
 ** digits and '_' only; md_export.c). */
 void md__lib_prefix(const char *path, char *out, size_t size);

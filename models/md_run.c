@@ -143,19 +143,6 @@ void md_lib_keys_close(md_lib_keys *k)
     at_free(k);
 }
 
-at_err md__build_state(const ss_state *st, const kn_target *target, const char *entry,
-                       kn_artifact **out, char *errmsg, size_t errmsg_size)
-{
-    kn_ir *ir = NULL;
-    at_err err;
-    *out = NULL;
-    if ((err = kn_lower(st, &ir, errmsg, errmsg_size)) != AT_OK)
-        return err;
-    err = kn_build(ir, target, entry, out, errmsg, errmsg_size);
-    kn_ir_free(ir);
-    return err;
-}
-
 /* ---- kernels ---- */
 
 typedef int32_t (*lib_run_fn)(int task, void *const *bufs);
@@ -240,7 +227,7 @@ static at_err kset_build(kset *k, const md_model *m, const md_run_opts *o, const
                 rep->n_naive++;
             k->cost[i] = cost;
         }
-        err = md__build_state(st, tgt, entry, &k->art[i], msg, sizeof msg);
+        err = kn_build_state(st, tgt, entry, &k->art[i], msg, sizeof msg);
         ss_state_free(st);
         if (err == AT_OK)
             err = kn_rt_module_load(k->art[i]->obj, k->art[i]->obj_size, NULL, &k->mod[i], msg,

@@ -114,37 +114,6 @@ int agt__seccomp_enter(char *err, size_t n)
     return 0;
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *p, size_t n)
-{
-    char *c = p;
-    while (n > 0) {
-        ssize_t r = read(fd, c, n);
-        if (r == 0) return -1;
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        c += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 /* Fork a child that enters the filter and then makes a forbidden call: it must die of
 ** SIGSYS.  Returns 1 when seccomp works; else 0 with the reason in caps->note. */
 static int probe_seccomp(agt_caps *caps)
@@ -189,16 +158,17 @@ static void launcher_main(int ctl, int ev)
     memset(&rep, 0, sizeof rep);
     rep.kind = AGT_REP_CAPS;
     rep.status = caps.seccomp;
-    if (write_all(ctl, &rep, sizeof rep) != 0 || write_all(ctl, caps.note, sizeof caps.note) != 0)
+    if (at_fd_write_all(ctl, &rep, sizeof rep) != 0 ||
+        at_fd_write_all(ctl, caps.note, sizeof caps.note) != 0)
         _exit(1);
     for (;;) {
         agt_launch_hdr h;
         uint8_t *buf;
         pid_t pid;
         int st;
-        if (read_all(ctl, &h, sizeof h) != 0) _exit(0); /* the agent closed its end */
+        if (at_fd_read_all(ctl, &h, sizeof h) != 0) _exit(0); /* the agent closed its end */
         if (h.magic != AGT_LAUNCH_MAGIC || h.len == 0 || h.len > AT_WIRE_MAX_MSG) _exit(1);
-        if ((buf = malloc(h.len)) == NULL || read_all(ctl, buf, h.len) != 0) _exit(1);
+        if ((buf = malloc(h.len)) == NULL || at_fd_read_all(ctl, buf, h.len) != 0) _exit(1);
         pid = fork();
         if (pid == 0) {
             close(ctl);
@@ -213,13 +183,13 @@ static void launcher_main(int ctl, int ev)
         if (pid < 0) {
             rep.kind = AGT_REP_FORK_FAILED;
             rep.status = errno;
-            if (write_all(ctl, &rep, sizeof rep) != 0) _exit(1);
+            if (at_fd_write_all(ctl, &rep, sizeof rep) != 0) _exit(1);
             continue;
         }
         setpgid(pid, pid); /* also here: no race with the agent's kill of the group */
         rep.kind = AGT_REP_STARTED;
         rep.pid = pid;
-        if (write_all(ctl, &rep, sizeof rep) != 0) {
+        if (at_fd_write_all(ctl, &rep, sizeof rep) != 0) {
             kill(pid, SIGKILL);
             _exit(1);
         }
@@ -232,7 +202,7 @@ static void launcher_main(int ctl, int ev)
         rep.kind = AGT_REP_EXITED;
         rep.pid = pid;
         rep.status = st;
-        if (write_all(ctl, &rep, sizeof rep) != 0) _exit(1);
+        if (at_fd_write_all(ctl, &rep, sizeof rep) != 0) _exit(1);
     }
 }
 
@@ -303,8 +273,8 @@ at_err agt_launcher_open(agt_launcher **out, char *errmsg, size_t n)
     l->ev_fd = ev[0];
     pfd.fd = l->ctl_fd;
     pfd.events = POLLIN;
-    if (poll(&pfd, 1, 20000) != 1 || read_all(l->ctl_fd, &rep, sizeof rep) != 0 ||
-        rep.kind != AGT_REP_CAPS || read_all(l->ctl_fd, l->caps.note, sizeof l->caps.note) != 0) {
+    if (poll(&pfd, 1, 20000) != 1 || at_fd_read_all(l->ctl_fd, &rep, sizeof rep) != 0 ||
+        rep.kind != AGT_REP_CAPS || at_fd_read_all(l->ctl_fd, l->caps.note, sizeof l->caps.note) != 0) {
         snprintf(errmsg, n, "the launcher did not start");
         agt_launcher_close(l);
         return AT_EIO;

@@ -5,10 +5,10 @@
 ** recorded build error and never a dead tuner.  A worker reads requests on its standard
 ** input and writes results on its standard output:
 **
-**   request:  u32 length, then i64 id, then four strings (u32 length + bytes): the target,
-**             the task's DAG text, the state JSON, the entry symbol
-**   result:   u32 length, then i64 id, i32 at_err, a string (the error text), then the
-**             packed artifact (kn_artifact_pack) when the error is AT_OK
+**   each message: u32 length (little-endian), then a frame of the wire library
+**   (common/wire.h) with no session: BUILD_REQ (id, target, DAG text, state JSON, entry)
+**   one way, BUILD_RES (id, error and its sentence, or the artifact as the fleet carries
+**   it and the compile time) the other
 **
 ** The parent keeps every worker busy, kills one that exceeds the build timeout (the result
 ** is BUILD_TIMEOUT) and starts a new one; a worker that dies gives COMPILE_HOST with the
@@ -31,8 +31,6 @@
 #include "schedule_space/schedule_space.h"
 
 extern char **environ;
-
-#define MAX_MSG (256u << 20)
 
 typedef struct pending {
     int64_t id;
@@ -64,101 +62,26 @@ struct tn_builder {
 
 /* ---- framing ---- */
 
-static void put_u32(at_buf *b, uint32_t v)
-{
-    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    at_buf_put(b, x, 4);
-}
-
-static void put_i64(at_buf *b, int64_t v)
-{
-    put_u32(b, (uint32_t)(uint64_t)v);
-    put_u32(b, (uint32_t)((uint64_t)v >> 32));
-}
-
-static void put_str(at_buf *b, const char *s)
-{
-    put_u32(b, (uint32_t)strlen(s));
-    at_buf_puts(b, s);
-}
-
 static uint32_t rd_u32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-typedef struct cursor {
-    const uint8_t *p, *end;
-    int bad;
-} cursor;
-
-static uint32_t cur_u32(cursor *c)
+/* 'm' encoded into 'out' (reset) behind its length. */
+static at_err frame(at_wire_msg *m, at_buf *out)
 {
-    uint32_t v;
-    if (c->end - c->p < 4) {
-        c->bad = 1;
-        return 0;
-    }
-    v = rd_u32(c->p);
-    c->p += 4;
-    return v;
-}
-
-static int64_t cur_i64(cursor *c)
-{
-    uint64_t lo = cur_u32(c), hi = cur_u32(c);
-    return (int64_t)(lo | hi << 32);
-}
-
-/* A string of the message, NUL-terminated into a fresh heap copy. */
-static char *cur_str(cursor *c)
-{
-    uint32_t n = cur_u32(c);
-    char *s;
-    if (c->bad || (size_t)(c->end - c->p) < n) {
-        c->bad = 1;
-        return NULL;
-    }
-    s = at_malloc((size_t)n + 1);
-    if (s == NULL) {
-        c->bad = 1;
-        return NULL;
-    }
-    memcpy(s, c->p, n);
-    s[n] = 0;
-    c->p += n;
-    return s;
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *q = p;
-    while (n > 0) {
-        ssize_t w = write(fd, q, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        q += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *p, size_t n)
-{
-    char *q = p;
-    while (n > 0) {
-        ssize_t r = read(fd, q, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        q += r;
-        n -= (size_t)r;
-    }
-    return 0;
+    uint32_t len;
+    at_err err;
+    at_buf_reset(out);
+    at_buf_put(out, "\0\0\0\0", 4);
+    if ((err = at_wire_encode(NULL, m, out)) != AT_OK)
+        return err;
+    if (out->err)
+        return AT_ENOMEM;
+    len = (uint32_t)(out->len - 4);
+    for (int k = 0; k < 4; k++)
+        ((uint8_t *)out->data)[k] = (uint8_t)(len >> (8 * k));
+    return AT_OK;
 }
 
 /* ---- building one request (worker side, and in-process) ---- */
@@ -182,7 +105,6 @@ static at_err build_one(build_cache *c, const char *target, const char *dag_text
                         char *errmsg, size_t errmsg_size)
 {
     ss_state *st = NULL;
-    kn_ir *ir = NULL;
     at_err err;
     *out = NULL;
     if (c->dag_text == NULL || strcmp(c->dag_text, dag_text) != 0) {
@@ -207,10 +129,7 @@ static at_err build_one(build_cache *c, const char *target, const char *dag_text
     }
     err = ss_state_from_json(c->dag, state_json, strlen(state_json), &st, errmsg, errmsg_size);
     if (err == AT_OK)
-        err = kn_lower(st, &ir, errmsg, errmsg_size);
-    if (err == AT_OK)
-        err = kn_build(ir, &c->target, entry[0] ? entry : NULL, out, errmsg, errmsg_size);
-    kn_ir_free(ir);
+        err = kn_build_state(st, &c->target, entry[0] ? entry : NULL, out, errmsg, errmsg_size);
     ss_state_free(st);
     return err;
 }
@@ -218,69 +137,59 @@ static at_err build_one(build_cache *c, const char *target, const char *dag_text
 int tn_build_worker_main(void)
 {
     build_cache cache;
+    at_buf out;
     memset(&cache, 0, sizeof cache);
+    at_buf_init(&out);
     signal(SIGPIPE, SIG_IGN);
     for (;;) {
         uint8_t hdr[4];
         uint32_t n;
         uint8_t *msg;
-        cursor c;
-        int64_t id;
-        char *target, *dag, *state, *entry, errmsg[1024] = "";
+        char errmsg[1024] = "";
+        at_wire_msg req, res;
+        at_wire_arg args[AT_WIRE_MAX_ARGS];
         kn_artifact *a = NULL;
         at_err err;
-        at_buf out;
-        if (read_all(0, hdr, 4) != 0)
+        if (at_fd_read_all(0, hdr, 4) != 0)
             break;
         n = rd_u32(hdr);
-        if (n > MAX_MSG || (msg = at_malloc(n ? n : 1)) == NULL || read_all(0, msg, n) != 0)
+        if (n > AT_WIRE_MAX_MSG || (msg = at_malloc(n ? n : 1)) == NULL ||
+            at_fd_read_all(0, msg, n) != 0)
             break;
-        c.p = msg;
-        c.end = msg + n;
-        c.bad = 0;
-        id = cur_i64(&c);
-        target = cur_str(&c);
-        dag = cur_str(&c);
-        state = cur_str(&c);
-        entry = cur_str(&c);
-        if (c.bad) {
+        at_wire_msg_init(&res, AT_WIRE_T_BUILD_RES);
+        err = at_wire_decode(NULL, msg, n, &req, errmsg, sizeof errmsg);
+        if (err == AT_OK && req.type != AT_WIRE_T_BUILD_REQ) {
             err = AT_EPROTO;
-            snprintf(errmsg, sizeof errmsg, "malformed build request");
-        } else {
+            snprintf(errmsg, sizeof errmsg, "a build worker got %s", at_wire_type_name(req.type));
+        }
+        if (err == AT_OK) {
             double t0 = at_time_mono_s();
-            err = build_one(&cache, target, dag, state, entry, &a, errmsg, sizeof errmsg);
-            if (err == AT_OK)
-                a->compile_s = at_time_mono_s() - t0;
+            const at_wire_build_req *r = &req.u.build;
+            res.u.built.id = r->id;
+            err = build_one(&cache, r->target, r->dag, r->state, r->entry, &a, errmsg,
+                            sizeof errmsg);
+            res.u.built.compile_s = at_time_mono_s() - t0;
         }
-        at_free(target);
-        at_free(dag);
-        at_free(state);
-        at_free(entry);
-        at_free(msg);
-        at_buf_init(&out);
-        put_u32(&out, 0); /* length, patched below */
-        put_i64(&out, id);
-        put_u32(&out, (uint32_t)err);
-        put_str(&out, errmsg);
+        res.u.built.err = (int)err;
+        res.u.built.text = errmsg;
         if (a)
-            kn_artifact_pack(a, &out);
+            kn_artifact_to_wire(a, &res.u.built.art, args);
+        err = frame(&res, &out);
+        if (err == AT_EINVAL && a) {
+            /* an artifact the wire cannot carry (over its limits): say so instead */
+            snprintf(errmsg, sizeof errmsg, "the artifact is over the wire's limits (%zu object "
+                     "bytes, %d arguments)", a->obj_size, a->n_args);
+            res.u.built.err = AT_ECODEGEN;
+            err = frame(&res, &out);
+        }
         kn_artifact_free(a);
-        if (out.err) {
-            at_buf_fini(&out);
+        at_wire_msg_fini(&req);
+        at_wire_msg_fini(&res);
+        at_free(msg);
+        if (err != AT_OK || at_fd_write_all(1, out.data, out.len) != 0)
             break;
-        }
-        {
-            uint32_t len = (uint32_t)(out.len - 4);
-            uint8_t l[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
-                            (uint8_t)(len >> 24)};
-            memcpy(out.data, l, 4);
-        }
-        if (write_all(1, out.data, out.len) != 0) {
-            at_buf_fini(&out);
-            break;
-        }
-        at_buf_fini(&out);
     }
+    at_buf_fini(&out);
     cache_fini(&cache);
     return 0;
 }
@@ -451,21 +360,21 @@ at_err tn_builder_submit(tn_builder *b, const tn_build_req *r)
     p = &b->q[b->n_q];
     p->id = r->id;
     at_buf_init(&p->req);
-    put_u32(&p->req, 0);
-    put_i64(&p->req, r->id);
-    put_str(&p->req, r->target);
-    put_str(&p->req, r->dag_text);
-    put_str(&p->req, r->state_json);
-    put_str(&p->req, r->entry ? r->entry : "");
-    if (p->req.err) {
-        at_buf_fini(&p->req);
-        return AT_ENOMEM;
-    }
     {
-        uint32_t len = (uint32_t)(p->req.len - 4);
-        uint8_t l[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
-                        (uint8_t)(len >> 24)};
-        memcpy(p->req.data, l, 4);
+        at_wire_msg m;
+        at_err err;
+        at_wire_msg_init(&m, AT_WIRE_T_BUILD_REQ);
+        m.u.build.id = r->id;
+        m.u.build.target = r->target;
+        m.u.build.dag = r->dag_text;
+        m.u.build.state = r->state_json;
+        m.u.build.entry = r->entry ? r->entry : "";
+        err = frame(&m, &p->req);
+        at_wire_msg_fini(&m);
+        if (err != AT_OK) {
+            at_buf_fini(&p->req);
+            return err;
+        }
     }
     b->n_q++;
     return AT_OK;
@@ -504,33 +413,42 @@ static void fail_worker(tn_builder *b, worker *w, int timed_out, tn_build_fn fn,
     fn(ctx, &r);
 }
 
-/* Parse a complete result in w->in. */
+/* Decode a complete result in w->in. */
 static void deliver(tn_builder *b, worker *w, tn_build_fn fn, void *ctx)
 {
-    cursor c = {(const uint8_t *)w->in.data + 4, (const uint8_t *)w->in.data + w->in.len, 0};
     tn_build_res r;
-    char *msg;
+    at_wire_msg m;
+    const at_wire_build_res *x = &m.u.built;
+    char why[256];
+    int bad = 0;
     memset(&r, 0, sizeof r);
-    r.id = cur_i64(&c);
-    r.err = (at_err)cur_u32(&c);
-    msg = cur_str(&c);
+    r.id = w->id;
     r.build_s = at_time_mono_s() - w->started;
-    if (msg)
-        snprintf(r.errmsg, sizeof r.errmsg, "%s", msg);
-    at_free(msg);
-    if (c.bad || r.id != w->id) {
-        r.id = w->id;
+    if (at_wire_decode(NULL, w->in.data + 4, w->in.len - 4, &m, why, sizeof why) != AT_OK ||
+        m.type != AT_WIRE_T_BUILD_RES || x->id != w->id) {
+        bad = 1;
         r.err = AT_EPROTO;
-        snprintf(r.errmsg, sizeof r.errmsg, "a build worker sent a malformed result");
-    } else if (r.err == AT_OK &&
-               kn_artifact_unpack(c.p, (size_t)(c.end - c.p), &r.art, r.errmsg,
-                                  sizeof r.errmsg) != AT_OK) {
-        r.err = AT_EPROTO;
+        snprintf(r.errmsg, sizeof r.errmsg, "a build worker sent a malformed result%s%s",
+                 why[0] ? ": " : "", why[0] ? why : "");
+    } else {
+        r.err = (at_err)x->err;
+        snprintf(r.errmsg, sizeof r.errmsg, "%s", x->text);
+        if (r.err == AT_OK && (r.err = kn_artifact_from_wire(&x->art, &r.art, r.errmsg,
+                                                              sizeof r.errmsg)) == AT_OK)
+            r.art->compile_s = x->compile_s;
     }
+    at_wire_msg_fini(&m);
     at_buf_reset(&w->in);
     w->busy = 0;
     b->n_busy--;
     b->n_built++;
+    if (bad) {
+        /* a worker that speaks garbage is not trusted with the next request */
+        reap(w, SIGKILL, NULL);
+        b->n_crashes++;
+        if (spawn(b, w) != 0)
+            at_log_error("tuner: cannot restart a build worker");
+    }
     fn(ctx, &r);
 }
 
@@ -555,7 +473,7 @@ at_err tn_builder_poll(tn_builder *b, int timeout_ms, tn_build_fn fn, void *ctx)
         worker *w = &b->w[i];
         if (w->busy || w->pid <= 0)
             continue;
-        if (write_all(w->to, b->q[0].req.data, b->q[0].req.len) != 0) {
+        if (at_fd_write_all(w->to, b->q[0].req.data, b->q[0].req.len) != 0) {
             w->id = b->q[0].id;
             w->started = at_time_mono_s();
             w->busy = 1;
@@ -611,7 +529,7 @@ at_err tn_builder_poll(tn_builder *b, int timeout_ms, tn_build_fn fn, void *ctx)
             }
             if (w->in.len >= 4) {
                 uint32_t need = rd_u32((const uint8_t *)w->in.data);
-                if (need > MAX_MSG) {
+                if (need > AT_WIRE_MAX_MSG) {
                     fail_worker(b, w, 0, fn, ctx);
                     continue;
                 }

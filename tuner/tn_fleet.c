@@ -313,48 +313,6 @@ void tn_fleet_close(tn_fleet *f)
 
 /* ---- jobs and references -------------------------------------------------------------- */
 
-void tn_fleet_artifact(const kn_artifact *a, at_wire_artifact *w, at_wire_arg args[64])
-{
-    memset(w, 0, sizeof *w);
-    w->obj = a->obj;
-    w->obj_size = a->obj_size;
-    w->entry = a->entry;
-    w->triple = a->triple;
-    w->n_args = a->n_args;
-    w->args = args;
-    w->ws_fixed = a->ws_fixed;
-    w->ws_per_thread = a->ws_per_thread;
-    for (int i = 0; i < a->n_args && i < 64; i++) {
-        memset(&args[i], 0, sizeof args[i]);
-        args[i].dtype = a->args[i].dtype;
-        args[i].is_output = a->args[i].is_output;
-        args[i].n_dims = a->args[i].n_dims;
-        for (int d = 0; d < a->args[i].n_dims && d < AT_WIRE_MAX_DIMS; d++)
-            args[i].shape[d] = a->args[i].shape[d];
-    }
-    if (a->kind != KN_ART_ELF) {
-        /* a GPU artifact: its launches go as they are (kn_launch is at_wire_launch) */
-        w->gpu_kind = a->kind == KN_ART_PTX ? AT_WIRE_GPU_PTX : AT_WIRE_GPU_CUBIN;
-        w->gpu_arch = a->gpu_arch;
-        w->n_launches = a->n_launches;
-        w->launches = a->launches;
-    }
-    if (a->pre_entry[0] && a->n_pre > 0) {
-        w->pre_entry = a->pre_entry;
-        w->n_pre = a->n_pre <= AT_WIRE_MAX_PRE ? a->n_pre : AT_WIRE_MAX_PRE + 1; /* refused */
-        for (int k = 0; k < a->n_pre && k < AT_WIRE_MAX_PRE; k++) {
-            at_wire_layout *l = &w->pre[k];
-            l->arg = a->pre_src[k];
-            for (int i = 0; i < a->n_args; i++)
-                if (a->kernel_src[i] == a->pre_src[k]) {
-                    l->n_dims = a->kernel_args[i].n_dims;
-                    for (int d = 0; d < l->n_dims && d < AT_WIRE_MAX_DIMS; d++)
-                        l->shape[d] = a->kernel_args[i].shape[d];
-                }
-        }
-    }
-}
-
 at_err tn_fleet_add_ref(tn_fleet *f, const kn_artifact *ref, uint8_t id[AT_WIRE_REFID_BYTES])
 {
     at_sha256 s;
@@ -377,7 +335,7 @@ at_err tn_fleet_add_ref(tn_fleet *f, const kn_artifact *ref, uint8_t id[AT_WIRE_
     }
     if ((r = at_calloc(1, sizeof *r)) == NULL) return AT_ENOMEM;
     memcpy(w.id, id, AT_WIRE_REFID_BYTES);
-    tn_fleet_artifact(ref, &w.art, args);
+    kn_artifact_to_wire(ref, &w.art, args);
     at_arena_init(&r->arena, ref->obj_size + 1024);
     if (at_wire_ref_copy(&r->arena, &r->w, &w) != AT_OK) {
         at_arena_fini(&r->arena);

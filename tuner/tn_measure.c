@@ -49,18 +49,14 @@ at_err tn__add_reference(tn_fleet *f, ss_dag *dag, const kn_target *t,
                          uint8_t id[AT_WIRE_REFID_BYTES], char *errmsg, size_t errmsg_size)
 {
     ss_state *naive = NULL;
-    kn_ir *ir = NULL;
     kn_artifact *a = NULL;
     at_err err = t->kind == KN_TARGET_CUDA ? kn_gpu_naive(dag, 128, &naive, errmsg, errmsg_size)
                                            : ss_state_new(dag, &naive);
     if (err == AT_OK)
-        err = kn_lower(naive, &ir, errmsg, errmsg_size);
-    if (err == AT_OK)
-        err = kn_build(ir, t, "at_ref", &a, errmsg, errmsg_size);
+        err = kn_build_state(naive, t, "at_ref", &a, errmsg, errmsg_size);
     if (err == AT_OK)
         err = tn_fleet_add_ref(f, a, id);
     kn_artifact_free(a);
-    kn_ir_free(ir);
     ss_state_free(naive);
     return err;
 }
@@ -319,7 +315,7 @@ at_err tn_measurer_run(tn_measurer *m, ss_dag *dag, const ss_state *const *state
         tn_fleet_job *j = &b.jobs[i];
         if (b.art[i] == NULL)
             continue;
-        tn_fleet_artifact(b.art[i], &j->w.art, args[i]);
+        kn_artifact_to_wire(b.art[i], &j->w.art, args[i]);
         at_wire_settings_default(&j->w.run);
         j->w.run.number = m->cfg.number;
         j->w.run.repeat = m->cfg.repeat;

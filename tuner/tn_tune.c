@@ -310,7 +310,7 @@ static void submit_job(run *r, job *j)
     at_wire_arg args[64];
     at_err err;
     memset(&fj, 0, sizeof fj);
-    tn_fleet_artifact(j->art, &fj.w.art, args);
+    kn_artifact_to_wire(j->art, &fj.w.art, args);
     fj.w.id = j->id;
     at_wire_settings_default(&fj.w.run);
     fj.w.run.number = r->o->number;

@@ -86,9 +86,6 @@ void tn_fleet_prepare(void);
 at_err tn_fleet_open(const tn_fleet_cfg *cfg, tn_fleet **out, char *errmsg, size_t n);
 void tn_fleet_close(tn_fleet *f); /* cancels what is pending; NULL is fine */
 
-/* Fill 'w' (and 'args', its argument array) from a built artifact; 'w' points into 'a'. */
-void tn_fleet_artifact(const kn_artifact *a, at_wire_artifact *w, at_wire_arg args[64]);
-
 /* Register a task's reference artifact (the naive schedule built for the same target);
 ** sets id[] (SHA-256 of its object bytes and entry) for at_wire_job.ref.  Copied. */
 at_err tn_fleet_add_ref(tn_fleet *f, const kn_artifact *ref, uint8_t id[AT_WIRE_REFID_BYTES]);

@@ -238,7 +238,7 @@ static int bench_e2e(int quick, const kn_artifact *art)
             &(tn_fleet_cfg){.tracker = url, .keys = &key, .n_keys = 1, .device_key = "sandbox"}, &f,
             err, sizeof err) != AT_OK)
         return 1;
-    tn_fleet_artifact(art, &a, args);
+    kn_artifact_to_wire(art, &a, args);
     tn_fleet_add_ref(f, art, ref_id);
     for (int r = 0; r < reps + 1; r++) {
         char prefix[32], (*ids)[48];
@@ -268,7 +268,7 @@ static double latency(tn_fleet *f, const kn_artifact *art, const char *name, int
     at_wire_arg args[64];
     uint8_t ref_id[AT_WIRE_REFID_BYTES];
     double v[64];
-    tn_fleet_artifact(art, &a, args);
+    kn_artifact_to_wire(art, &a, args);
     tn_fleet_add_ref(f, art, ref_id);
     for (int r = 0; r < reps + 2; r++) {
         char prefix[32], (*ids)[48];

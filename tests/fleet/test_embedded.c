@@ -118,7 +118,7 @@ static void test_embedded_measures_random_schedules(void **unused)
             at_buf_fini(&json);
             snprintf(ids[n], sizeof ids[n], "%s-%d", uuid, n);
             memset(&jobs[n], 0, sizeof jobs[n]);
-            tn_fleet_artifact(arts[n], &jobs[n].w.art, args[n]);
+            kn_artifact_to_wire(arts[n], &jobs[n].w.art, args[n]);
             jobs[n].w.id = ids[n];
             at_wire_settings_default(&jobs[n].w.run);
             jobs[n].w.run.repeat = 2;
@@ -231,7 +231,7 @@ static void test_embedded_runs_layout_rewritten_kernels(void **unused)
         at_buf_fini(&json);
         snprintf(ids[n], sizeof ids[n], "%s-%d", uuid, n);
         memset(&jobs[n], 0, sizeof jobs[n]);
-        tn_fleet_artifact(arts[n], &jobs[n].w.art, args[n]);
+        kn_artifact_to_wire(arts[n], &jobs[n].w.art, args[n]);
         assert_true(jobs[n].w.art.n_pre >= 1);
         jobs[n].w.id = ids[n];
         at_wire_settings_default(&jobs[n].w.run);

@@ -139,7 +139,7 @@ static int build_plan(plan *p, int index, rec_store *st, const char *uuid, int64
             at_buf_fini(&json);
             p->ids[k] = malloc(80);
             snprintf(p->ids[k], 80, "%s-%d-%d", uuid, index, k);
-            tn_fleet_artifact(p->arts[k], &p->jobs[k].w.art, p->args[k]);
+            kn_artifact_to_wire(p->arts[k], &p->jobs[k].w.art, p->args[k]);
             p->jobs[k].w.id = p->ids[k];
             at_wire_settings_default(&p->jobs[k].w.run);
             p->jobs[k].w.run.repeat = repeat;

@@ -53,7 +53,7 @@ static at_err run_state(const opts *o, const kn_ir *ir, const kn_artifact *a, kn
         return r == 1 ? AT_OK : r == 0 ? AT_EUNSUPPORTED : AT_EIO;
     }
     memset(&w, 0, sizeof w);
-    tn_fleet_artifact(a, &w, args);
+    kn_artifact_to_wire(a, &w, args);
     return agt_cuda_run_once(o->device, &w, bufs->ptr, err, n);
 }
 

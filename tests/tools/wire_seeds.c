@@ -241,6 +241,23 @@ int main(int argc, char **argv)
     m.u.event.data = obj;
     m.u.event.n = 16;
     emit(dir, &m, "sbx_refout");
+    /* a tuner and its build workers */
+    at_wire_msg_init(&m, AT_WIRE_T_BUILD_REQ);
+    m.u.build.id = 42;
+    m.u.build.target = "x86_64-linux-gnu";
+    m.u.build.dag = "input A[4] float32\nB[i:4] = A[i] * 2.0\n";
+    m.u.build.state = "{\"steps\":[]}";
+    emit(dir, &m, "build_req");
+    at_wire_msg_init(&m, AT_WIRE_T_BUILD_RES);
+    m.u.built.id = 42;
+    m.u.built.compile_s = 0.25;
+    m.u.built.art = job.art;
+    emit(dir, &m, "build_res");
+    at_wire_msg_init(&m, AT_WIRE_T_BUILD_RES);
+    m.u.built.id = 43;
+    m.u.built.err = AT_ECODEGEN;
+    m.u.built.text = "LLVM refused the module";
+    emit(dir, &m, "build_res_error");
     put(dir, "key", "good.txt",
         "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", 65);
     put(dir, "key", "short.txt", "0011\n", 5);

@@ -27,6 +27,7 @@
 #include <sqlite3.h>
 
 #include "kernels/kernels.h"
+#include "tests/support/test_dirs.h"
 #include "records/records.h"
 
 static char bin[PATH_MAX + 16], dir[64];
@@ -494,32 +495,16 @@ static void test_same_seed_same_first_round(void **unused)
 
 static int setup(void **unused)
 {
-    char exe[PATH_MAX], *p;
-    ssize_t n;
     (void)unused;
-    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
+    if (td_program("tuner", bin, sizeof bin) != 0)
         return -1;
-    exe[n] = 0;
-    p = strstr(exe, "/tests/tuner/");
-    if (p == NULL)
-        return -1;
-    *p = 0;
-    snprintf(bin, sizeof bin, "%s/bin/tuner", exe);
-    if (access(bin, X_OK) != 0) {
-        fprintf(stderr, "missing %s (make tests-san builds it)\n", bin);
-        return -1;
-    }
-    snprintf(dir, sizeof dir, "/tmp/at_tune_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return td_mkdtemp("at_tune_", dir, sizeof dir);
 }
 
 static int teardown(void **unused)
 {
-    char cmd[128];
     (void)unused;
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return td_rmtree(dir);
 }
 
 int main(void)
