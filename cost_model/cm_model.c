@@ -104,6 +104,7 @@ void cm_params_default(cm_params *p)
     p->early_stop = 0;
     p->valid_frac = 0.15;
     p->n_partners = 32;
+    p->pair_weight = 0;
     p->warmup = 64;
     p->n_threads = 1;
     p->retrain_growth_pct = 20;
@@ -438,13 +439,14 @@ static double sigmoid_neg(double d) /* 1 / (1 + exp(d)) */
     return 1 / (1 + exp(d));
 }
 
-static void pair_grad(tset *s, int a, int b)
+static void pair_grad(tset *s, int a, int b, double pw)
 {
     int hi = s->y[a] > s->y[b] ? a : b, lo = hi == a ? b : a;
     double rho = sigmoid_neg(s->score[hi] - s->score[lo]);
-    double hh = rho * (1 - rho);
-    s->pg[hi] -= rho;
-    s->pg[lo] += rho;
+    double w = pw > 0 ? pow(s->y[hi] - s->y[lo], pw) : 1;
+    double hh = w * rho * (1 - rho);
+    s->pg[hi] -= w * rho;
+    s->pg[lo] += w * rho;
     s->ph[hi] += hh;
     s->ph[lo] += hh;
 }
@@ -471,7 +473,7 @@ static void tset_gradients(const cm_model *m, tset *s, at_rng *rng)
                     for (int b = a + 1; b < cnt; b++) {
                         int i = s->by_task[a0 + a], j = s->by_task[a0 + b];
                         if (s->y[i] != s->y[j])
-                            pair_grad(s, i, j);
+                            pair_grad(s, i, j, m->p.pair_weight);
                     }
                 continue;
             }
@@ -483,7 +485,7 @@ static void tset_gradients(const cm_model *m, tset *s, at_rng *rng)
                     b += b >= a;
                     j = s->by_task[a0 + b];
                     if (s->y[i] != s->y[j])
-                        pair_grad(s, i, j);
+                        pair_grad(s, i, j, m->p.pair_weight);
                 }
             }
         }

@@ -340,6 +340,9 @@ typedef struct cm_params {
                              ** stopping (0: always max_rounds) */
     double valid_frac;       /* share of each task's programs held out for early stopping */
     int n_partners;          /* rank: partners sampled per program and round */
+    double pair_weight;      /* rank: a pair's loss is weighted by |y_i - y_j|^pair_weight
+                             ** (labels best/cost: pairs near the task's best weigh most);
+                             ** 0: every pair alike */
     int warmup;              /* programs needed before a model trained here is used;
                              ** fewer: random scores (a loaded model is used at once) */
     int n_threads;           /* XGBoost threads (default 1; 0: online CPUs) */
