@@ -2,7 +2,10 @@
 ** schedules (hand-written and randomly combined steps) compute what the naive lowering
 ** computes, on random non-zero inputs, within max|out - ref| / max|ref| <= 1e-4; and the
 ** naive lowering itself matches plain C loops for matmul, conv2d and softmax.  Every
-** kernel is loaded by the runtime's own loader. */
+** kernel is loaded by the runtime's own loader.  The first N_FULL random schedules of each
+** operator (and every hand-written one) are built as the tuner builds them; the others with
+** the quick build (the same IR, a light cleanup and quick instruction selection), to keep
+** 'make test' within its time; 'make test-long' (AT_TEST_LONG=1) builds all of them fully. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,9 +20,11 @@
 #include "tests/support/sched_gen.h"
 
 #define N_SCHEDULES 30
+#define N_FULL 10
 #define MAX_ATTEMPTS 600
 
-static kn_target host;
+static kn_target host, host_quick;
+static int quick; /* build the next states with host_quick */
 static kn_rt_pool *pool;
 
 static ss_dag *op_dag(const char *spec)
@@ -40,7 +45,7 @@ static at_err run_state(const ss_state *st, kn_bufset *bs, const kn_rt_par *par,
     at_err e = kn_lower(st, &ir, err, err_size);
     if (e != AT_OK)
         return e;
-    if ((e = kn_build(ir, &host, NULL, &a, err, err_size)) != AT_OK)
+    if ((e = kn_build(ir, quick ? &host_quick : &host, NULL, &a, err, err_size)) != AT_OK)
         fail_msg("build failed: %s", err);
     assert_int_equal(kn_bufset_alloc(a, 11, bs), AT_OK);
     if ((e = kn_run_once(a, bs, par, err, err_size)) != AT_OK)
@@ -87,6 +92,7 @@ static void check_operator(const char *spec, uint64_t seed)
     kn_bufset ref;
     char err[512], **seen;
     int n_ok = 0, n_refused = 0, n_seen = 0, attempts = 0;
+    at_err built;
     int tag_count[7] = {0};
     at_rng rng;
     int out = dag->n_args - 1;
@@ -113,7 +119,10 @@ static void check_operator(const char *spec, uint64_t seed)
         }
         seen[n_seen++] = at_buf_take(&text);
         check_json_roundtrip(dag, st);
-        if (run_state(st, &bs, kn_rt_pool_par(pool), err, sizeof err) != AT_OK) {
+        quick = n_ok >= N_FULL && getenv("AT_TEST_LONG") == NULL;
+        built = run_state(st, &bs, kn_rt_pool_par(pool), err, sizeof err);
+        quick = 0;
+        if (built != AT_OK) {
             if (!expected_refusal(err))
                 fail_msg("%s: a state does not lower: %s\n%s", spec, err, seen[n_seen - 1]);
             n_refused++;
@@ -343,6 +352,8 @@ static int setup(void **unused)
     (void)unused;
     if (kn_target_host(&host) != AT_OK || kn_rt_pool_new(2, &pool) != AT_OK)
         return -1;
+    host_quick = host;
+    host_quick.quick_build = 1;
     return 0;
 }
 
