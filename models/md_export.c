@@ -594,6 +594,29 @@ static int copy_step_text(at_buf *b, const md_graph *g, const md_plan *pl, const
             outer *= in->shape[d];
         for (int d = (int)axis + 1; d < r; d++)
             tail *= in->shape[d];
+        if (ix->data == NULL) {
+            /* run-time indices (token ids): each checked, -2 when outside the table */
+            long long nax = (long long)in->shape[axis];
+            at_buf_puts(b, "    {\n        const int64_t *ix = (const int64_t *)");
+            buf_expr(b, pl, nd->in[1]);
+            at_buf_puts(b, ";\n        const float *src = (const float *)");
+            buf_expr(b, pl, nd->in[0]);
+            at_buf_puts(b, ";\n        float *dst = (float *)");
+            buf_expr(b, pl, nd->out[0]);
+            at_buf_printf(b, ";\n        for (long long i = 0; i < %lldLL; i++)\n"
+                             "            if (ix[i] < -%lldLL || ix[i] >= %lldLL)\n"
+                             "                return -2;\n"
+                             "        for (long long o = 0; o < %lldLL; o++)\n"
+                             "            for (long long i = 0; i < %lldLL; i++) {\n"
+                             "                long long k = ix[i] < 0 ? ix[i] + %lldLL : ix[i];\n"
+                             "                memcpy(dst + (o * %lldLL + i) * %lldLL,\n"
+                             "                       src + (o * %lldLL + k) * %lldLL, %lldu);\n"
+                             "            }\n    }\n",
+                          (long long)ix->n_elems, nax, nax, (long long)outer,
+                          (long long)ix->n_elems, nax, (long long)ix->n_elems, (long long)tail,
+                          nax, (long long)tail, (long long)(tail * 4));
+            return 0;
+        }
         /* out[o, i, t] = in[o, idx[i], t] */
         for (int64_t i = 0; i < ix->n_elems; i++) {
             int64_t k = ((const int64_t *)ix->data)[i];
@@ -605,6 +628,15 @@ static int copy_step_text(at_buf *b, const md_graph *g, const md_plan *pl, const
         }
         return 0;
     }
+    case MD_OP_INT_TO_FLOAT: /* an integer mask to float */
+        at_buf_puts(b, "    {\n        const int64_t *src = (const int64_t *)");
+        buf_expr(b, pl, nd->in[0]);
+        at_buf_puts(b, ";\n        float *dst = (float *)");
+        buf_expr(b, pl, nd->out[0]);
+        at_buf_printf(b, ";\n        for (long long e = 0; e < %lldLL; e++)\n"
+                         "            dst[e] = (float)src[e];\n    }\n",
+                      (long long)g->tensors[nd->out[0]].n_elems);
+        return 0;
     default: /* Slice, Split */
         for (int k = 0; k < nd->n_out; k++) {
             int64_t lo[MD_MAX_RANK], step[MD_MAX_RANK], base = 0;
@@ -756,10 +788,15 @@ static void header_model_text(at_buf *b, const char *P, const md_model *m)
             const md_tensor *t = &g->tensors[ts[i]];
             char sh[160];
             md__shape_str(t->shape, t->rank, sh, sizeof sh);
-            at_buf_printf(b, "**   %s %d: '%s' float32%s\n", io ? "output" : "input ", i, t->name, sh);
+            at_buf_printf(b, "**   %s %d: '%s' %s%s\n", io ? "output" : "input ", i, t->name,
+                          t->dtype == AT_DT_I64 ? "int64" : "float32", sh);
         }
     }
-    at_buf_puts(b, "** Returns 0, or what a kernel returned. */\n");
+    at_buf_puts(b, "** An int64 input (token ids) is passed as its pointer cast to (const float *);\n"
+                   "** each id is checked against the table it indexes.\n"
+                   "** Returns 0; -2 when an integer input holds an index outside its table\n"
+                   "** (nothing was read out of bounds; the outputs are not written); or what a\n"
+                   "** kernel returned. */\n");
     at_buf_printf(b, "int32_t %s_model_run(const float *const *inputs, float *const *outputs);\n", P);
     at_buf_printf(b, "int %s_model_init(void);       /* 0, or -1 when a weight transform failed */\n", P);
     at_buf_printf(b, "int %s_model_n_inputs(void);\nint %s_model_n_outputs(void);\n", P, P);

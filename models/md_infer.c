@@ -1167,15 +1167,21 @@ static at_err infer_runtime(md_graph *g, int node, char *why, size_t why_size)
     md_node *n = &g->nodes[node];
     const md_tensor *x = IN(0);
     int64_t shape[MD_MAX_RANK];
-    int rank = 0;
+    int rank = 0, int_ok;
+    at_dtype out_dt = AT_DT_F32;
     at_err err;
     if (x == NULL)
         FAIL("its first input is missing");
-    if (x->dtype != AT_DT_F32 && n->kind != MD_OP_SHAPE)
+    /* integers at run time (token ids, masks): indices of a Gather, reshaped by an alias,
+    ** or converted to float by a Cast; nothing else computes on them */
+    int_ok = n->kind == MD_OP_SHAPE || n->kind == MD_OP_CAST ||
+             md_op_class_of(n->kind) == MD_CLS_ALIAS;
+    if (x->dtype != AT_DT_F32 && !int_ok)
         FAIL("'%s' is an integer tensor computed at run time: only float32 is computed",
              x->name);
     for (int k = 1; k < n->n_in; k++)
-        if (IN(k) && IN(k)->dtype != AT_DT_F32 && IN(k)->data == NULL)
+        if (IN(k) && IN(k)->dtype != AT_DT_F32 && IN(k)->data == NULL &&
+            !(n->kind == MD_OP_GATHER && k == 1))
             FAIL("'%s' is an integer tensor computed at run time: only float32 is computed",
                  IN(k)->name);
     switch (n->kind) {
@@ -1338,9 +1344,10 @@ static at_err infer_runtime(md_graph *g, int node, char *why, size_t why_size)
         break;
     case MD_OP_CAST:
         if (md__attr_i(n, "to", 1) != 1)
-            FAIL("a cast of run-time data to ONNX type %lld (only float stays float)",
+            FAIL("a cast of run-time data to ONNX type %lld (only casts to float are computed)",
                  (long long)md__attr_i(n, "to", 1));
-        n->kind = MD_OP_IDENTITY; /* float to float: the same bytes */
+        /* float to float: the same bytes; integers (a mask) to float: a conversion step */
+        n->kind = x->dtype == AT_DT_F32 ? MD_OP_IDENTITY : MD_OP_INT_TO_FLOAT;
         memcpy(shape, x->shape, sizeof shape);
         rank = x->rank;
         break;
@@ -1380,15 +1387,20 @@ static at_err infer_runtime(md_graph *g, int node, char *why, size_t why_size)
         }
         return AT_OK;
     case MD_OP_GATHER: {
+        /* constant indices (checked here), or integers known only at run time (token ids
+        ** into an embedding table: the executor and the exported library check each one) */
         const md_tensor *ix = IN(1);
         int64_t axis;
-        if (ix == NULL || ix->data == NULL || ix->dtype != AT_DT_I64)
-            FAIL("the indices must be an int64 constant");
+        if (ix == NULL || ix->dtype != AT_DT_I64)
+            FAIL("the indices must be integers");
+        if (x->dtype != AT_DT_F32)
+            FAIL("a Gather at run time reads float data ('%s' is %s)", x->name,
+                 at_dtype_name(x->dtype));
         if (norm_axis(md__attr_i(n, "axis", 0), x->rank, &axis))
             FAIL("bad 'axis'");
         if (x->rank - 1 + ix->rank > MD_MAX_RANK)
             FAIL("the result has too many dimensions");
-        for (int64_t i = 0; i < ix->n_elems; i++) {
+        for (int64_t i = 0; ix->data && i < ix->n_elems; i++) {
             int64_t k = ((const int64_t *)ix->data)[i];
             if (k < -x->shape[axis] || k >= x->shape[axis])
                 FAIL("index %lld out of range", (long long)k);
@@ -1449,8 +1461,10 @@ static at_err infer_runtime(md_graph *g, int node, char *why, size_t why_size)
         }
         FAIL("not supported on run-time data");
     }
+    if (md_op_class_of(n->kind) == MD_CLS_ALIAS)
+        out_dt = x->dtype; /* an integer tensor reshaped stays one */
     for (int k = 0; k < n->n_out && k < 1; k++)
-        if (n->out[k] >= 0 && (err = md__set_shape(g, n->out[k], AT_DT_F32, rank, shape, why,
+        if (n->out[k] >= 0 && (err = md__set_shape(g, n->out[k], out_dt, rank, shape, why,
                                                    why_size)) != AT_OK)
             return err;
     return AT_OK;

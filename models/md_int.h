@@ -45,7 +45,8 @@ typedef enum {
     MD_CLS_ELEM,   /* elementwise (with broadcasting): fused into its producer's task */
     MD_CLS_ALIAS,  /* same bytes, another shape (Reshape, Flatten, ...): no work at all */
     MD_CLS_MOVE,   /* pure data movement the executor does as a copy (Transpose, Concat,
-                   ** Slice, Gather with constant indices, Split) */
+                   ** Slice, Gather, Split) and the conversion of run-time integers (a mask)
+                   ** to float */
     MD_CLS_CONST,  /* supported only on constants: folded before extraction (Shape, ...) */
 } md_op_class;
 
@@ -102,6 +103,7 @@ typedef enum {
     X(SLICE, "Slice", MD_CLS_MOVE)                                                         \
     X(GATHER, "Gather", MD_CLS_MOVE)                                                       \
     X(SPLIT, "Split", MD_CLS_MOVE)                                                         \
+    X(INT_TO_FLOAT, "(int_to_float)", MD_CLS_MOVE)                                         \
     X(CONSTANT, "Constant", MD_CLS_CONST)                                                  \
     X(SHAPE, "Shape", MD_CLS_CONST)                                                        \
     X(CAST, "Cast", MD_CLS_CONST)                                                          \

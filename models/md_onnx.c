@@ -483,8 +483,8 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
             return fail(c, AT_EUNSUPPORTED, "graph input '%s' has no tensor shape (give the "
                         "input a fixed shape when exporting)", vi->name);
         if (elem != DT_FLOAT && elem != DT_INT64 && elem != DT_INT32)
-            return fail(c, AT_EUNSUPPORTED, "graph input '%s' has element type %s: only float "
-                        "inputs are supported", vi->name, dtype_name(elem));
+            return fail(c, AT_EUNSUPPORTED, "graph input '%s' has element type %s: only float, "
+                        "int64 and int32 inputs are supported", vi->name, dtype_name(elem));
         if (c->neg_dim >= 0)
             return fail(c, AT_EINVAL, "graph input '%s': dimension %d is %lld (a dimension is "
                         "a positive size or a symbolic name)", vi->name, c->neg_dim,

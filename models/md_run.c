@@ -335,6 +335,52 @@ static int64_t tensor_bytes(const md_tensor *t)
     return t->n_elems * (int64_t)at_dtype_bytes(t->dtype);
 }
 
+/* The entries of the smallest table an integer tensor indexes (a Gather's indices): its
+** random values are drawn below it, as token ids are; 2 when no Gather reads it (0 or 1,
+** as in an attention mask). */
+static int64_t index_bound(const md_graph *g, int t)
+{
+    int64_t bound = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const md_node *nd = &g->nodes[i];
+        int64_t axis;
+        const md_tensor *in;
+        if (nd->dead || nd->kind != MD_OP_GATHER || nd->n_in < 2 || nd->in[1] < 0 ||
+            md__root(g, nd->in[1]) != t)
+            continue;
+        in = &g->tensors[nd->in[0]];
+        axis = md__attr_i(nd, "axis", 0);
+        if (axis < 0)
+            axis += in->rank;
+        if (axis >= 0 && axis < in->rank && (bound == 0 || in->shape[axis] < bound))
+            bound = in->shape[axis];
+    }
+    return bound ? bound : 2;
+}
+
+/* Graph input i from dir/input_<i>.bin (what --dump writes): exactly its bytes. */
+static at_err read_input(exec *x, const char *dir, int i, char *errmsg, size_t errmsg_size)
+{
+    const md_tensor *t = &x->g->tensors[x->g->inputs[i]];
+    char path[1024], *data;
+    size_t n;
+    at_err err;
+    snprintf(path, sizeof path, "%s/input_%d.bin", dir, i);
+    if ((err = at_file_read(path, &data, &n, errmsg, errmsg_size)) != AT_OK)
+        return err;
+    if ((int64_t)n != tensor_bytes(t)) {
+        snprintf(errmsg, errmsg_size, "%s: %zu bytes, but graph input %d '%s' (%s, %lld "
+                 "elements) takes %lld", path, n, i, t->name, at_dtype_name(t->dtype),
+                 (long long)t->n_elems, (long long)tensor_bytes(t));
+        at_free(data);
+        return AT_EINVAL;
+    }
+    if (x->buf[x->g->inputs[i]])
+        memcpy(x->buf[x->g->inputs[i]], data, n);
+    at_free(data);
+    return AT_OK;
+}
+
 static at_err exec_init(exec *x, const md_model *m, const md_run_opts *o, char *errmsg,
                         size_t errmsg_size)
 {
@@ -357,8 +403,18 @@ static at_err exec_init(exec *x, const md_model *m, const md_run_opts *o, char *
         const md_tensor *rt = &g->tensors[b->root];
         if (b->kind == MD_BUF_CONST)
             memcpy(x->consts + b->offset, rt->data, (size_t)tensor_bytes(rt));
-        else if (b->kind == MD_BUF_INPUT)
+        else if (b->kind == MD_BUF_INPUT) {
+            int64_t bound = rt->dtype == AT_DT_I64 ? index_bound(g, b->root) : 0;
             kn_rt_fill(x->arena + b->offset, rt->dtype, rt->n_elems, o->seed, stream++);
+            if (bound > 0) {
+                /* ids spread over the whole table, from the same seed */
+                int64_t *v = (int64_t *)(x->arena + b->offset);
+                at_rng rng;
+                at_rng_seed(&rng, o->seed * 1000003u + stream);
+                for (int64_t e = 0; e < rt->n_elems; e++)
+                    v[e] = (int64_t)at_rng_below(&rng, (uint64_t)bound);
+            }
+        }
     }
     for (int t = 0; t < g->n_tensors; t++) {
         int k = x->plan.buf_of[t];
@@ -366,6 +422,9 @@ static at_err exec_init(exec *x, const md_model *m, const md_run_opts *o, char *
             x->buf[t] = (x->plan.bufs[k].kind == MD_BUF_CONST ? x->consts : x->arena) +
                         x->plan.bufs[k].offset;
     }
+    for (int i = 0; o->inputs_dir && i < g->n_inputs; i++)
+        if ((err = read_input(x, o->inputs_dir, i, errmsg, errmsg_size)) != AT_OK)
+            return err;
     if (o->profile && (x->step_s = at_calloc((size_t)m->n_steps + 1, sizeof *x->step_s)) == NULL)
         return AT_ENOMEM;
     if ((err = kn_rt_pool_new(o->n_threads, &x->pool)) != AT_OK) {
@@ -514,11 +573,14 @@ static void do_concat(const exec *x, const md_node *nd)
     }
 }
 
-static void do_gather(const exec *x, const md_node *nd)
+/* Gather: constant indices (checked when the model was read) or run-time ones (token ids),
+** each checked here: an index outside [-n, n) is an error naming it, never a read. */
+static at_err do_gather(const exec *x, const md_node *nd, char *errmsg, size_t errmsg_size)
 {
     const md_tensor *in = &x->g->tensors[nd->in[0]], *ix = &x->g->tensors[nd->in[1]];
     int64_t axis = md__attr_i(nd, "axis", 0), outer = 1, tail = 1, j = 0;
     const float *src = x->buf[nd->in[0]];
+    const int64_t *idx = ix->data ? ix->data : x->buf[nd->in[1]];
     float *dst = x->buf[nd->out[0]];
     if (axis < 0)
         axis += in->rank;
@@ -526,14 +588,21 @@ static void do_gather(const exec *x, const md_node *nd)
         outer *= in->shape[d];
     for (int d = (int)axis + 1; d < in->rank; d++)
         tail *= in->shape[d];
+    for (int64_t i = 0; i < ix->n_elems; i++)
+        if (idx[i] < -in->shape[axis] || idx[i] >= in->shape[axis]) {
+            snprintf(errmsg, errmsg_size, "node '%s' (Gather): index %lld at position %lld of "
+                     "'%s' is out of range: '%s' has %lld entries along axis %lld",
+                     nd->name, (long long)idx[i], (long long)i, ix->name, in->name,
+                     (long long)in->shape[axis], (long long)axis);
+            return AT_EINVAL;
+        }
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < ix->n_elems; i++) {
-            int64_t k = ((const int64_t *)ix->data)[i];
-            if (k < 0)
-                k += in->shape[axis];
+            int64_t k = idx[i] < 0 ? idx[i] + in->shape[axis] : idx[i];
             memcpy(dst + (j++) * tail, src + (o * in->shape[axis] + k) * tail,
                    (size_t)tail * sizeof *dst);
         }
+    return AT_OK;
 }
 
 /* Slice and Split: regions of the input (the parameters were checked by inference). */
@@ -576,6 +645,7 @@ static at_err exec_run(exec *x, const kset *k, char *errmsg, size_t errmsg_size)
         const md_step *st = &m->steps[s];
         void *bufs[KN_MAX_ARGS];
         int32_t rc;
+        at_err err;
         if (x->prof && s > 0) {
             double t = at_time_mono_s();
             x->prof[s - 1] += t - t0;
@@ -591,8 +661,16 @@ static at_err exec_run(exec *x, const kset *k, char *errmsg, size_t errmsg_size)
                 do_concat(x, nd);
                 break;
             case MD_OP_GATHER:
-                do_gather(x, nd);
+                if ((err = do_gather(x, nd, errmsg, errmsg_size)) != AT_OK)
+                    return err;
                 break;
+            case MD_OP_INT_TO_FLOAT: {
+                const int64_t *src = x->buf[nd->in[0]];
+                float *dst = x->buf[nd->out[0]];
+                for (int64_t e = 0; e < x->g->tensors[nd->out[0]].n_elems; e++)
+                    dst[e] = (float)src[e];
+                break;
+            }
             default:
                 do_slices(x, nd);
                 break;

@@ -168,9 +168,12 @@ typedef struct md_run_opts {
     uint64_t seed;          /* inputs and weights without values are filled from it */
     int repeat;             /* > 0: time that many runs of the whole model (tuned and naive) */
     int no_check;           /* skip the naive run and the comparison */
-    const char *dump_dir;   /* write each graph input and output there as raw float32
-                            ** (input_<i>.bin, output_<i>.bin, the graph's order); it is made
-                            ** when missing */
+    const char *dump_dir;   /* write each graph input and output there, raw (float32; int64
+                            ** for integer inputs): input_<i>.bin, output_<i>.bin, the
+                            ** graph's order; it is made when missing */
+    const char *inputs_dir; /* read each graph input from there (input_<i>.bin, raw, in the
+                            ** input's type: float32, or int64 for integer inputs; what
+                            ** dump_dir writes) instead of random values */
     FILE *profile;          /* print each step's time and share of the run there ('repeat'
                             ** runs, 10 when 0) */
     double *latencies_s;    /* NULL, or room for 'repeat' values: each timed run's seconds

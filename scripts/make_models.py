@@ -309,6 +309,42 @@ def weights_as_inputs():
                                          tensor("fc.weight", [4, 8])], [tensor(y, [1, 4])])
 
 
+def token_embed(S=8, V=50, D=32):
+    """Token ids (int64) into an embedding table, then a dense layer: a Gather whose
+    indices are known only at run time, as a BERT's first layer."""
+    b = Builder(11)
+    table = b.const("embed.weight", (b.rng.randn(V, D) * 0.5).astype(np.float32))
+    pos = b.const("pos.weight", (b.rng.randn(1, S, D) * 0.1).astype(np.float32))
+    x = b.node("Add", [b.node("Gather", [table, "input_ids"], "embed", axis=0), pos], "add_pos")
+    y = b.relu(b.linear(x, D, 16, "fc"), "relu")
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, S])
+    return b.model("token_embed", [ids], [tensor(y, [1, S, 16])])
+
+
+def token_mask(S=8, V=50, D=16):
+    """Token ids and an attention mask (both int64), as a BERT takes them: the mask becomes
+    (1 - mask) * -10000 added to the attention scores (Unsqueeze and Cast at run time)."""
+    b = Builder(12)
+    table = b.const("embed.weight", (b.rng.randn(V, D) * 0.5).astype(np.float32))
+    x = b.node("Gather", [table, "input_ids"], "embed", axis=0)
+    q = b.linear(x, D, D, "q")
+    k = b.linear(x, D, D, "k")
+    v = b.linear(x, D, D, "v")
+    kt = b.node("Transpose", [k], "kt", perm=[0, 2, 1])
+    sc = b.node("Mul", [b.node("MatMul", [q, kt], "scores"),
+                        b.const("scale", np.array(1 / np.sqrt(D), np.float32))], "scaled")
+    m = b.node("Unsqueeze", ["attention_mask", b.const("axes", np.array([1], np.int64))],
+               "mask_3d")
+    m = b.node("Cast", [m], "mask_float", to=1)
+    m = b.node("Sub", [b.const("one", np.array(1.0, np.float32)), m], "mask_inv")
+    m = b.node("Mul", [m, b.const("neg", np.array(-10000.0, np.float32))], "mask_add")
+    p = b.node("Softmax", [b.node("Add", [sc, m], "masked")], "probs", axis=-1)
+    y = b.node("MatMul", [p, v], "context")
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, S])
+    mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, S])
+    return b.model("token_mask", [ids, mask], [tensor(y, [1, S, D])])
+
+
 def bad_opset():
     m = small_cnn()
     m.opset_import[0].version = 99
@@ -485,8 +521,10 @@ def check(model_path, dump_dir, tol):
         if vi.name in inits:
             continue
         shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
-        env[vi.name] = np.fromfile(os.path.join(dump_dir, "input_%d.bin" % k),
-                                   np.float32).reshape(shape).astype(np.float64)
+        integer = vi.type.tensor_type.elem_type in (TensorProto.INT64, TensorProto.INT32)
+        data = np.fromfile(os.path.join(dump_dir, "input_%d.bin" % k),
+                           np.int64 if integer else np.float32).reshape(shape)
+        env[vi.name] = data if integer else data.astype(np.float64)
         k += 1
     for node in m.graph.node:
         ins = [env[n] if n else None for n in node.input]
@@ -518,6 +556,8 @@ MODELS = {
     "mobilenet_v2": mobilenet_v2,
     "transformer": transformer,
     "tiny_mlp": tiny_mlp,
+    "token_embed": token_embed,
+    "token_mask": token_mask,
     "weights_as_inputs": weights_as_inputs,
     "dynamic_batch": dynamic_batch,
     "seed_cnn": seed_cnn,
@@ -531,7 +571,7 @@ MODELS = {
     "tv_encoder": torch_encoder,
     "tv_bert2": torch_bert2,
 }
-DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp",
+DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp", "token_embed", "token_mask",
            "weights_as_inputs", "dynamic_batch", "bad_opset", "unsupported_op", "negative_dim",
            "missing_input"]
 

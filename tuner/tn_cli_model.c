@@ -289,7 +289,7 @@ static int cmp_ms(const void *a, const void *b)
 int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = NULL, *target = NULL, *device = NULL, *lib = NULL, *dump = NULL,
-               *layout = NULL, *wino = NULL, *histogram = NULL;
+               *inputs = NULL, *layout = NULL, *wino = NULL, *histogram = NULL;
     int threads = 0, seed = 1, repeat = 0, no_check = 0, dim = 1, profile = 0, n_pos, done, rc;
     double *lat = NULL;
     const at_opt opts[] = {
@@ -305,7 +305,10 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
          "draw the --repeat runs' latencies as a histogram (.png or .svg)"},
         {"no-check", 0, AT_OPT_BOOL, &no_check, NULL, "skip the naive run and the comparison"},
         {"dim", 0, AT_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
-        {"dump", 0, AT_OPT_STR, &dump, "DIR", "write the inputs and outputs there (raw float32)"},
+        {"dump", 0, AT_OPT_STR, &dump, "DIR", "write the inputs and outputs there (raw float32; "
+                                               "int64 for integer inputs)"},
+        {"inputs", 0, AT_OPT_STR, &inputs, "DIR", "read the inputs from DIR/input_<i>.bin (as "
+                                                  "--dump writes them) instead of random values"},
         {"layout", 0, AT_OPT_STR, &layout, "L", LAYOUT_HELP},
         {"profile", 0, AT_OPT_BOOL, &profile, NULL, "each step's time and share of the run "
          "(over the --repeat runs, or 10)"},
@@ -382,6 +385,7 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
                                        .lib_path = lib, .n_threads = threads,
                                        .seed = (uint64_t)seed, .repeat = repeat,
                                        .no_check = no_check, .dump_dir = dump,
+                                       .inputs_dir = inputs,
                                        .profile = profile ? stdout : NULL,
                                        .latencies_s = lat},
                      &rep, err, sizeof err);

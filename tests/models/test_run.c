@@ -33,7 +33,7 @@ static int setup(void **unused)
     kn_target t;
     (void)unused;
     mt_mkdtemp(dir);
-    mt_make_models(dir, "small_cnn transformer weights_as_inputs");
+    mt_make_models(dir, "small_cnn transformer weights_as_inputs token_embed token_mask");
     if (kn_target_host(&t) != AT_OK)
         abort();
     snprintf(host_target, sizeof host_target, "%s", t.text);
@@ -927,6 +927,125 @@ static void test_run_weights_as_inputs(void **unused)
     md_model_free(m);
 }
 
+/* Token ids (int64) into an embedding table (issue 17, item 1): random ids spread over the
+** table, the run matches numpy; --inputs reads them back; an id outside the table is a
+** clear error in tuner run and -2 from the exported library, never a read out of bounds. */
+static void test_run_token_ids(void **unused)
+{
+    md_model *m = load("token_embed.onnx");
+    const md_task_list *tl = md_model_tasks(m);
+    char dump[PATH_MAX], bad[PATH_MAX], path[2 * PATH_MAX], model[PATH_MAX], lib[PATH_MAX],
+        prog[PATH_MAX], err[1024], *out, *errs;
+    md_run_report rep, again;
+    md_export_report xr;
+    int64_t *ids, mn = INT64_MAX, mx = INT64_MIN;
+    size_t n;
+    (void)unused;
+    mt_path(dump, dir, "dump_ids");
+    mt_path(bad, dir, "bad_ids");
+    mt_path(model, dir, "token_embed.onnx");
+    mkdir(bad, 0755);
+    if (md_model_run(m, &(md_run_opts){.n_threads = 2, .seed = 4, .dump_dir = dump}, &rep, err,
+                     sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    assert_true(rep.max_rel_err <= 1e-5);
+    numpy_check("token_embed.onnx", dump);
+    snprintf(path, sizeof path, "%s/input_0.bin", dump);
+    ids = (int64_t *)mt_read(path, &n);
+    assert_int_equal(n, 8 * sizeof(int64_t));
+    for (int i = 0; i < 8; i++) {
+        mn = ids[i] < mn ? ids[i] : mn;
+        mx = ids[i] > mx ? ids[i] : mx;
+    }
+    assert_true(mn >= 0 && mx < 50 && mx > 16); /* over the table, not the fill's [-16, 16] */
+    /* the same ids read back (another seed would draw others): the same outputs */
+    if (md_model_run(m, &(md_run_opts){.n_threads = 1, .seed = 99, .inputs_dir = dump}, &again,
+                     err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    assert_true(again.outputs[0].checksum == rep.outputs[0].checksum);
+    /* an id past the table, and one before it (-51: ONNX allows -50..-1) */
+    ids[5] = 50;
+    snprintf(path, sizeof path, "%s/input_0.bin", bad);
+    mt_write(path, ids, n);
+    assert_int_equal(md_model_run(m, &(md_run_opts){.n_threads = 1, .inputs_dir = bad}, &again,
+                                  err, sizeof err), AT_EINVAL);
+    assert_non_null(strstr(err, "index 50 at position 5 of 'input_ids' is out of range"));
+    assert_int_not_equal(TUNER(&out, &errs, "run", "--inputs", bad, model), 0);
+    assert_non_null(strstr(errs, "out of range"));
+    at_free(out);
+    at_free(errs);
+    ids[5] = -51;
+    mt_write(path, ids, n);
+    assert_int_equal(md_model_run(m, &(md_run_opts){.n_threads = 1, .inputs_dir = bad}, &again,
+                                  err, sizeof err), AT_EINVAL);
+    /* a file of the wrong size is named */
+    mt_write(path, ids, n - 8);
+    assert_int_equal(md_model_run(m, &(md_run_opts){.n_threads = 1, .inputs_dir = bad}, &again,
+                                  err, sizeof err), AT_EINVAL);
+    assert_non_null(strstr(err, "input_0.bin: 56 bytes"));
+    assert_non_null(strstr(err, "int64"));
+    /* the exported library: the header says int64, an id outside the table returns -2 */
+    mt_path(lib, dir, "libtoken_embed.so");
+    if (md_export_lib(tl, &(md_export_opts){.out_path = lib, .max_threads = 1, .model = m}, &xr,
+                      err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    mt_path(path, dir, "libtoken_embed.h");
+    {
+        char *h = mt_read(path, &n);
+        assert_non_null(strstr(h, "input  0: 'input_ids' int64[1, 8]"));
+        assert_non_null(strstr(h, "-2 when an integer input holds an index outside its table"));
+        at_free(h);
+    }
+    mt_path(prog, dir, "ids_prog.c");
+    {
+        FILE *f = fopen(prog, "w");
+        assert_non_null(f);
+        fprintf(f, "#include <stdint.h>\n#include <stdio.h>\n#include \"libtoken_embed.h\"\n"
+                   "int main(void)\n{\n    int64_t ids[8] = {0, 1, 2, 49, -1, -50, 7, 8};\n"
+                   "    float y[8 * 16];\n    const float *in[1] = {(const float *)ids};\n"
+                   "    float *outs[1] = {y};\n    int32_t a = token_embed_model_run(in, outs), b, c;\n"
+                   "    ids[3] = 50;\n    b = token_embed_model_run(in, outs);\n"
+                   "    ids[3] = -51;\n    c = token_embed_model_run(in, outs);\n"
+                   "    printf(\"%%d %%d %%d\\n\", (int)a, (int)b, (int)c);\n"
+                   "    return a == 0 && b == -2 && c == -2 ? 0 : 1;\n}\n");
+        fclose(f);
+    }
+    assert_int_equal(sh("cd '%s' && cc -std=c11 -Wall -Werror -o ids_prog ids_prog.c -L. "
+                        "-ltoken_embed -Wl,-rpath,'%s' && ./ids_prog", dir, dir), 0);
+    at_free(ids);
+    md_model_free(m);
+}
+
+/* An attention mask (int64) made into an additive float mask at run time (Unsqueeze of the
+** integers, Cast to float, Sub, Mul) beside token ids: random 0/1 masks, matches numpy. */
+static void test_run_attention_mask(void **unused)
+{
+    md_model *m = load("token_mask.onnx");
+    char dump[PATH_MAX], path[2 * PATH_MAX], err[1024];
+    md_run_report rep;
+    int64_t *mask;
+    int zeros = 0, ones = 0;
+    size_t n;
+    (void)unused;
+    mt_path(dump, dir, "dump_mask");
+    if (md_model_run(m, &(md_run_opts){.n_threads = 2, .seed = 3, .dump_dir = dump}, &rep, err,
+                     sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    assert_true(rep.max_rel_err <= 1e-4);
+    numpy_check("token_mask.onnx", dump);
+    snprintf(path, sizeof path, "%s/input_1.bin", dump);
+    mask = (int64_t *)mt_read(path, &n);
+    assert_int_equal(n, 8 * sizeof(int64_t));
+    for (int i = 0; i < 8; i++) {
+        assert_true(mask[i] == 0 || mask[i] == 1);
+        zeros += mask[i] == 0;
+        ones += mask[i] == 1;
+    }
+    assert_true(zeros > 0 && ones > 0);
+    at_free(mask);
+    md_model_free(m);
+}
+
 /* torch.nn.TransformerEncoderLayer as torch exports it (packed QKV projection cut with
 ** Slice at run time, Shape/Gather/Concat arithmetic, decomposed layer norms, Erf GELU):
 ** run here against numpy (when python3-torch is installed). */
@@ -1012,6 +1131,8 @@ int main(void)
         cmocka_unit_test(test_run_transformer),
         cmocka_unit_test(test_winograd_model),
         cmocka_unit_test(test_run_weights_as_inputs),
+        cmocka_unit_test(test_run_token_ids),
+        cmocka_unit_test(test_run_attention_mask),
         cmocka_unit_test(test_run_torch_encoder),
         cmocka_unit_test(test_export),
         cmocka_unit_test(test_export_model),
