@@ -15,9 +15,12 @@ case "$mode" in
 esac
 seeds=build/fuzz/seeds
 build/san/tests/tools/wire_seeds "$seeds" >/dev/null || { echo "fuzz: cannot write seeds" >&2; exit 1; }
-status=0
-for t in build/fuzz/fuzz_*; do
-  [ -x "$t" ] || continue
+# the targets run AT_FUZZ_JOBS (default: the CPUs) at a time; each prints its line when done
+jobs=${AT_FUZZ_JOBS:-$(nproc)}
+results=$(mktemp -d) || exit 1
+trap 'rm -rf "$results"' EXIT
+run_target() {
+  local t=$1 name corpus seed stack log start rc execs out
   name=$(basename "$t")
   corpus=build/fuzz/corpus/$name
   mkdir -p "$corpus"
@@ -41,11 +44,27 @@ for t in build/fuzz/fuzz_*; do
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
   [ -z "$execs" ] && execs=$(grep -Eo '#[0-9]+' "$log" | tail -1 | tr -d '#')
   if [ $rc -eq 0 ]; then
-    printf 'PASS fuzz/%-32s %5ss  %s inputs\n' "$name" "$(( $(date +%s) - start ))" "${execs:-?}"
+    out=$(printf 'PASS fuzz/%-32s %5ss  %s inputs' "$name" "$(( $(date +%s) - start ))" "${execs:-?}")
   else
-    status=1
-    printf 'FAIL fuzz/%-32s (rc %d, log %s)\n' "$name" "$rc" "$log"
-    tail -n 30 "$log" | sed 's/^/    /'
+    out=$(printf 'FAIL fuzz/%-32s (rc %d, log %s)\n%s' "$name" "$rc" "$log" "$(tail -n 30 "$log" | sed 's/^/    /')")
   fi
+  printf '%s\n' "$out"
+  echo "$rc" > "$results/$name"
+}
+running=0
+for t in build/fuzz/fuzz_*; do
+  [ -x "$t" ] || continue
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  run_target "$t" &
+  running=$((running + 1))
+done
+wait
+status=0
+for f in "$results"/*; do
+  [ -e "$f" ] || continue
+  [ "$(cat "$f")" = 0 ] || status=1
 done
 exit $status

@@ -345,6 +345,59 @@ def token_mask(S=8, V=50, D=16):
     return b.model("token_mask", [ids, mask], [tensor(y, [1, S, D])])
 
 
+def bert_tiny(S=16, V=100, D=32, H=2, FF=64, L=2):
+    """A BERT as users export it, small: token ids and an attention mask (int64), word and
+    position embeddings, an embedding layer norm, L encoder layers whose attention adds the
+    mask, (1 - mask) * -10000 broadcast over heads and queries, to the scores."""
+    b = Builder(13)
+    dh = D // H
+    word = b.const("embeddings.word.weight", (b.rng.randn(V, D) * 0.5).astype(np.float32))
+    pos = b.const("embeddings.position.weight", (b.rng.randn(1, S, D) * 0.1).astype(np.float32))
+    x = b.node("Add", [b.node("Gather", [word, "input_ids"], "embeddings.word", axis=0), pos],
+               "embeddings.add")
+    x = layer_norm_node(b, x, "embeddings.norm", D)
+    m = b.node("Unsqueeze", ["attention_mask", b.const("mask.axes", np.array([1, 2], np.int64))],
+               "mask.unsqueeze")                                        # 1 1 1 S
+    m = b.node("Cast", [m], "mask.cast", to=1)
+    m = b.node("Sub", [b.const("mask.one", np.array(1.0, np.float32)), m], "mask.invert")
+    m = b.node("Mul", [m, b.const("mask.neg", np.array(-10000.0, np.float32))], "mask.scale")
+
+    def heads(t, base, perm):
+        r = b.node("Reshape", [t, b.const(base + ".shape", np.array([1, S, H, dh], np.int64))],
+                   base + ".reshape")
+        return b.node("Transpose", [r], base + ".transpose", perm=perm)
+
+    for layer in range(L):
+        p = "layer%d" % layer
+        q = heads(b.linear(x, D, D, p + ".q"), p + ".q", [0, 2, 1, 3])
+        k = heads(b.linear(x, D, D, p + ".k"), p + ".k", [0, 2, 3, 1])
+        v = heads(b.linear(x, D, D, p + ".v"), p + ".v", [0, 2, 1, 3])
+        sc = b.node("Div", [b.node("MatMul", [q, k], p + ".scores"),
+                            b.const(p + ".scale", np.array(np.sqrt(dh), np.float32))],
+                    p + ".scale_div")
+        sc = b.node("Add", [sc, m], p + ".masked")
+        a = b.node("Softmax", [sc], p + ".softmax", axis=-1)
+        c = b.node("Transpose", [b.node("MatMul", [a, v], p + ".context")], p + ".merge",
+                   perm=[0, 2, 1, 3])
+        c = b.node("Reshape", [c, b.const(p + ".merge.shape", np.array([1, S, D], np.int64))],
+                   p + ".merge.reshape")
+        x1 = layer_norm_node(b, b.node("Add", [b.linear(c, D, D, p + ".out"), x], p + ".res1"),
+                             p + ".norm1", D)
+        h = b.linear(x1, D, FF, p + ".fc1")
+        e = b.node("Erf", [b.node("Div", [h, b.const(p + ".sqrt2", np.array(1.4142135,
+                                                                          np.float32))],
+                                  p + ".gelu.div")], p + ".gelu.erf")
+        e = b.node("Add", [e, b.const(p + ".gelu.one", np.array(1.0, np.float32))],
+                   p + ".gelu.add")
+        h = b.node("Mul", [b.node("Mul", [h, e], p + ".gelu.mul"),
+                           b.const(p + ".gelu.half", np.array(0.5, np.float32))], p + ".gelu.mul2")
+        x = layer_norm_node(b, b.node("Add", [b.linear(h, FF, D, p + ".fc2"), x1], p + ".res2"),
+                            p + ".norm2", D)
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, S])
+    mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, S])
+    return b.model("bert_tiny", [ids, mask], [tensor(x, [1, S, D])], opset=17)
+
+
 def bad_opset():
     m = small_cnn()
     m.opset_import[0].version = 99
@@ -558,6 +611,7 @@ MODELS = {
     "tiny_mlp": tiny_mlp,
     "token_embed": token_embed,
     "token_mask": token_mask,
+    "bert_tiny": bert_tiny,
     "weights_as_inputs": weights_as_inputs,
     "dynamic_batch": dynamic_batch,
     "seed_cnn": seed_cnn,
@@ -571,7 +625,7 @@ MODELS = {
     "tv_encoder": torch_encoder,
     "tv_bert2": torch_bert2,
 }
-DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp", "token_embed", "token_mask",
+DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp", "token_embed", "token_mask", "bert_tiny",
            "weights_as_inputs", "dynamic_batch", "bad_opset", "unsupported_op", "negative_dim",
            "missing_input"]
 

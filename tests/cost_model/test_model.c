@@ -7,7 +7,7 @@
 **   - trained on 80% of it, the model orders the held-out 20% (pairs of one task whose
 **     measured costs differ by more than 5%): median pairwise accuracy over 5 seeds >= 0.75;
 **   - trained on all of it, the best predicted of 1,000 new random states is faster, when
-**     measured, than the best of 8 random states (median over 5 seeds of the geometric mean
+**     measured, than the best of 8 random states (median over 3 seeds of the geometric mean
 **     over the three tasks of the speed ratio > 1);
 **   - the ranking objective beats chance on every task, and prediction is deterministic
 **     and gives -inf to what does not lower.
@@ -28,7 +28,8 @@ static const char *specs[] = {
     "conv2d:N=1,C=8,H=14,W=14,K=16,R=3,S=3,pad=1,bias=1,relu=1",
 };
 #define N_TASKS 3
-#define N_SEEDS 5
+#define N_SEEDS 5      /* splits of the held-out accuracy (training only: cheap) */
+#define N_BEST_SEEDS 3 /* draws of the best-of-1,000 test (each measures 27 kernels) */
 
 static char dir[64], db[PATH_MAX];
 static rec_store *store;
@@ -93,7 +94,7 @@ static void test_best_of_1000(void **unused)
 {
     cm_model *m;
     char err[1024];
-    double ratio[N_SEEDS], med;
+    double ratio[N_BEST_SEEDS], med;
     (void)unused;
     tn_measure_cfg o = ct_measure_cfg();
     tn_measurer *ms;
@@ -107,7 +108,7 @@ static void test_best_of_1000(void **unused)
     assert_int_equal(rec_store_open(path, REC_OPEN_CREATE, &out, err, sizeof err), AT_OK);
     if (tn_measurer_open(out, &o, &ms, err, sizeof err) != AT_OK)
         fail_msg("measuring: %s", err);
-    for (int s = 0; s < N_SEEDS; s++) {
+    for (int s = 0; s < N_BEST_SEEDS; s++) {
         double log_sum = 0;
         for (int t = 0; t < N_TASKS; t++) {
             ss_dag *dag;
@@ -155,11 +156,11 @@ static void test_best_of_1000(void **unused)
     }
     tn_measurer_close(ms, 0);
     rec_store_close(out);
-    med = median(ratio, N_SEEDS);
+    med = median(ratio, N_BEST_SEEDS);
     fprintf(stderr, "median x%.2f\n", med);
     if (!(med > 1))
         fail_msg("the predicted best of 1,000 is not faster than the best of 8 random "
-                 "states in the median of %d seeds (x%.2f)", N_SEEDS, med);
+                 "states in the median of %d seeds (x%.2f)", N_BEST_SEEDS, med);
     cm_model_free(m);
 }
 

@@ -33,7 +33,8 @@ static int setup(void **unused)
     kn_target t;
     (void)unused;
     mt_mkdtemp(dir);
-    mt_make_models(dir, "small_cnn transformer weights_as_inputs token_embed token_mask");
+    mt_make_models(dir, "small_cnn transformer weights_as_inputs token_embed token_mask "
+                        "bert_tiny");
     if (kn_target_host(&t) != AT_OK)
         abort();
     snprintf(host_target, sizeof host_target, "%s", t.text);
@@ -1046,6 +1047,26 @@ static void test_run_attention_mask(void **unused)
     md_model_free(m);
 }
 
+/* A small BERT (token ids and a mask, embeddings and their layer norm, 2 encoder layers
+** with masked attention) as users export one: imports, runs and matches numpy. */
+static void test_run_bert_tiny(void **unused)
+{
+    md_model *m = load("bert_tiny.onnx");
+    char dump[PATH_MAX], err[1024];
+    md_run_report rep;
+    (void)unused;
+    mt_path(dump, dir, "dump_bert");
+    if (md_model_run(m, &(md_run_opts){.n_threads = 2, .seed = 5, .dump_dir = dump}, &rep, err,
+                     sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    printf("bert_tiny.onnx: %d tasks; max relative error %.3g against the naive lowering\n",
+           rep.n_tasks, rep.max_rel_err);
+    assert_true(rep.n_tasks >= 8);
+    assert_true(rep.max_rel_err <= 1e-4);
+    numpy_check("bert_tiny.onnx", dump);
+    md_model_free(m);
+}
+
 /* torch.nn.TransformerEncoderLayer as torch exports it (packed QKV projection cut with
 ** Slice at run time, Shape/Gather/Concat arithmetic, decomposed layer norms, Erf GELU):
 ** run here against numpy (when python3-torch is installed). */
@@ -1133,6 +1154,7 @@ int main(void)
         cmocka_unit_test(test_run_weights_as_inputs),
         cmocka_unit_test(test_run_token_ids),
         cmocka_unit_test(test_run_attention_mask),
+        cmocka_unit_test(test_run_bert_tiny),
         cmocka_unit_test(test_run_torch_encoder),
         cmocka_unit_test(test_export),
         cmocka_unit_test(test_export_model),
