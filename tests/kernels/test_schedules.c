@@ -20,7 +20,7 @@
 #include "tests/support/sched_gen.h"
 
 #define N_SCHEDULES 30
-#define N_FULL 10
+#define N_FULL 6
 #define MAX_ATTEMPTS 600
 
 static kn_target host, host_quick;

@@ -1,7 +1,7 @@
 /* tests/kernels/test_space.c -- the template-free schedule space.
 **
 ** For every library operator of the schedule-space issue and three DAGs written in the text
-** format that are not in the library: 400 random states and 400 mutants lower and pass
+** format that are not in the library: 300 random states and 300 mutants lower and pass
 ** LLVM's module verification; 60 of them are compiled and compute the same result as the
 ** naive lowering: 16 built as the tuner builds them (LLVM's full optimisation), 44 with
 ** the quick build (a light IR cleanup and quick instruction selection: the same IR, built
@@ -23,7 +23,7 @@
 
 #include "kernels/kernels.h"
 
-#define N_STATES (getenv("N_STATES") ? atoi(getenv("N_STATES")) : long_mode ? 2000 : 400)
+#define N_STATES (getenv("N_STATES") ? atoi(getenv("N_STATES")) : long_mode ? 2000 : 300)
 #define N_MUTANTS N_STATES
 #define N_COMPILED 60 /* compiled and run, half of them states and half mutants */
 #define N_FULL 16     /* of them, built with the full optimisation; the rest quick builds */
