@@ -29,7 +29,8 @@ static inline int td_program(const char *name, char *out, size_t n)
     return 0;
 }
 
-/* A fresh directory /tmp/'prefix'XXXXXX in 'dir' (at least 64 bytes); 0 or -1. */
+/* A fresh directory in 'dir' (at least 64 bytes), made by mkdtemp(3) from the template
+** "/tmp/<prefix>" followed by the six X characters mkdtemp replaces; 0 or -1. */
 static inline int td_mkdtemp(const char *prefix, char *dir, size_t n)
 {
     snprintf(dir, n, "/tmp/%sXXXXXX", prefix);
