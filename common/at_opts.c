@@ -41,6 +41,15 @@ static int set_value(const char *prog, const at_opt *o, const char *flag, const 
         *(const char **)o->dest = value;
         return 0;
     }
+    if (o->kind == AT_OPT_LIST) {
+        at_opt_list *l = o->dest;
+        if (l->n == AT_OPT_LIST_MAX) {
+            fprintf(stderr, "%s: %s is given more than %d times\n", prog, flag, AT_OPT_LIST_MAX);
+            return AT_EXIT_USAGE;
+        }
+        l->v[l->n++] = value;
+        return 0;
+    }
     if (o->kind == AT_OPT_NUM) {
         char *end;
         double v = strtod(value, &end);

@@ -328,8 +328,15 @@ typedef enum {
     AT_OPT_STR,  /* --name VALUE or --name=VALUE; dest is const char ** */
     AT_OPT_INT,  /* a decimal integer; dest is int * */
     AT_OPT_I64,  /* a decimal integer; dest is int64_t * */
-    AT_OPT_NUM   /* a number (strtod); dest is double * */
+    AT_OPT_NUM,  /* a number (strtod); dest is double * */
+    AT_OPT_LIST  /* a string, repeatable: each occurrence appended; dest is at_opt_list * */
 } at_opt_kind;
+
+#define AT_OPT_LIST_MAX 16
+typedef struct at_opt_list {
+    int n;
+    const char *v[AT_OPT_LIST_MAX];
+} at_opt_list;
 
 typedef struct at_opt {
     const char *name; /* long name without the dashes */

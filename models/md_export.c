@@ -658,94 +658,413 @@ static int copy_step_text(at_buf *b, const md_graph *g, const md_plan *pl, const
     }
 }
 
-/* P_model_init, P_model_run and what they need; the arena and the weights' block come from
-** the plan.  Returns -1 when a step cannot be written (see copy_step_text). */
-static int model_text(at_buf *b, const char *P, const xtask *xs, const md_model *m,
-                      const md_plan *pl)
+/* The whole model in the library: one plan per bucket (one when the model has a single
+** size), their constants in one block with each distinct constant once. */
+typedef struct xmodel {
+    int nb;                      /* buckets */
+    const md_model *const *ms;   /* the model at each bucket, ascending */
+    md_plan *plans;              /* per bucket; constants' offsets are in the shared block */
+    int **map;                   /* per bucket: its task index -> the library's (xs[]) */
+    int dims;                    /* the model has named symbolic dimensions: the dims API */
+    int multi;                   /* the symbolic dimension the buckets differ in, or -1 */
+    int64_t arena_bytes;         /* the largest bucket's arena (one arena for all) */
+    char *blob;                  /* the constants' block */
+    int64_t blob_bytes;
+} xmodel;
+
+static void xmodel_fini(xmodel *x)
 {
-    const md_graph *g = m->g;
+    for (int b = 0; b < x->nb; b++) {
+        if (x->plans)
+            md__plan_free(&x->plans[b]);
+        if (x->map)
+            at_free(x->map[b]);
+    }
+    at_free(x->plans);
+    at_free(x->map);
+    at_free(x->blob);
+    memset(x, 0, sizeof *x);
+}
+
+static uint64_t fnv(const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Plan every bucket, map its tasks to the library's, and lay out the shared constants'
+** block.  AT_EINVAL with a sentence when the buckets do not belong together. */
+static at_err xmodel_make(xmodel *x, const md_model *const *ms, int nb, const md_task_list *tl,
+                          char *errmsg, size_t errmsg_size)
+{
+    const md_graph *g0 = ms[0]->g;
+    int n_consts = 0, cap = 0;
+    struct cst { uint64_t h; int64_t bytes, off; const void *data; } *cs = NULL;
+    at_err err = AT_OK;
+    memset(x, 0, sizeof *x);
+    x->nb = nb;
+    x->ms = ms;
+    x->multi = -1;
+    x->dims = g0->n_syms > 0;
+    if ((x->plans = at_calloc((size_t)nb, sizeof *x->plans)) == NULL ||
+        (x->map = at_calloc((size_t)nb, sizeof *x->map)) == NULL)
+        return AT_ENOMEM;
+    /* the buckets: one file, one dimension that changes */
+    for (int b = 1; b < nb; b++) {
+        const md_graph *g = ms[b]->g;
+        if (strcmp(g->sig, g0->sig) != 0 || g->n_syms != g0->n_syms ||
+            g->n_inputs != g0->n_inputs || g->n_outputs != g0->n_outputs) {
+            snprintf(errmsg, errmsg_size, "the buckets are not one model");
+            return AT_EINVAL;
+        }
+        for (int k = 0; k < g->n_syms; k++)
+            if (g->sym_values[k] != g0->sym_values[k]) {
+                if (x->multi >= 0 && x->multi != k) {
+                    snprintf(errmsg, errmsg_size, "the buckets differ in two dimensions");
+                    return AT_EINVAL;
+                }
+                x->multi = k;
+            }
+    }
+    for (int b = 0; b < nb && err == AT_OK; b++) {
+        const md_model *m = ms[b];
+        const md_graph *g = m->g;
+        md_plan *pl = &x->plans[b];
+        if ((err = md__plan_make(m, pl)) != AT_OK)
+            break;
+        if (pl->arena_bytes > x->arena_bytes)
+            x->arena_bytes = pl->arena_bytes;
+        if ((x->map[b] = at_calloc((size_t)m->tasks->n_tasks + 1, sizeof *x->map[b])) == NULL) {
+            err = AT_ENOMEM;
+            break;
+        }
+        for (int i = 0; i < m->tasks->n_tasks; i++) {
+            x->map[b][i] = -1;
+            for (int j = 0; j < tl->n_tasks && x->map[b][i] < 0; j++)
+                if (strcmp(tl->tasks[j].key, m->tasks->tasks[i].key) == 0)
+                    x->map[b][i] = j;
+        }
+        for (int s = 0; s < m->n_steps; s++)
+            if (m->steps[s].kind == MD_STEP_TASK && x->map[b][m->steps[s].task] < 0) {
+                snprintf(errmsg, errmsg_size, "internal: the task list has no task %s of the "
+                         "model", m->tasks->tasks[m->steps[s].task].key);
+                err = AT_EINVAL;
+            }
+        /* each input and output: a symbolic dimension has the bucket's value, the others
+        ** are the same in every bucket (else the library could not size it for other
+        ** lengths) */
+        for (int i = 0; i < g->n_inputs + g->n_outputs && err == AT_OK && x->dims; i++) {
+            int io = i >= g->n_inputs, t = io ? g->outputs[i - g->n_inputs] : g->inputs[i];
+            int t0 = io ? g0->outputs[i - g->n_inputs] : g0->inputs[i];
+            const md_tensor *tt = &g->tensors[t], *tt0 = &g0->tensors[t0];
+            for (int d = 0; d < tt->rank && err == AT_OK; d++) {
+                int k = tt->sym_rank == tt->rank ? tt->sym[d] - 1 : -1;
+                if (k >= 0 ? tt->shape[d] == g->sym_values[k]
+                           : tt->rank == tt0->rank && tt->shape[d] == tt0->shape[d])
+                    continue;
+                snprintf(errmsg, errmsg_size, "%s '%s': its dimension %d is %lld at %s=%lld "
+                         "but the file does not name it with a symbolic dimension of the "
+                         "inputs, so it cannot be sized for other values", io ? "output" :
+                         "input", tt->name, d, (long long)tt->shape[d],
+                         x->multi >= 0 ? g->sym_names[x->multi] : g->sym_names[0],
+                         (long long)(x->multi >= 0 ? g->sym_values[x->multi]
+                                                   : g->sym_values[0]));
+                err = AT_EINVAL;
+            }
+        }
+        /* constants: each distinct one once */
+        for (int k = 0; k < pl->n_bufs && err == AT_OK; k++) {
+            md_plan_buf *pb = &pl->bufs[k];
+            const md_tensor *t = &g->tensors[pb->root];
+            int64_t bytes = t->n_elems * at_dtype_bytes(t->dtype);
+            uint64_t h;
+            int c;
+            if (pb->kind != MD_BUF_CONST)
+                continue;
+            h = fnv(t->data, (size_t)bytes);
+            for (c = 0; c < n_consts; c++)
+                if (cs[c].h == h && cs[c].bytes == bytes && memcmp(cs[c].data, t->data,
+                                                                   (size_t)bytes) == 0)
+                    break;
+            if (c == n_consts) {
+                if (n_consts == cap) {
+                    struct cst *p = at_realloc(cs, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *p);
+                    if (p == NULL) {
+                        err = AT_ENOMEM;
+                        break;
+                    }
+                    cs = p;
+                }
+                cs[c] = (struct cst){h, bytes, x->blob_bytes, t->data};
+                x->blob_bytes += (bytes + 63) / 64 * 64;
+                n_consts++;
+            }
+            pb->offset = cs[c].off;
+        }
+    }
+    if (err == AT_OK && (x->blob = at_calloc(1, (size_t)x->blob_bytes + 64)) == NULL)
+        err = AT_ENOMEM;
+    for (int c = 0; err == AT_OK && c < n_consts; c++)
+        memcpy(x->blob + cs[c].off, cs[c].data, (size_t)cs[c].bytes);
+    at_free(cs);
+    return err;
+}
+
+/* The C text of the model part: per bucket, its steps (run_bN) and the weight transforms
+** of its layers (init_bN); the dims API when the model has symbolic dimensions; and
+** P_model_run and the rest.  Returns -1 when a step cannot be written (copy_step_text). */
+static int model_text(at_buf *b, const char *P, const xtask *xs, const xmodel *xm)
+{
+    const md_graph *gl = xm->ms[xm->nb - 1]->g; /* the largest bucket */
     at_buf_puts(b, "\n/* ---- the whole model ---- */\n");
     at_buf_puts(b, "#include <string.h>\n");
     at_buf_puts(b, copy_text);
     at_buf_printf(b, "static unsigned char arena[%lld] __attribute__((aligned(64)));\n",
-                  (long long)(pl->arena_bytes > 0 ? pl->arena_bytes : 64));
+                  (long long)(xm->arena_bytes > 0 ? xm->arena_bytes : 64));
     at_buf_printf(b, "extern const unsigned char tn_weights_%s[] "
                      "__attribute__((visibility(\"hidden\")));\n", P);
     at_buf_printf(b, "#define AR(o) ((void *)(arena + (o)))\n"
                      "#define WB(o) ((void *)(tn_weights_%s + (o)))\n", P);
-    at_buf_puts(b, "static int model_ready;\n");
-    at_buf_printf(b, "API int %s_model_init(void)\n{\n    if (model_ready)\n        return 0;\n", P);
-    for (int s = 0; s < m->n_steps; s++) {
-        const md_step *st = &m->steps[s];
-        if (st->kind != MD_STEP_TASK || !xs[st->task].a->n_pre)
-            continue;
-        at_buf_puts(b, "    {\n        void *bufs[] = {");
-        for (int k = 0; k < st->n_args; k++) {
-            at_buf_puts(b, k ? ", " : "");
-            buf_expr(b, pl, st->args[k]);
-        }
-        at_buf_printf(b, "};\n        if (prep_%d(bufs) < 0)\n            return -1;\n    }\n",
-                      st->task);
-    }
-    at_buf_puts(b, "    model_ready = 1;\n    return 0;\n}\n");
-    at_buf_printf(b, "API int32_t %s_model_run(const float *const *inputs, float *const *outputs)\n"
-                     "{\n    int32_t rc;\n"
-                     "    if (!model_ready && (rc = %s_model_init()) != 0)\n        return rc;\n",
-                  P, P);
-    for (int i = 0; i < g->n_inputs; i++) {
-        const md_tensor *t = &g->tensors[g->inputs[i]];
-        if (pl->buf_of[g->inputs[i]] < 0)
-            continue;
-        at_buf_puts(b, "    memcpy(");
-        buf_expr(b, pl, g->inputs[i]);
-        at_buf_printf(b, ", inputs[%d], %lld);\n", i,
-                      (long long)(t->n_elems * at_dtype_bytes(t->dtype)));
-    }
-    for (int s = 0; s < m->n_steps; s++) {
-        const md_step *st = &m->steps[s];
-        const md_node *nd = &g->nodes[st->node];
-        if (st->kind == MD_STEP_COPY) {
-            at_buf_printf(b, "    /* step %d: %s '%s' */\n", s, nd->op_type, nd->name);
-            if (copy_step_text(b, g, pl, nd) != 0)
-                return -1;
-            continue;
-        }
-        at_buf_printf(b, "    /* step %d: task %d, node '%s' */\n    {\n        void *bufs[] = {",
-                      s, st->task, nd->name);
-        for (int k = 0; k < st->n_args; k++) {
-            at_buf_puts(b, k ? ", " : "");
-            buf_expr(b, pl, st->args[k]);
-        }
-        at_buf_printf(b, "};\n        if ((rc = run_%d(bufs)) != 0)\n            return rc;\n    }\n",
-                      st->task);
-    }
-    for (int i = 0; i < g->n_outputs; i++) {
-        const md_tensor *t = &g->tensors[g->outputs[i]];
-        at_buf_printf(b, "    memcpy(outputs[%d], ", i);
-        buf_expr(b, pl, g->outputs[i]);
-        at_buf_printf(b, ", %lld);\n", (long long)(t->n_elems * at_dtype_bytes(t->dtype)));
-    }
-    at_buf_puts(b, "    return 0;\n}\n");
-    at_buf_printf(b, "API int %s_model_n_inputs(void)\n{\n    return %d;\n}\n", P, g->n_inputs);
-    at_buf_printf(b, "API int %s_model_n_outputs(void)\n{\n    return %d;\n}\n", P, g->n_outputs);
-    for (int io = 0; io < 2; io++) {
-        int n = io ? g->n_outputs : g->n_inputs;
-        const int *ts = io ? g->outputs : g->inputs;
-        const char *w = io ? "output" : "input";
-        at_buf_printf(b, "static const char *const %s_names[%d] = {", w, n + 1);
-        for (int i = 0; i < n; i++) {
-            at_buf_puts(b, i ? ", \"" : "\"");
-            for (const char *c = g->tensors[ts[i]].name; *c; c++)
+    if (xm->dims) {
+        /* the symbolic dimensions: their buckets and current values; each input's and
+        ** output's shape at the current values */
+        int ns = gl->n_syms, nio = gl->n_inputs + gl->n_outputs;
+        at_buf_printf(b, "#define N_DIMS %d\n#define N_BUCKETS %d\n", ns, xm->nb);
+        at_buf_puts(b, "static const char *const dim_names[N_DIMS] = {");
+        for (int k = 0; k < ns; k++) {
+            at_buf_puts(b, k ? ", \"" : "\"");
+            for (const char *c = gl->sym_names[k]; *c; c++)
                 at_buf_printf(b, (*c == '"' || *c == '\\') ? "\\%c" : (*c < 32 || *c > 126) ?
                               "?" : "%c", *c);
             at_buf_putc(b, '"');
         }
-        at_buf_printf(b, "};\nstatic const long long %s_sizes[%d] = {", w, n + 1);
-        for (int i = 0; i < n; i++)
-            at_buf_printf(b, "%s%lld", i ? ", " : "", (long long)g->tensors[ts[i]].n_elems);
+        at_buf_puts(b, "};\n/* bucket_dims[j][k]: dimension k in bucket j */\n"
+                       "static const long long bucket_dims[N_BUCKETS][N_DIMS] = {");
+        for (int j = 0; j < xm->nb; j++) {
+            at_buf_puts(b, j ? ", {" : "{");
+            for (int k = 0; k < ns; k++)
+                at_buf_printf(b, "%s%lld", k ? ", " : "", (long long)xm->ms[j]->g->sym_values[k]);
+            at_buf_puts(b, "}");
+        }
+        at_buf_puts(b, "};\nstatic long long cur_dim[N_DIMS] = {");
+        for (int k = 0; k < ns; k++)
+            at_buf_printf(b, "%s%lld", k ? ", " : "", (long long)gl->sym_values[k]);
+        at_buf_printf(b, "};\nstatic int cur_bucket = %d;\n", xm->nb - 1);
+        at_buf_printf(b, "/* per input, then output: rank, element bytes, sizes (the largest "
+                         "bucket's), and 1 + the dimension each size follows (0: fixed) */\n"
+                         "static const int io_rank[%d] = {", nio);
+        for (int i = 0; i < nio; i++) {
+            int t = i < gl->n_inputs ? gl->inputs[i] : gl->outputs[i - gl->n_inputs];
+            at_buf_printf(b, "%s%d", i ? ", " : "", gl->tensors[t].rank);
+        }
+        at_buf_printf(b, "}, io_esz[%d] = {", nio);
+        for (int i = 0; i < nio; i++) {
+            int t = i < gl->n_inputs ? gl->inputs[i] : gl->outputs[i - gl->n_inputs];
+            at_buf_printf(b, "%s%d", i ? ", " : "", at_dtype_bytes(gl->tensors[t].dtype));
+        }
+        at_buf_printf(b, "};\nstatic const long long io_fixed[%d][8] = {", nio);
+        for (int i = 0; i < nio; i++) {
+            int t = i < gl->n_inputs ? gl->inputs[i] : gl->outputs[i - gl->n_inputs];
+            at_buf_puts(b, i ? ", " : "");
+            ll_array(b, gl->tensors[t].shape, gl->tensors[t].rank > 0 ? gl->tensors[t].rank : 0);
+        }
+        at_buf_printf(b, "};\nstatic const unsigned char io_sym[%d][8] = {", nio);
+        for (int i = 0; i < nio; i++) {
+            const md_tensor *tt = &gl->tensors[i < gl->n_inputs ? gl->inputs[i]
+                                                                : gl->outputs[i - gl->n_inputs]];
+            at_buf_puts(b, i ? ", {" : "{");
+            for (int d = 0; d < tt->rank; d++)
+                at_buf_printf(b, "%s%d", d ? ", " : "", tt->sym_rank == tt->rank ? tt->sym[d] : 0);
+            at_buf_puts(b, tt->rank ? "}" : "0}");
+        }
+        at_buf_puts(b, "};\n");
+        at_buf_puts(b,
+            "static long long io_shape(int i, long long *s)\n{\n    long long n = 1;\n"
+            "    for (int d = 0; d < io_rank[i]; d++) {\n"
+            "        s[d] = io_sym[i][d] ? cur_dim[io_sym[i][d] - 1] : io_fixed[i][d];\n"
+            "        n *= s[d];\n    }\n    return n;\n}\n"
+            "/* dst (shape dsh) <- the box of src (shape ssh) at the origin; with zero, dst is\n"
+            "** zeroed first (padding) */\n"
+            "static void copy_box(char *dst, const long long *dsh, const char *src,\n"
+            "                     const long long *ssh, int rank, int esz, int zero)\n{\n"
+            "    long long box[8] = {0}, dst_st[8], src_st[8], idx[8] = {0}, dn = 1, sn = 1,\n"
+            "              outer = 1, row;\n"
+            "    int same = 1;\n"
+            "    for (int d = rank - 1; d >= 0; d--) {\n"
+            "        box[d] = dsh[d] < ssh[d] ? dsh[d] : ssh[d];\n"
+            "        same &= dsh[d] == ssh[d];\n"
+            "        dst_st[d] = dn;\n        src_st[d] = sn;\n"
+            "        dn *= dsh[d];\n        sn *= ssh[d];\n    }\n"
+            "    if (same) {\n        memcpy(dst, src, (size_t)(dn * esz));\n        return;\n    }\n"
+            "    if (zero)\n        memset(dst, 0, (size_t)(dn * esz));\n"
+            "    row = box[rank - 1] * esz;\n"
+            "    for (int d = 0; d < rank - 1; d++)\n        outer *= box[d];\n"
+            "    for (long long o = 0; o < outer; o++) {\n"
+            "        long long doff = 0, soff = 0;\n"
+            "        for (int d = 0; d < rank - 1; d++) {\n"
+            "            doff += idx[d] * dst_st[d];\n            soff += idx[d] * src_st[d];\n"
+            "        }\n"
+            "        memcpy(dst + doff * esz, src + soff * esz, (size_t)row);\n"
+            "        for (int d = rank - 2; d >= 0; d--) {\n"
+            "            if (++idx[d] < box[d])\n                break;\n"
+            "            idx[d] = 0;\n        }\n    }\n}\n");
+    }
+    for (int bk = 0; bk < xm->nb; bk++) {
+        const md_model *m = xm->ms[bk];
+        const md_graph *g = m->g;
+        const md_plan *pl = &xm->plans[bk];
+        const int *map = xm->map[bk];
+        at_buf_printf(b, "\n/* bucket %d */\nstatic int ready_b%d;\n"
+                         "static int init_b%d(void)\n{\n    if (ready_b%d)\n        return 0;\n",
+                      bk, bk, bk, bk);
+        for (int s = 0; s < m->n_steps; s++) {
+            const md_step *st = &m->steps[s];
+            if (st->kind != MD_STEP_TASK || !xs[map[st->task]].a->n_pre)
+                continue;
+            at_buf_puts(b, "    {\n        void *bufs[] = {");
+            for (int k = 0; k < st->n_args; k++) {
+                at_buf_puts(b, k ? ", " : "");
+                buf_expr(b, pl, st->args[k]);
+            }
+            at_buf_printf(b, "};\n        if (prep_%d(bufs) < 0)\n            return -1;\n    }\n",
+                          map[st->task]);
+        }
+        at_buf_printf(b, "    ready_b%d = 1;\n    return 0;\n}\n", bk);
+        at_buf_printf(b, "static int32_t run_b%d(const float *const *inputs, float *const *outputs)\n"
+                         "{\n    int32_t rc;\n"
+                         "    if (!ready_b%d && (rc = init_b%d()) != 0)\n        return rc;\n",
+                      bk, bk, bk);
+        for (int i = 0; i < g->n_inputs; i++) {
+            const md_tensor *t = &g->tensors[g->inputs[i]];
+            if (pl->buf_of[g->inputs[i]] < 0)
+                continue;
+            if (xm->dims) {
+                /* at the current dimensions, zero-padded to the bucket's */
+                at_buf_puts(b, "    {\n        static const long long bs[] = ");
+                ll_array(b, t->shape, t->rank);
+                at_buf_printf(b, ";\n        long long cs[8];\n        io_shape(%d, cs);\n"
+                                 "        copy_box((char *)", i);
+                buf_expr(b, pl, g->inputs[i]);
+                at_buf_printf(b, ", bs, (const char *)inputs[%d], cs, %d, %d, 1);\n    }\n", i,
+                              t->rank, at_dtype_bytes(t->dtype));
+                continue;
+            }
+            at_buf_puts(b, "    memcpy(");
+            buf_expr(b, pl, g->inputs[i]);
+            at_buf_printf(b, ", inputs[%d], %lld);\n", i,
+                          (long long)(t->n_elems * at_dtype_bytes(t->dtype)));
+        }
+        for (int s = 0; s < m->n_steps; s++) {
+            const md_step *st = &m->steps[s];
+            const md_node *nd = &g->nodes[st->node];
+            if (st->kind == MD_STEP_COPY) {
+                at_buf_printf(b, "    /* step %d: %s '%s' */\n", s, nd->op_type, nd->name);
+                if (copy_step_text(b, g, pl, nd) != 0)
+                    return -1;
+                continue;
+            }
+            at_buf_printf(b, "    /* step %d: task %d, node '%s' */\n    {\n        void *bufs[] = {",
+                          s, map[st->task], nd->name);
+            for (int k = 0; k < st->n_args; k++) {
+                at_buf_puts(b, k ? ", " : "");
+                buf_expr(b, pl, st->args[k]);
+            }
+            at_buf_printf(b, "};\n        if ((rc = run_%d(bufs)) != 0)\n            return rc;\n    }\n",
+                          map[st->task]);
+        }
+        for (int i = 0; i < g->n_outputs; i++) {
+            const md_tensor *t = &g->tensors[g->outputs[i]];
+            if (xm->dims) {
+                /* cut back to the current dimensions */
+                at_buf_puts(b, "    {\n        static const long long bs[] = ");
+                ll_array(b, t->shape, t->rank);
+                at_buf_printf(b, ";\n        long long cs[8];\n        io_shape(%d, cs);\n"
+                                 "        copy_box((char *)outputs[%d], cs, (const char *)",
+                              g->n_inputs + i, i);
+                buf_expr(b, pl, g->outputs[i]);
+                at_buf_printf(b, ", bs, %d, %d, 0);\n    }\n", t->rank, at_dtype_bytes(t->dtype));
+                continue;
+            }
+            at_buf_printf(b, "    memcpy(outputs[%d], ", i);
+            buf_expr(b, pl, g->outputs[i]);
+            at_buf_printf(b, ", %lld);\n", (long long)(t->n_elems * at_dtype_bytes(t->dtype)));
+        }
+        at_buf_puts(b, "    return 0;\n}\n");
+    }
+    /* the API */
+    at_buf_printf(b, "API int %s_model_init(void)\n{\n", P);
+    if (xm->dims) {
+        at_buf_puts(b, "    switch (cur_bucket) {\n");
+        for (int bk = 0; bk < xm->nb; bk++)
+            at_buf_printf(b, "    case %d:\n        return init_b%d();\n", bk, bk);
+        at_buf_puts(b, "    default:\n        return -1;\n    }\n}\n");
+        at_buf_printf(b, "API int32_t %s_model_run(const float *const *inputs, float *const *outputs)\n"
+                         "{\n    switch (cur_bucket) {\n", P);
+        for (int bk = 0; bk < xm->nb; bk++)
+            at_buf_printf(b, "    case %d:\n        return run_b%d(inputs, outputs);\n", bk, bk);
+        at_buf_puts(b, "    default:\n        return -1;\n    }\n}\n");
+        at_buf_printf(b,
+            "API int %s_model_n_dims(void)\n{\n    return N_DIMS;\n}\n"
+            "API const char *%s_model_dim_name(int i)\n{\n"
+            "    return i >= 0 && i < N_DIMS ? dim_names[i] : NULL;\n}\n"
+            "static int dim_index(const char *name)\n{\n"
+            "    for (int k = 0; name && k < N_DIMS; k++)\n"
+            "        if (strcmp(dim_names[k], name) == 0)\n            return k;\n"
+            "    return -1;\n}\n"
+            "API int %s_model_n_buckets(int i)\n{\n    return i >= 0 && i < N_DIMS ? N_BUCKETS : 0;\n}\n"
+            "API long long %s_model_bucket(int i, int j)\n{\n"
+            "    return i >= 0 && i < N_DIMS && j >= 0 && j < N_BUCKETS ? bucket_dims[j][i] : -1;\n}\n"
+            "API long long %s_model_dim(const char *name)\n{\n"
+            "    int k = dim_index(name);\n    return k < 0 ? -1 : cur_dim[k];\n}\n"
+            "API int %s_model_set_dim(const char *name, long long value)\n{\n"
+            "    int k = dim_index(name), j;\n"
+            "    if (k < 0 || value < 1 || value > bucket_dims[N_BUCKETS - 1][k])\n"
+            "        return -1;\n"
+            "    cur_dim[k] = value;\n"
+            "    /* the smallest bucket that holds every current value */\n"
+            "    for (j = 0; j < N_BUCKETS - 1; j++) {\n"
+            "        int fits = 1;\n"
+            "        for (int d = 0; d < N_DIMS; d++)\n"
+            "            fits &= cur_dim[d] <= bucket_dims[j][d];\n"
+            "        if (fits)\n            break;\n    }\n"
+            "    cur_bucket = j;\n    return 0;\n}\n", P, P, P, P, P, P);
+    } else {
+        at_buf_puts(b, "    return init_b0();\n}\n");
+        at_buf_printf(b, "API int32_t %s_model_run(const float *const *inputs, float *const *outputs)\n"
+                         "{\n    return run_b0(inputs, outputs);\n}\n", P);
+    }
+    at_buf_printf(b, "API int %s_model_n_inputs(void)\n{\n    return %d;\n}\n", P, gl->n_inputs);
+    at_buf_printf(b, "API int %s_model_n_outputs(void)\n{\n    return %d;\n}\n", P, gl->n_outputs);
+    for (int io = 0; io < 2; io++) {
+        int n = io ? gl->n_outputs : gl->n_inputs;
+        const int *ts = io ? gl->outputs : gl->inputs;
+        const char *w = io ? "output" : "input";
+        at_buf_printf(b, "static const char *const %s_names[%d] = {", w, n + 1);
+        for (int i = 0; i < n; i++) {
+            at_buf_puts(b, i ? ", \"" : "\"");
+            for (const char *c = gl->tensors[ts[i]].name; *c; c++)
+                at_buf_printf(b, (*c == '"' || *c == '\\') ? "\\%c" : (*c < 32 || *c > 126) ?
+                              "?" : "%c", *c);
+            at_buf_putc(b, '"');
+        }
         at_buf_puts(b, "};\n");
         at_buf_printf(b, "API const char *%s_model_%s_name(int i)\n{\n"
                          "    return i >= 0 && i < %d ? %s_names[i] : NULL;\n}\n", P, w, n, w);
+        if (xm->dims) {
+            at_buf_printf(b, "API long long %s_model_%s_size(int i)\n{\n    long long s[8];\n"
+                             "    return i >= 0 && i < %d ? io_shape(%si, s) : -1;\n}\n", P, w,
+                          n, io ? "N_INPUTS + " : "");
+            if (!io)
+                at_buf_printf(b, "#define N_INPUTS %d\n", gl->n_inputs);
+            continue;
+        }
+        at_buf_printf(b, "static const long long %s_sizes[%d] = {", w, n + 1);
+        for (int i = 0; i < n; i++)
+            at_buf_printf(b, "%s%lld", i ? ", " : "", (long long)gl->tensors[ts[i]].n_elems);
+        at_buf_puts(b, "};\n");
         at_buf_printf(b, "API long long %s_model_%s_size(int i)\n{\n"
                          "    return i >= 0 && i < %d ? %s_sizes[i] : -1;\n}\n", P, w, n, w);
     }
@@ -762,11 +1081,11 @@ static void weights_asm(at_buf *b, const char *P, const char *bin)
                      "\t.section .note.GNU-stack,\"\",%%progbits\n", P, P, P, P, bin);
 }
 
-/* The model part of the header: the inputs and outputs in the model's own layout, and the
-** layouts the tasks use inside. */
-static void header_model_text(at_buf *b, const char *P, const md_model *m)
+/* The model part of the header: the inputs and outputs in the model's own layout, the
+** symbolic dimensions and their buckets, and the layouts the tasks use inside. */
+static void header_model_text(at_buf *b, const char *P, const xmodel *xm)
 {
-    const md_graph *g = m->g;
+    const md_graph *g = xm->ms[xm->nb - 1]->g;
     int nhwc = 0;
     for (int i = 0; i < g->n_nodes; i++)
         nhwc |= !g->nodes[i].dead && g->nodes[i].nhwc;
@@ -786,11 +1105,45 @@ static void header_model_text(at_buf *b, const char *P, const md_model *m)
         const int *ts = io ? g->outputs : g->inputs;
         for (int i = 0; i < n; i++) {
             const md_tensor *t = &g->tensors[ts[i]];
-            char sh[160];
-            md__shape_str(t->shape, t->rank, sh, sizeof sh);
+            char sh[200];
+            size_t L = 0;
+            sh[0] = 0;
+            for (int d = 0; d < t->rank && L < sizeof sh; d++) {
+                int k = xm->dims && t->sym_rank == t->rank ? t->sym[d] - 1 : -1;
+                if (k >= 0)
+                    L += (size_t)snprintf(sh + L, sizeof sh - L, "%s%s", d ? ", " : "[",
+                                          g->sym_names[k]);
+                else
+                    L += (size_t)snprintf(sh + L, sizeof sh - L, "%s%lld", d ? ", " : "[",
+                                          (long long)t->shape[d]);
+            }
+            if (L < sizeof sh)
+                snprintf(sh + L, sizeof sh - L, "]");
             at_buf_printf(b, "**   %s %d: '%s' %s%s\n", io ? "output" : "input ", i, t->name,
-                          t->dtype == AT_DT_I64 ? "int64" : "float32", sh);
+                          t->dtype == AT_DT_I64 ? "int64" : "float32", t->rank ? sh : "[]");
         }
+    }
+    if (xm->dims) {
+        at_buf_puts(b, "** Symbolic dimensions (names in the shapes above), with the sizes the kernels\n"
+                       "** were built for:");
+        for (int k = 0; k < g->n_syms; k++) {
+            at_buf_printf(b, "%s '%s'", k ? ";" : "", g->sym_names[k]);
+            if (k == xm->multi) {
+                at_buf_puts(b, " buckets");
+                for (int j = 0; j < xm->nb; j++)
+                    at_buf_printf(b, "%s %lld", j ? "," : "", (long long)xm->ms[j]->g->sym_values[k]);
+            } else {
+                at_buf_printf(b, " %lld", (long long)g->sym_values[k]);
+            }
+        }
+        at_buf_printf(b, ".\n"
+            "** %s_model_set_dim(name, n) makes the next runs take their inputs and give their\n"
+            "** outputs at size n (1 <= n <= the largest bucket): the model runs on the smallest\n"
+            "** bucket that holds n, its inputs padded with zeros there (token id 0, attention\n"
+            "** mask 0: padded positions are masked out, so a model whose positions meet only in\n"
+            "** masked attention, as BERT's, gives the outputs of a run at n) and its outputs cut\n"
+            "** back to n.  The sizes start at the largest bucket; %s_model_input_size and\n"
+            "** %s_model_output_size follow the current values.\n", P, P, P);
     }
     at_buf_puts(b, "** An int64 input (token ids) is passed as its pointer cast to (const float *);\n"
                    "** each id is checked against the table it indexes.\n"
@@ -803,11 +1156,18 @@ static void header_model_text(at_buf *b, const char *P, const md_model *m)
     at_buf_printf(b, "const char *%s_model_input_name(int i);\nconst char *%s_model_output_name(int i);\n", P, P);
     at_buf_printf(b, "long long %s_model_input_size(int i);   /* elements */\n"
                      "long long %s_model_output_size(int i);\n", P, P);
+    if (xm->dims)
+        at_buf_printf(b, "int %s_model_set_dim(const char *name, long long n); /* 0, or -1: unknown name, n out of range */\n"
+                         "long long %s_model_dim(const char *name);  /* the current value, -1 for an unknown name */\n"
+                         "int %s_model_n_dims(void);\nconst char *%s_model_dim_name(int i);\n"
+                         "int %s_model_n_buckets(int i);              /* of dimension i */\n"
+                         "long long %s_model_bucket(int i, int j);    /* bucket j of dimension i, ascending */\n",
+                      P, P, P, P, P, P);
 }
 
 static void header_text(at_buf *b, const char *P, const char *file, const xtask *xs, int n,
                         int pool, int max_threads, const md_task_list *tl, const char *target,
-                        const md_model *m)
+                        const xmodel *m)
 {
     char guard[140], up[128];
     size_t k = 0;
@@ -881,7 +1241,7 @@ static void header_text(at_buf *b, const char *P, const char *file, const xtask 
 }
 
 /* The version script: only the public names leave the library. */
-static void exports_text(at_buf *b, const char *P, int n, int model)
+static void exports_text(at_buf *b, const char *P, int n, int model, int dims)
 {
     at_buf_puts(b, "{\n  global:\n");
     at_buf_printf(b, "    %s_n_tasks;\n    %s_task_key;\n    %s_task_name;\n    %s_task_run;\n"
@@ -892,6 +1252,10 @@ static void exports_text(at_buf *b, const char *P, int n, int model)
                          "    %s_model_n_outputs;\n    %s_model_input_name;\n"
                          "    %s_model_output_name;\n    %s_model_input_size;\n"
                          "    %s_model_output_size;\n", P, P, P, P, P, P, P, P);
+    if (dims)
+        at_buf_printf(b, "    %s_model_set_dim;\n    %s_model_dim;\n    %s_model_n_dims;\n"
+                         "    %s_model_dim_name;\n    %s_model_n_buckets;\n    %s_model_bucket;\n",
+                      P, P, P, P, P, P);
     for (int i = 0; i < n; i++)
         at_buf_printf(b, "    %s_task%d;\n", P, i);
     at_buf_puts(b, "  local:\n    *;\n};\n");
@@ -956,29 +1320,18 @@ static at_err android_stubs(const char *tmp, const char *cc, const char *ld, con
     return AT_OK;
 }
 
-/* weights.bin (every constant a step reads, at its plan offset), weights.S that includes
-** it, assembled into weights.o. */
-static at_err write_weights(const char *tmp, const char *P, const md_model *m,
-                            const md_plan *pl, const char *cc, const char *log, char *errmsg,
-                            size_t errmsg_size)
+/* weights.bin (the shared constants' block), weights.S that includes it, assembled into
+** weights.o. */
+static at_err write_weights(const char *tmp, const char *P, const xmodel *xm, const char *cc,
+                            const char *log, char *errmsg, size_t errmsg_size)
 {
     char bin[300], S[300], obj[300];
-    char *blob = at_calloc(1, (size_t)pl->const_bytes + 64);
     at_buf b;
     at_err err;
-    if (blob == NULL)
-        return AT_ENOMEM;
-    for (int i = 0; i < pl->n_bufs; i++) {
-        const md_plan_buf *pb = &pl->bufs[i];
-        const md_tensor *t = &m->g->tensors[pb->root];
-        if (pb->kind == MD_BUF_CONST)
-            memcpy(blob + pb->offset, t->data, (size_t)(t->n_elems * at_dtype_bytes(t->dtype)));
-    }
     snprintf(bin, sizeof bin, "%s/weights.bin", tmp);
     snprintf(S, sizeof S, "%s/weights.S", tmp);
     snprintf(obj, sizeof obj, "%s/weights.o", tmp);
-    err = at_file_write(bin, blob, (size_t)pl->const_bytes, errmsg, errmsg_size);
-    at_free(blob);
+    err = at_file_write(bin, xm->blob, (size_t)xm->blob_bytes, errmsg, errmsg_size);
     if (err != AT_OK)
         return err;
     at_buf_init(&b);
@@ -1001,14 +1354,16 @@ at_err md_export_lib(const md_task_list *tl, const md_export_opts *o, md_export_
     char log[300], file[256];
     xtask *xs = NULL;
     symset undef;
-    md_plan plan;
+    xmodel xm;
+    const md_model *const *ms = o->n_buckets > 0 ? o->buckets : &o->model;
+    int nb = o->n_buckets > 0 ? o->n_buckets : o->model != NULL;
     int pool, max_threads, n = tl->n_tasks;
     double t0 = at_time_mono_s();
     at_err err;
     at_buf b;
     memset(rep, 0, sizeof *rep);
     memset(&undef, 0, sizeof undef);
-    memset(&plan, 0, sizeof plan);
+    memset(&xm, 0, sizeof xm);
     at_buf_init(&b);
     if (errmsg_size)
         errmsg[0] = 0;
@@ -1123,27 +1478,30 @@ at_err md_export_lib(const md_task_list *tl, const md_export_opts *o, md_export_
         snprintf(file, sizeof file, "%s", base ? base + 1 : o->out_path);
     }
     glue_text(&b, P, xs, n, pool, max_threads, tl->model ? tl->model : "tasks", tgt.text);
-    if (o->model) {
-        if ((err = md__plan_make(o->model, &plan)) != AT_OK)
+    if (nb > 0) {
+        if ((err = xmodel_make(&xm, ms, nb, tl, errmsg, errmsg_size)) != AT_OK)
             goto out;
-        if (model_text(&b, P, xs, o->model, &plan) != 0) {
+        if (model_text(&b, P, xs, &xm) != 0) {
             snprintf(errmsg, errmsg_size, "internal: a copy step of the model cannot be written");
             err = AT_EINVAL;
             goto out;
         }
-        if ((err = write_weights(tmp, P, o->model, &plan, cc, log, errmsg, errmsg_size)) != AT_OK)
+        if ((err = write_weights(tmp, P, &xm, cc, log, errmsg, errmsg_size)) != AT_OK)
             goto out;
         symset_add(&undef, "memcpy");
-        rep->arena_bytes = plan.arena_bytes;
-        for (int s = 0; s < o->model->n_steps; s++)
-            rep->n_weight_uses += o->model->steps[s].kind == MD_STEP_TASK &&
-                                  xs[o->model->steps[s].task].a->n_pre > 0;
-        rep->weight_bytes = plan.const_bytes;
+        symset_add(&undef, "memset");
+        rep->arena_bytes = xm.arena_bytes;
+        for (int k = 0; k < nb; k++)
+            for (int s = 0; s < ms[k]->n_steps; s++)
+                rep->n_weight_uses += ms[k]->steps[s].kind == MD_STEP_TASK &&
+                                      xs[xm.map[k][ms[k]->steps[s].task]].a->n_pre > 0;
+        rep->weight_bytes = xm.blob_bytes;
+        rep->n_buckets = xm.multi >= 0 ? nb : 0;
     }
     if ((err = write_text(glue_c, &b, errmsg, errmsg_size)) != AT_OK)
         goto out;
     at_buf_reset(&b);
-    exports_text(&b, P, n, o->model != NULL);
+    exports_text(&b, P, n, nb > 0, nb > 0 && xm.dims);
     if ((err = write_text(map, &b, errmsg, errmsg_size)) != AT_OK)
         goto out;
     {
@@ -1197,7 +1555,7 @@ at_err md_export_lib(const md_task_list *tl, const md_export_opts *o, md_export_
             snprintf(objs[i], sizeof objs[i], "%s/k%d.o", tmp, i);
             argv[k++] = objs[i];
         }
-        if (o->model) {
+        if (nb > 0) {
             snprintf(objs[n], sizeof objs[n], "%s/weights.o", tmp);
             argv[k++] = objs[n];
         }
@@ -1249,12 +1607,13 @@ at_err md_export_lib(const md_task_list *tl, const md_export_opts *o, md_export_
     at_buf_reset(&b);
     {
         const char *hb = strrchr(hdr, '/');
-        header_text(&b, P, hb ? hb + 1 : hdr, xs, n, pool, max_threads, tl, tgt.text, o->model);
+        header_text(&b, P, hb ? hb + 1 : hdr, xs, n, pool, max_threads, tl, tgt.text,
+                    nb > 0 ? &xm : NULL);
     }
     if ((err = write_text(hdr, &b, errmsg, errmsg_size)) != AT_OK)
         goto out;
 out:
-    md__plan_free(&plan);
+    xmodel_fini(&xm);
     for (int i = 0; xs && i < n; i++)
         kn_artifact_free(xs[i].a);
     at_free(xs);

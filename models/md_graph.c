@@ -89,6 +89,8 @@ void md__graph_free(md_graph *g)
     }
     for (int i = 0; i < g->n_warnings; i++)
         at_free(g->warnings[i]);
+    for (int i = 0; i < g->n_syms; i++)
+        at_free(g->sym_names[i]);
     at_free(g->warnings);
     at_free(g->tensors);
     at_free(g->nodes);

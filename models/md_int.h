@@ -32,6 +32,7 @@
 #include "models/models.h"
 
 #define MD_MAX_RANK 8
+#define MD_MAX_SYMS 8 /* named symbolic dimensions of one model */
 /* An NHWC convolution reads a graph input of at most this many channels in NCHW, as it
 ** is (md_layout.c): the stem of an image model (3 channels), whose input transpose cost
 ** MobileNetV2 0.085-0.15 ms of 5 */
@@ -154,6 +155,10 @@ typedef struct md_tensor {
     int hint;         /* a shape came from value_info/graph outputs (not checked yet) */
     int hint_rank;
     int64_t hint_shape[MD_MAX_RANK];
+    unsigned char sym[MD_MAX_RANK]; /* graph inputs and outputs: per dimension, 1 + the
+                      ** index (md_graph.sym_names) of the symbolic dimension the file names
+                      ** there, or 0 for a fixed size */
+    int sym_rank;     /* the rank the file declares for a graph input or output (0: none) */
     int producer;     /* node id, or -1 */
     int n_consumers;  /* live nodes reading it */
     int alias;        /* the tensor whose buffer this one shares, or -1 */
@@ -196,6 +201,11 @@ struct md_graph {
     int n_warnings, cap_warnings;
     char **warnings;         /* sentences for the user, each naming the node */
     int64_t dim_default;     /* value given to a symbolic dimension */
+    int n_syms;              /* named symbolic dimensions of the graph inputs ('seq') */
+    char *sym_names[MD_MAX_SYMS];
+    int64_t sym_values[MD_MAX_SYMS]; /* the value each was given */
+    int sym_given[MD_MAX_SYMS];      /* 1: by md_model_opts.dims, 0: dim_default */
+    char sig[33];            /* hex SHA-256 of the file's structure (below), weights left out */
     int n_file_nodes;        /* nodes the file has (rewrites append more) */
 };
 typedef struct md_graph md_graph;
@@ -223,8 +233,10 @@ int md__attr_ints(const md_node *n, const char *name, int64_t *out, int max);
 /* Decode ONNX bytes (md_onnx.c).  On AT_OK the caller owns *out (md__graph_free).  Errors
 ** (AT_ECORRUPT undecodable, AT_EUNSUPPORTED an unknown opset or external data, AT_EINVAL a
 ** graph that contradicts itself, AT_ENOMEM) come with a sentence naming the file and,
-** where there is one, the node or tensor. */
-at_err md__onnx_decode(const void *bytes, size_t n, const char *name, int64_t dim_default,
+** where there is one, the node or tensor.  A symbolic dimension of a graph input takes the
+** value opts->dims gives its name, else opts->dim_default (1 when opts is NULL); a name in
+** opts->dims that no input has is an error (AT_EINVAL). */
+at_err md__onnx_decode(const void *bytes, size_t n, const char *name, const md_model_opts *opts,
                        md_graph **out, char *errmsg, size_t errmsg_size);
 
 /* Parameters of a Conv node as the library's conv2d takes them (md_infer.c); AT_OK, or

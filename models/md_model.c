@@ -31,8 +31,7 @@ static at_err load_one(const void *bytes, size_t n, const char *name, const md_m
         err = AT_ENOMEM;
         goto fail;
     }
-    err = md__onnx_decode(bytes, n, name, opts ? opts->dim_default : 1, &m->g, errmsg,
-                          errmsg_size);
+    err = md__onnx_decode(bytes, n, name, opts, &m->g, errmsg, errmsg_size);
     if (err != AT_OK)
         goto fail;
     if ((err = md__graph_prepare(m->g, errmsg, errmsg_size)) != AT_OK)
@@ -267,4 +266,55 @@ void md_model_get_info(const md_model *m, md_model_info *out)
     out->n_winograd = m->n_winograd;
     out->n_winograd_eligible = m->n_winograd_eligible;
     out->n_alt_tasks = m->n_alt_tasks;
+}
+
+int md_model_n_dims(const md_model *m)
+{
+    return m->g->n_syms;
+}
+
+const char *md_model_dim_name(const md_model *m, int i)
+{
+    return i >= 0 && i < m->g->n_syms ? m->g->sym_names[i] : NULL;
+}
+
+int64_t md_model_dim_value(const md_model *m, int i)
+{
+    return i >= 0 && i < m->g->n_syms ? m->g->sym_values[i] : 0;
+}
+
+const char *md_model_sig(const md_model *m)
+{
+    return m->g->sig;
+}
+
+at_err md_task_list_union(const md_model *const *ms, int n, md_task_list **out)
+{
+    md_task_list *tl;
+    at_err err = AT_OK;
+    *out = NULL;
+    if ((tl = at_calloc(1, sizeof *tl)) == NULL)
+        return AT_ENOMEM;
+    at_arena_init(&tl->arena, 0);
+    if (n > 0 && (tl->model = at_arena_strdup(&tl->arena, ms[0]->tasks->model)) == NULL)
+        err = AT_ENOMEM;
+    for (int k = 0; k < n && err == AT_OK; k++) {
+        const md_task_list *src = ms[k]->tasks;
+        /* the Winograd alternatives at the end run in no step */
+        for (int i = 0; i < src->n_tasks - ms[k]->n_alt_tasks && err == AT_OK; i++) {
+            int j = 0;
+            while (j < tl->n_tasks && strcmp(tl->tasks[j].key, src->tasks[i].key) != 0)
+                j++;
+            if (j < tl->n_tasks)
+                tl->tasks[j].weight += src->tasks[i].weight;
+            else
+                err = copy_task(tl, &src->tasks[i]);
+        }
+    }
+    if (err != AT_OK) {
+        md_task_list_free(tl);
+        return err;
+    }
+    *out = tl;
+    return AT_OK;
 }

@@ -114,6 +114,9 @@ typedef struct conv {
     size_t errmsg_size;
     int neg_dim;         /* value_shape: the first dimension given as a negative size, or -1 */
     int64_t neg_value;
+    const char *params[MD_MAX_RANK]; /* value_shape: each dimension's symbolic name, or NULL */
+    const md_model_opts *opts;       /* the values of symbolic dimensions */
+    at_sha256 sig;                   /* the structure's hash (md_graph.sig) */
 } conv;
 
 static at_err fail(conv *c, at_err err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -316,14 +319,16 @@ static int value_shape(conv *c, const Onnx__ValueInfoProto *vi, int *rank, int64
     *rank = (int)tt->shape->n_dim;
     for (size_t d = 0; d < tt->shape->n_dim; d++) {
         const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[d];
+        c->params[d] = NULL;
         if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
             dm->dim_value > 0) {
             shape[d] = dm->dim_value;
         } else {
             shape[d] = -1;
             (*n_symbolic)++;
-            if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
-                *sym = dm->dim_param;
+            if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+                dm->dim_param && dm->dim_param[0])
+                *sym = c->params[d] = dm->dim_param;
             if (dm && dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
                 dm->dim_value < 0 && c->neg_dim < 0)
                 c->neg_dim = (int)d, c->neg_value = dm->dim_value; /* not symbolic: wrong */
@@ -403,6 +408,40 @@ static at_err add_io(int **arr, int *n, int *cap, int t)
     return at_vec_push(arr, n, cap, t);
 }
 
+/* The structure's hash (md_graph.sig): names, types, shapes and operators, not weights. */
+static void sig_str(conv *c, const char *s)
+{
+    s = or_empty(s);
+    at_sha256_update(&c->sig, s, strlen(s) + 1);
+}
+
+static void sig_i64(conv *c, int64_t v)
+{
+    at_sha256_update(&c->sig, &v, sizeof v);
+}
+
+/* The index of symbolic dimension 'name' (added with its value when new); -1 when there are
+** too many. */
+static int sym_index(conv *c, const char *name)
+{
+    md_graph *g = c->g;
+    int k;
+    for (k = 0; k < g->n_syms; k++)
+        if (strcmp(g->sym_names[k], name) == 0)
+            return k;
+    if (k == MD_MAX_SYMS || (g->sym_names[k] = at_strdup(name)) == NULL)
+        return -1;
+    g->sym_values[k] = g->dim_default;
+    for (int i = 0; c->opts && i < c->opts->n_dims; i++)
+        if (c->opts->dims[i].name && strcmp(c->opts->dims[i].name, name) == 0 &&
+            c->opts->dims[i].value > 0) {
+            g->sym_values[k] = c->opts->dims[i].value;
+            g->sym_given[k] = 1;
+        }
+    g->n_syms = k + 1;
+    return k;
+}
+
 static at_err convert(conv *c, const Onnx__ModelProto *mp)
 {
     md_graph *g = c->g;
@@ -464,11 +503,15 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
             return AT_ENOMEM;
         if ((err = read_tensor(c, tp, t, "initializer")) != AT_OK)
             return err;
+        sig_str(c, tp->name);
+        for (size_t d = 0; d < tp->n_dims; d++)
+            sig_i64(c, tp->dims[d]);
     }
     /* inputs: those without an initializer are fed at run time */
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
         int64_t shape[MD_MAX_RANK];
+        unsigned char symd[MD_MAX_RANK];
         int rank = 0, n_sym, t;
         int32_t elem = 0;
         const char *sym;
@@ -489,11 +532,34 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
             return fail(c, AT_EINVAL, "graph input '%s': dimension %d is %lld (a dimension is "
                         "a positive size or a symbolic name)", vi->name, c->neg_dim,
                         (long long)c->neg_value);
+        sig_str(c, vi->name);
+        sig_i64(c, elem);
+        for (int d = 0; d < rank; d++) {
+            sig_i64(c, shape[d]);
+            sig_str(c, c->params[d]);
+        }
+        symd[0] = 0;
         if (n_sym) {
-            for (int d = 0; d < rank; d++)
-                if (shape[d] < 0)
-                    shape[d] = g->dim_default;
-            if ((err = md__warn(g, "%s: graph input '%s' has %d symbolic dimension(s)%s%s%s; "
+            int n_default = 0;
+            for (int d = 0; d < rank; d++) {
+                int k;
+                symd[d] = 0;
+                if (shape[d] >= 0)
+                    continue;
+                shape[d] = g->dim_default;
+                if (c->params[d] == NULL) {
+                    n_default++;
+                    continue;
+                }
+                if ((k = sym_index(c, c->params[d])) < 0)
+                    return fail(c, AT_EUNSUPPORTED, "graph input '%s': more than %d names of "
+                                "symbolic dimensions", vi->name, MD_MAX_SYMS);
+                shape[d] = g->sym_values[k];
+                symd[d] = (unsigned char)(k + 1);
+                n_default += !g->sym_given[k];
+            }
+            if (n_default &&
+                (err = md__warn(g, "%s: graph input '%s' has %d symbolic dimension(s)%s%s%s; "
                                 "using %lld", g->name, vi->name, n_sym, sym ? " ('" : "",
                                 sym ? sym : "", sym ? "')" : "", (long long)g->dim_default)) !=
                 AT_OK)
@@ -501,6 +567,9 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
         }
         if ((t = md__tensor_get(g, vi->name)) < 0)
             return AT_ENOMEM;
+        g->tensors[t].sym_rank = rank;
+        for (int d = 0; d < rank && n_sym; d++)
+            g->tensors[t].sym[d] = symd[d];
         if (md__set_shape(g, t, elem == DT_FLOAT ? AT_DT_F32 : AT_DT_I64, rank, shape, why,
                           sizeof why) != AT_OK)
             return fail(c, AT_EUNSUPPORTED, "graph input %s", why);
@@ -524,6 +593,12 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
                         "attributes", name);
         if ((node = md__node_add(g, name, np->op_type, np->domain)) < 0)
             return AT_ENOMEM;
+        sig_str(c, np->op_type);
+        sig_str(c, np->domain);
+        for (size_t k = 0; k < np->n_input; k++)
+            sig_str(c, np->input[k]);
+        for (size_t k = 0; k < np->n_output; k++)
+            sig_str(c, np->output[k]);
         in = at_malloc((np->n_input + 1) * sizeof *in);
         out = at_malloc((np->n_output + 1) * sizeof *out);
         if (in == NULL || out == NULL) {
@@ -603,6 +678,20 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
                     return err;
             }
         }
+        if (i < gp->n_output) {
+            sig_str(c, vi->name);
+            if (value_shape(c, vi, &rank, shape, &elem, &n_sym, &sym) && n_sym > 0) {
+                /* which dimensions follow a symbolic dimension of the inputs */
+                md_tensor *x = &g->tensors[t];
+                x->sym_rank = rank;
+                for (int d = 0; d < rank; d++)
+                    for (int k = 0; c->params[d] && k < g->n_syms; k++)
+                        if (strcmp(g->sym_names[k], c->params[d]) == 0)
+                            x->sym[d] = (unsigned char)(k + 1);
+                for (int d = 0; d < rank; d++)
+                    sig_str(c, c->params[d]);
+            }
+        }
         if (t >= 0 && value_shape(c, vi, &rank, shape, &elem, &n_sym, &sym) && n_sym == 0) {
             md_tensor *x = &g->tensors[t];
             x->hint = 1;
@@ -614,10 +703,25 @@ static at_err convert(conv *c, const Onnx__ModelProto *mp)
     }
     if (g->n_outputs == 0)
         return fail(c, AT_EINVAL, "the graph has no outputs");
+    for (int i = 0; c->opts && i < c->opts->n_dims; i++) {
+        int k = 0;
+        char names[256] = "";
+        size_t L = 0;
+        while (k < g->n_syms && strcmp(g->sym_names[k], or_empty(c->opts->dims[i].name)) != 0)
+            k++;
+        if (k < g->n_syms)
+            continue;
+        for (k = 0; k < g->n_syms && L < sizeof names; k++)
+            L += (size_t)snprintf(names + L, sizeof names - L, "%s'%s'", k ? ", " : "",
+                                  g->sym_names[k]);
+        return fail(c, AT_EINVAL, "no graph input has a symbolic dimension named '%s' (%s%s)",
+                    or_empty(c->opts->dims[i].name), g->n_syms ? "it has " : "it has none",
+                    names);
+    }
     return AT_OK;
 }
 
-at_err md__onnx_decode(const void *bytes, size_t n, const char *name, int64_t dim_default,
+at_err md__onnx_decode(const void *bytes, size_t n, const char *name, const md_model_opts *opts,
                        md_graph **out, char *errmsg, size_t errmsg_size)
 {
     Onnx__ModelProto *mp;
@@ -628,7 +732,9 @@ at_err md__onnx_decode(const void *bytes, size_t n, const char *name, int64_t di
         errmsg[0] = 0;
     if ((err = md__graph_new(name, &c.g)) != AT_OK)
         return err;
-    c.g->dim_default = dim_default > 0 ? dim_default : 1;
+    c.g->dim_default = opts && opts->dim_default > 0 ? opts->dim_default : 1;
+    c.opts = opts;
+    at_sha256_init(&c.sig);
     c.errmsg = errmsg;
     c.errmsg_size = errmsg_size;
     if (n == 0) {
@@ -654,6 +760,12 @@ at_err md__onnx_decode(const void *bytes, size_t n, const char *name, int64_t di
     err = convert(&c, mp);
     onnx__model_proto__free_unpacked(mp, &allocator);
 out:
+    {
+        uint8_t h[32];
+        at_sha256_final(&c.sig, h);
+        for (int k = 0; k < 16; k++)
+            snprintf(c.g->sig + 2 * k, 3, "%02x", h[k]);
+    }
     if (err != AT_OK) {
         md__graph_free(c.g);
         return err;

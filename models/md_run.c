@@ -89,6 +89,10 @@ struct md_lib_keys {
     void *h;
     int n;
     const char *(*key)(int);
+    int (*n_dims)(void);                /* the model's symbolic dimensions (optional) */
+    const char *(*dim_name)(int);
+    int (*n_buckets)(int);
+    long long (*bucket)(int, int);
 };
 
 at_err md_lib_keys_open(const char *path, md_lib_keys **out, char *errmsg, size_t errmsg_size)
@@ -120,8 +124,36 @@ at_err md_lib_keys_open(const char *path, md_lib_keys **out, char *errmsg, size_
         return AT_ELOAD;
     }
     k->n = n_tasks();
+    snprintf(sym, sizeof sym, "%s_model_n_dims", prefix);
+    k->n_dims = (int (*)(void))dlsym(k->h, sym);
+    snprintf(sym, sizeof sym, "%s_model_dim_name", prefix);
+    k->dim_name = (const char *(*)(int))dlsym(k->h, sym);
+    snprintf(sym, sizeof sym, "%s_model_n_buckets", prefix);
+    k->n_buckets = (int (*)(int))dlsym(k->h, sym);
+    snprintf(sym, sizeof sym, "%s_model_bucket", prefix);
+    k->bucket = (long long (*)(int, int))dlsym(k->h, sym);
     *out = k;
     return AT_OK;
+}
+
+void md_lib_buckets(const md_lib_keys *k, const char *name, int64_t *values, int max, int *n)
+{
+    *n = 0;
+    if (!k->n_dims || !k->dim_name || !k->n_buckets || !k->bucket)
+        return;
+    for (int i = 0; i < k->n_dims(); i++) {
+        const char *nm = k->dim_name(i);
+        if (nm == NULL || strcmp(nm, name) != 0)
+            continue;
+        for (int j = 0; j < k->n_buckets(i); j++) {
+            if (*n < max)
+                values[*n] = k->bucket(i, j);
+            ++*n;
+        }
+        if (*n > max)
+            *n = max;
+        return;
+    }
 }
 
 int md_lib_has_task(void *ctx, const md_task *t, double *seconds)
@@ -446,6 +478,98 @@ static void exec_fini(exec *x)
     md__plan_free(&x->plan);
 }
 
+/* dst (shape dsh) <- src (shape ssh), both dense, 'rank' dimensions of esz-byte elements:
+** the box of the smaller extent in each dimension, at the origin of both.  With 'zero', dst
+** is zeroed first (padding).  Ranks are at most MD_MAX_RANK: no recursion. */
+static void copy_box(char *dst, const int64_t *dsh, const char *src, const int64_t *ssh,
+                     int rank, int esz, int zero)
+{
+    int64_t box[MD_MAX_RANK] = {0}, dst_st[MD_MAX_RANK], src_st[MD_MAX_RANK], idx[MD_MAX_RANK] = {0};
+    int64_t dn = 1, sn = 1, row, outer = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        box[d] = dsh[d] < ssh[d] ? dsh[d] : ssh[d];
+        dst_st[d] = dn;
+        src_st[d] = sn;
+        dn *= dsh[d];
+        sn *= ssh[d];
+    }
+    if (zero)
+        memset(dst, 0, (size_t)(dn * esz));
+    if (rank == 0) {
+        memcpy(dst, src, (size_t)esz);
+        return;
+    }
+    row = box[rank - 1] * esz;
+    for (int d = 0; d < rank - 1; d++)
+        outer *= box[d];
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t doff = 0, soff = 0;
+        for (int d = 0; d < rank - 1; d++) {
+            doff += idx[d] * dst_st[d];
+            soff += idx[d] * src_st[d];
+        }
+        memcpy(dst + doff * esz, src + soff * esz, (size_t)row);
+        for (int d = rank - 2; d >= 0; d--) {
+            if (++idx[d] < box[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* A run on a bucket: x runs the model loaded at the bucket's dimensions, xe holds the same
+** model at the dimensions asked for (smaller or equal in each): its inputs are copied into
+** x's, zero-padded (token id 0, mask 0), and x's outputs are cut back into xe's. */
+static void pad_inputs(exec *x, const exec *xe)
+{
+    for (int i = 0; i < x->g->n_inputs; i++) {
+        const md_tensor *t = &x->g->tensors[x->g->inputs[i]];
+        const md_tensor *te = &xe->g->tensors[xe->g->inputs[i]];
+        if (x->buf[x->g->inputs[i]] && xe->buf[xe->g->inputs[i]])
+            copy_box(x->buf[x->g->inputs[i]], t->shape, xe->buf[xe->g->inputs[i]], te->shape,
+                     t->rank, at_dtype_bytes(t->dtype), 1);
+    }
+}
+
+static void cut_outputs(const exec *x, exec *xe)
+{
+    for (int i = 0; i < x->g->n_outputs; i++) {
+        const md_tensor *t = &x->g->tensors[x->g->outputs[i]];
+        const md_tensor *te = &xe->g->tensors[xe->g->outputs[i]];
+        copy_box(xe->buf[xe->g->outputs[i]], te->shape, x->buf[x->g->outputs[i]], t->shape,
+                 t->rank, at_dtype_bytes(t->dtype), 0);
+    }
+}
+
+/* Whether model e (the dimensions asked for) fits model m (a bucket): the same inputs and
+** outputs, each dimension of e at most m's. */
+static at_err bucket_fits(const md_model *m, const md_model *e, char *errmsg, size_t errmsg_size)
+{
+    const md_graph *g = m->g, *ge = e->g;
+    if (g->n_inputs != ge->n_inputs || g->n_outputs != ge->n_outputs) {
+        snprintf(errmsg, errmsg_size, "the model at the dimensions asked for has other inputs or "
+                 "outputs than at its bucket's");
+        return AT_EINVAL;
+    }
+    for (int i = 0; i < g->n_inputs + g->n_outputs; i++) {
+        int io = i >= g->n_inputs;
+        const md_tensor *t = &g->tensors[io ? g->outputs[i - g->n_inputs] : g->inputs[i]];
+        const md_tensor *te = &ge->tensors[io ? ge->outputs[i - g->n_inputs] : ge->inputs[i]];
+        int ok = t->rank == te->rank && t->dtype == te->dtype;
+        for (int d = 0; ok && d < t->rank; d++)
+            ok = te->shape[d] <= t->shape[d];
+        if (!ok) {
+            char a[160], b[160];
+            md__shape_str(te->shape, te->rank, a, sizeof a);
+            md__shape_str(t->shape, t->rank, b, sizeof b);
+            snprintf(errmsg, errmsg_size, "%s '%s' is %s at the dimensions asked for, which does "
+                     "not fit in the bucket's %s", io ? "output" : "input", t->name, a, b);
+            return AT_EINVAL;
+        }
+    }
+    return AT_OK;
+}
+
 /* Workspace big enough for every kernel of 'k'; the rewritten weights of each step. */
 static at_err kset_prepare(exec *x, kset *k, char *errmsg, size_t errmsg_size)
 {
@@ -699,10 +823,25 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* One run with kernel set k on x, or, with xe, on the bucket x with xe's inputs and
+** outputs (a library pads and cuts itself: it runs on xe's buffers). */
+static at_err run_on(exec *x, exec *xe, const kset *k, char *errmsg, size_t errmsg_size)
+{
+    at_err err;
+    if (xe == NULL)
+        return exec_run(x, k, errmsg, errmsg_size);
+    if (k->lib_model)
+        return exec_run(xe, k, errmsg, errmsg_size);
+    pad_inputs(x, xe);
+    if ((err = exec_run(x, k, errmsg, errmsg_size)) == AT_OK)
+        cut_outputs(x, xe);
+    return err;
+}
+
 /* Time 'repeat' runs: their median in *median, and each run's seconds, in order, in
 ** each_s[0..repeat) when each_s is not NULL. */
-static at_err exec_time(exec *x, const kset *k, int repeat, double *median, double *each_s,
-                        char *errmsg, size_t errmsg_size)
+static at_err exec_time(exec *x, exec *xe, const kset *k, int repeat, double *median,
+                        double *each_s, char *errmsg, size_t errmsg_size)
 {
     double *t = at_malloc((size_t)repeat * sizeof *t);
     at_err err = AT_OK;
@@ -710,7 +849,7 @@ static at_err exec_time(exec *x, const kset *k, int repeat, double *median, doub
         return AT_ENOMEM;
     for (int r = 0; r < repeat && err == AT_OK; r++) {
         double t0 = at_time_mono_s();
-        err = exec_run(x, k, errmsg, errmsg_size);
+        err = run_on(x, xe, k, errmsg, errmsg_size);
         t[r] = at_time_mono_s() - t0;
         if (each_s)
             each_s[r] = t[r];
@@ -785,13 +924,36 @@ static void print_profile(FILE *f, const exec *x, const kset *k, int n_runs, dou
                "to %.3f ms\n", total / n_runs * 1e3, median_s * 1e3, measured * 1e3);
 }
 
+/* Set the library's symbolic dimensions to model e's values (P_model_set_dim). */
+static at_err lib_set_dims(const lib *l, const char *path, const md_model *e, char *errmsg,
+                           size_t errmsg_size)
+{
+    char prefix[96];
+    int (*set_dim)(const char *, long long);
+    md__lib_prefix(path, prefix, sizeof prefix);
+    set_dim = (int (*)(const char *, long long))lib_sym((lib *)l, prefix, "model_set_dim");
+    if (set_dim == NULL) {
+        snprintf(errmsg, errmsg_size, "%s has no %s_model_set_dim: it runs its model at one size "
+                 "only", path, prefix);
+        return AT_EINVAL;
+    }
+    for (int k = 0; k < e->g->n_syms; k++)
+        if (set_dim(e->g->sym_names[k], (long long)e->g->sym_values[k]) != 0) {
+            snprintf(errmsg, errmsg_size, "%s cannot run %s=%lld (above its largest bucket?)",
+                     path, e->g->sym_names[k], (long long)e->g->sym_values[k]);
+            return AT_EINVAL;
+        }
+    return AT_OK;
+}
+
 at_err md_model_run(const md_model *m, const md_run_opts *o, md_run_report *rep, char *errmsg,
                     size_t errmsg_size)
 {
-    const md_graph *g = m->g;
+    const md_model *e = o->exact && o->exact != m ? o->exact : m; /* the dimensions asked for */
+    const md_graph *g = m->g, *ge = e->g;
     kn_target tgt;
     kset tuned, naive;
-    exec x;
+    exec x, xe_, *xe = e != m ? &xe_ : NULL, *xo = xe ? xe : &x; /* xo: inputs and outputs */
     lib l;
     float **outs = NULL;
     int n_out = g->n_outputs < MD_RUN_MAX_OUTPUTS ? g->n_outputs : MD_RUN_MAX_OUTPUTS;
@@ -800,20 +962,27 @@ at_err md_model_run(const md_model *m, const md_run_opts *o, md_run_report *rep,
     memset(&tuned, 0, sizeof tuned);
     memset(&naive, 0, sizeof naive);
     memset(&x, 0, sizeof x);
+    memset(&xe_, 0, sizeof xe_);
     memset(&l, 0, sizeof l);
     if (errmsg_size)
         errmsg[0] = 0;
-    if (m->n_unsupported > 0) {
-        for (int i = 0; i < g->n_nodes; i++)
-            if (!g->nodes[i].dead && g->nodes[i].unsupported) {
+    for (int pass = 0; pass < 2; pass++) {
+        const md_model *mm = pass ? e : m;
+        const md_graph *gg = mm->g;
+        if (mm->n_unsupported == 0)
+            continue;
+        for (int i = 0; i < gg->n_nodes; i++)
+            if (!gg->nodes[i].dead && gg->nodes[i].unsupported) {
                 snprintf(errmsg, errmsg_size, "%s cannot run: node '%s' (%s) is not supported "
-                         "(%s)%s", g->name, g->nodes[i].name, g->nodes[i].op_type,
-                         g->nodes[i].why ? g->nodes[i].why : "",
-                         m->n_unsupported > 1 ? ", and others: see the warnings" : "");
+                         "(%s)%s", gg->name, gg->nodes[i].name, gg->nodes[i].op_type,
+                         gg->nodes[i].why ? gg->nodes[i].why : "",
+                         mm->n_unsupported > 1 ? ", and others: see the warnings" : "");
                 break;
             }
         return AT_EUNSUPPORTED;
     }
+    if (xe && (err = bucket_fits(m, e, errmsg, errmsg_size)) != AT_OK)
+        return err;
     err = o->target ? kn_target_parse(o->target, &tgt, errmsg, errmsg_size) : kn_target_host(&tgt);
     if (err != AT_OK)
         return err;
@@ -824,26 +993,36 @@ at_err md_model_run(const md_model *m, const md_run_opts *o, md_run_report *rep,
     }
     rep->n_tasks = m->tasks->n_tasks - m->n_alt_tasks;
     if ((err = kset_alloc(&tuned, m->tasks->n_tasks, m->n_steps)) != AT_OK ||
-        (err = kset_alloc(&naive, m->tasks->n_tasks, m->n_steps)) != AT_OK)
+        (err = kset_alloc(&naive, e->tasks->n_tasks, e->n_steps)) != AT_OK)
+        goto out;
+    /* the inputs are made (or read) at the dimensions asked for */
+    if (xe && (err = exec_init(xe, e, o, errmsg, errmsg_size)) != AT_OK)
         goto out;
     if ((err = exec_init(&x, m, o, errmsg, errmsg_size)) != AT_OK)
         goto out;
     if (o->lib_path) {
         err = lib_open(&l, o->lib_path, &tuned, m, x.par->n_threads, errmsg, errmsg_size);
+        if (err == AT_OK && tuned.lib_model && xe)
+            err = lib_set_dims(&l, o->lib_path, e, errmsg, errmsg_size);
+        else if (err == AT_OK && xe) {
+            snprintf(errmsg, errmsg_size, "%s has no whole model: it cannot run another size",
+                     o->lib_path);
+            err = AT_EINVAL;
+        }
         rep->n_tuned = m->tasks->n_tasks - m->n_alt_tasks;
     } else {
         err = kset_build(&tuned, m, o, &tgt, 0, rep, errmsg, errmsg_size);
     }
     if (err == AT_OK && !o->no_check)
-        err = kset_build(&naive, m, o, &tgt, 1, rep, errmsg, errmsg_size);
+        err = kset_build(&naive, e, o, &tgt, 1, rep, errmsg, errmsg_size);
     if (err == AT_OK)
         err = kset_prepare(&x, &tuned, errmsg, errmsg_size);
     if (err == AT_OK && !o->no_check)
-        err = kset_prepare(&x, &naive, errmsg, errmsg_size);
+        err = kset_prepare(xo, &naive, errmsg, errmsg_size);
     if (err != AT_OK)
         goto out;
     /* the chosen kernels: outputs copied aside */
-    if ((err = exec_run(&x, &tuned, errmsg, errmsg_size)) != AT_OK)
+    if ((err = run_on(&x, xe, &tuned, errmsg, errmsg_size)) != AT_OK)
         goto out;
     if ((outs = at_calloc((size_t)n_out + 1, sizeof *outs)) == NULL) {
         err = AT_ENOMEM;
@@ -851,15 +1030,15 @@ at_err md_model_run(const md_model *m, const md_run_opts *o, md_run_report *rep,
     }
     rep->n_outputs = n_out;
     for (int i = 0; i < n_out; i++) {
-        const md_tensor *t = &g->tensors[g->outputs[i]];
+        const md_tensor *t = &ge->tensors[ge->outputs[i]];
         double sum = 0;
         if ((outs[i] = at_malloc((size_t)tensor_bytes(t) + 4)) == NULL) {
             err = AT_ENOMEM;
             goto out;
         }
-        memcpy(outs[i], x.buf[g->outputs[i]], (size_t)tensor_bytes(t));
-        for (int64_t e = 0; e < t->n_elems; e++)
-            sum += outs[i][e];
+        memcpy(outs[i], xo->buf[ge->outputs[i]], (size_t)tensor_bytes(t));
+        for (int64_t v = 0; v < t->n_elems; v++)
+            sum += outs[i][v];
         snprintf(rep->outputs[i].name, sizeof rep->outputs[i].name, "%s", t->name);
         rep->outputs[i].n_elems = t->n_elems;
         rep->outputs[i].checksum = sum;
@@ -867,33 +1046,33 @@ at_err md_model_run(const md_model *m, const md_run_opts *o, md_run_report *rep,
     if (o->dump_dir && (err = make_dir(o->dump_dir, errmsg, errmsg_size)) != AT_OK)
         goto out;
     if (o->dump_dir) {
-        for (int i = 0; i < g->n_inputs + g->n_outputs && err == AT_OK; i++) {
-            int t = i < g->n_inputs ? g->inputs[i] : g->outputs[i - g->n_inputs];
+        for (int i = 0; i < ge->n_inputs + ge->n_outputs && err == AT_OK; i++) {
+            int t = i < ge->n_inputs ? ge->inputs[i] : ge->outputs[i - ge->n_inputs];
             char path[1024];
             snprintf(path, sizeof path, "%s/%s_%d.bin", o->dump_dir,
-                     i < g->n_inputs ? "input" : "output",
-                     i < g->n_inputs ? i : i - g->n_inputs);
-            err = at_file_write(path, x.buf[t], (size_t)tensor_bytes(&g->tensors[t]), errmsg,
-                                errmsg_size);
+                     i < ge->n_inputs ? "input" : "output",
+                     i < ge->n_inputs ? i : i - ge->n_inputs);
+            err = at_file_write(path, i < ge->n_inputs ? xo->buf[t] : (void *)outs[i - ge->n_inputs],
+                                (size_t)tensor_bytes(&ge->tensors[t]), errmsg, errmsg_size);
         }
         if (err != AT_OK)
             goto out;
     }
     if (!o->no_check) {
-        if ((err = exec_run(&x, &naive, errmsg, errmsg_size)) != AT_OK)
+        if ((err = exec_run(xo, &naive, errmsg, errmsg_size)) != AT_OK)
             goto out;
         for (int i = 0; i < n_out; i++) {
-            const md_tensor *t = &g->tensors[g->outputs[i]];
-            double e = kn_rt_rel_err(outs[i], x.buf[g->outputs[i]], AT_DT_F32, t->n_elems);
-            rep->outputs[i].rel_err = e;
-            if (!(e <= rep->max_rel_err))
-                rep->max_rel_err = e;
+            const md_tensor *t = &ge->tensors[ge->outputs[i]];
+            double v = kn_rt_rel_err(outs[i], xo->buf[ge->outputs[i]], AT_DT_F32, t->n_elems);
+            rep->outputs[i].rel_err = v;
+            if (!(v <= rep->max_rel_err))
+                rep->max_rel_err = v;
         }
     }
     if (o->repeat > 0 || o->profile) {
         int n_runs = o->repeat > 0 ? o->repeat : 10;
         x.prof = x.step_s;
-        err = exec_time(&x, &tuned, n_runs, &rep->latency_s,
+        err = exec_time(&x, xe, &tuned, n_runs, &rep->latency_s,
                         o->repeat > 0 ? o->latencies_s : NULL, errmsg, errmsg_size);
         x.prof = NULL;
         if (err == AT_OK && o->profile && tuned.lib_model)
@@ -903,7 +1082,7 @@ at_err md_model_run(const md_model *m, const md_run_opts *o, md_run_report *rep,
         else if (err == AT_OK && o->profile)
             print_profile(o->profile, &x, &tuned, n_runs, rep->latency_s);
         if (err == AT_OK && !o->no_check && o->repeat > 0)
-            err = exec_time(&x, &naive, AT_MIN(o->repeat, MD_RUN_NAIVE_REPEAT),
+            err = exec_time(xo, NULL, &naive, AT_MIN(o->repeat, MD_RUN_NAIVE_REPEAT),
                             &rep->naive_latency_s, NULL, errmsg, errmsg_size);
     }
 out:
@@ -911,8 +1090,10 @@ out:
         at_free(outs[i]);
     at_free(outs);
     kset_fini(&tuned, m->n_steps);
-    kset_fini(&naive, m->n_steps);
+    kset_fini(&naive, e->n_steps);
     exec_fini(&x);
+    if (xe)
+        exec_fini(xe);
     if (l.h)
         dlclose(l.h);
     md_replay_check(NULL, NULL, NULL, NULL, 0); /* the DAG it cached */

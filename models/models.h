@@ -84,8 +84,17 @@ typedef struct md_model md_model; /* opaque: the graph, its tasks and how to run
 ** have one, else 0. */
 typedef int (*md_task_cost_fn)(void *ctx, const md_task *t, double *seconds);
 
+/* The value of a named symbolic dimension of the graph inputs ('seq' in [1, 'seq']). */
+typedef struct md_dim {
+    const char *name;
+    int64_t value;         /* >= 1 */
+} md_dim;
+
 typedef struct md_model_opts {
     int64_t dim_default;   /* the value of a symbolic dimension (a batch 'N'); 0 means 1 */
+    int n_dims;            /* values of named symbolic dimensions (they override dim_default;
+                           ** a name no graph input has is an error) */
+    const md_dim *dims;
     int layout;            /* MD_LAYOUT_NHWC (the default, 0) or MD_LAYOUT_NCHW: the layout
                            ** convolutions and the operators around them compute in (the
                            ** tasks' DAGs and keys depend on it; docs/models.md) */
@@ -115,6 +124,18 @@ at_err md_model_load_mem(const void *bytes, size_t n, const char *name,
 void md_model_free(md_model *m); /* NULL is fine */
 
 const md_task_list *md_model_tasks(const md_model *m);
+/* One list of the tasks of several models (a model's buckets), each workload key once with
+** the weights of its uses added.  On AT_OK the caller owns *out (md_task_list_free). */
+at_err md_task_list_union(const md_model *const *ms, int n, md_task_list **out);
+/* The named symbolic dimensions of the graph inputs ('seq'), in the order the file first
+** names them, and the value each was loaded with. */
+int md_model_n_dims(const md_model *m);
+const char *md_model_dim_name(const md_model *m, int i);
+int64_t md_model_dim_value(const md_model *m, int i);
+/* The hex SHA-256 (32 characters) of the file's structure: inputs, outputs, operators and
+** the names and shapes of the weights, not their values.  What the records store keys a
+** model's buckets on (rec_buckets_put): a model exported again with other weights keeps it. */
+const char *md_model_sig(const md_model *m);
 int md_model_n_warnings(const md_model *m);
 const char *md_model_warning(const md_model *m, int i);
 
@@ -155,6 +176,9 @@ int md_store_cost(void *ctx, const md_task *t, double *seconds);
 typedef struct md_lib_keys md_lib_keys;
 at_err md_lib_keys_open(const char *path, md_lib_keys **out, char *errmsg, size_t errmsg_size);
 int md_lib_has_task(void *ctx, const md_task *t, double *seconds);
+/* The buckets of symbolic dimension 'name' that a library's model was made for (ascending,
+** at most 'max' into values[]); *n = 0 when it has no such dimension. */
+void md_lib_buckets(const md_lib_keys *k, const char *name, int64_t *values, int max, int *n);
 void md_lib_keys_close(md_lib_keys *k);
 
 typedef struct md_run_opts {
@@ -178,6 +202,12 @@ typedef struct md_run_opts {
                             ** runs, 10 when 0) */
     double *latencies_s;    /* NULL, or room for 'repeat' values: each timed run's seconds
                             ** with the tuned kernels, in the order they ran */
+    const md_model *exact;  /* NULL, or the same file loaded at the symbolic dimensions asked
+                            ** for, each at most the model's (a bucket's, docs/models.md):
+                            ** the inputs are made (or read, dumped) at exact's shapes and
+                            ** padded with zeros to the model's, the tuned kernels run the
+                            ** model, its outputs are cut back to exact's shapes, and the naive
+                            ** reference runs 'exact' itself */
 } md_run_opts;
 
 /* The naive kernels (the check's reference) are timed at most this many runs. */
@@ -225,6 +255,12 @@ typedef struct md_export_opts {
     const md_model *model;   /* the model of 'tl' (md_model_tasks): the library also runs the
                              ** whole model (P_model_run), its weights inside; NULL for a task
                              ** list alone */
+    const md_model *const *buckets; /* n_buckets > 0, in place of 'model': the model loaded at
+                             ** each value of one symbolic dimension, ascending; the library
+                             ** runs any value up to the largest on the smallest bucket that
+                             ** holds it (P_model_set_dim, padded); 'tl' has every bucket's
+                             ** tasks (md_task_list_union) */
+    int n_buckets;
 } md_export_opts;
 
 typedef struct md_export_report {
@@ -237,6 +273,7 @@ typedef struct md_export_report {
     char link_cmd[512];      /* the linker command that ran */
     char temp_dir[256];      /* with keep_temp */
     double build_s;
+    int n_buckets;           /* ... its buckets (0: one size) */
 } md_export_report;
 
 /* Build every task's best kernel (naive when there is no record) for 'target' with a C

@@ -26,7 +26,7 @@
 
 #include "common/common.h"
 
-#define REC_SCHEMA_VERSION 3    /* newest schema this build writes (PRAGMA user_version) */
+#define REC_SCHEMA_VERSION 4    /* newest schema this build writes (PRAGMA user_version) */
 #define REC_APPLICATION_ID 0x41545243 /* PRAGMA application_id of every store: "ATRC" */
 #define REC_JSONL_VERSION 1     /* the "v" of every exported line */
 #define REC_KEY_LEN 32          /* hex characters of a workload key */
@@ -376,5 +376,18 @@ at_err rec_model_save(rec_store *st, const char *target, const char *format,
 ** the other outputs may be NULL.  AT_ENOTFOUND if there is none. */
 at_err rec_model_load(rec_store *st, const char *target, void **blob, size_t *n,
                       char format[32], int *feature_version, int64_t *n_records);
+
+/* ---- buckets of symbolic dimensions -------------------------------------------------- */
+
+/* A model tuned for several values of a symbolic dimension (--dim seq=32,64,128) records
+** them, keyed by the model's structure hash (md_model_sig, 32 hex) and the dimension's
+** name; 'model_name' (the file) is for people.  Values already there are kept.  AT_EINVAL
+** for bad arguments. */
+at_err rec_buckets_put(rec_store *st, const char *model_sig, const char *dim,
+                       const int64_t *values, int n, const char *model_name);
+/* The recorded values of dimension 'dim' of model 'model_sig', ascending, at most 'max'
+** of them into values[]; *n gets how many there are (0: none recorded). */
+at_err rec_buckets_get(rec_store *st, const char *model_sig, const char *dim, int64_t *values,
+                       int max, int *n);
 
 #endif /* REC_RECORDS_H */

@@ -109,6 +109,34 @@ static at_err copy_runs(rec_store *dst, rec_store *src)
     return err;
 }
 
+/* The buckets of src's models, added to dst's. */
+static at_err copy_buckets(rec_store *dst, rec_store *src)
+{
+    sqlite3_stmt *s;
+    at_err err = AT_OK;
+    int rc = sqlite3_prepare_v2(src->db, "SELECT model, dim, value, model_name FROM buckets",
+                                -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        return rec__sqlfail(src, rc, "reading buckets");
+    while (err == AT_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *model = (const char *)sqlite3_column_text(s, 0);
+        const char *dim = (const char *)sqlite3_column_text(s, 1);
+        const char *name = (const char *)sqlite3_column_text(s, 3);
+        int64_t v = sqlite3_column_int64(s, 2);
+        if (!model || !dim) {
+            err = rec__fail(dst, AT_ECORRUPT, "%s: a bucket has a missing field", src->path);
+            break;
+        }
+        err = rec_buckets_put(dst, model, dim, &v, 1, name);
+    }
+    if (err == AT_OK && rc != SQLITE_DONE)
+        err = rec__sqlfail(src, rc, "reading buckets");
+    if (err != AT_OK && dst->errmsg[0] == 0)
+        snprintf(dst->errmsg, sizeof dst->errmsg, "%s", src->errmsg);
+    sqlite3_finalize(s);
+    return err;
+}
+
 at_err rec_merge(rec_store *dst, rec_store *src, rec_put_stats *stats)
 {
     rec_put_stats local = {0, 0, 0, 0};
@@ -122,7 +150,7 @@ at_err rec_merge(rec_store *dst, rec_store *src, rec_put_stats *stats)
     dst->errmsg[0] = 0;
     if ((err = rec__wbegin(dst, &own)) != AT_OK)
         return err;
-    if ((err = copy_runs(dst, src)) != AT_OK)
+    if ((err = copy_runs(dst, src)) != AT_OK || (err = copy_buckets(dst, src)) != AT_OK)
         goto out;
     if ((err = rec_iter_open(src, NULL, REC_ORDER_ID, &it)) != AT_OK) {
         snprintf(dst->errmsg, sizeof dst->errmsg, "%s", src->errmsg);

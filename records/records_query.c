@@ -906,3 +906,31 @@ at_err rec_model_load(rec_store *st, const char *target, void **blob, size_t *n,
     sqlite3_finalize(s);
     return err;
 }
+
+/* ---- buckets ---- */
+
+at_err rec_buckets_get(rec_store *st, const char *model_sig, const char *dim, int64_t *values,
+                       int max, int *n)
+{
+    sqlite3_stmt *s;
+    int rc, k = 0;
+    *n = 0;
+    rc = sqlite3_prepare_v2(st->db,
+                            "SELECT value FROM buckets WHERE model = ?1 AND dim = ?2"
+                            " ORDER BY value",
+                            -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        return rec__sqlfail(st, rc, "preparing a bucket query");
+    rec__bind_text(s, 1, model_sig);
+    rec__bind_text(s, 2, dim);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (k < max)
+            values[k] = sqlite3_column_int64(s, 0);
+        k++;
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return rec__sqlfail(st, rc, "reading buckets");
+    *n = k;
+    return AT_OK;
+}

@@ -113,7 +113,19 @@ static const char schema_v2[] =
 ** run left 'running' by a killed process (SIGKILL, a crash) from a live one (rec_run_reap). */
 static const char schema_v3[] = "ALTER TABLE runs ADD COLUMN pid INTEGER;\n";
 
-static const char *const migrations[] = {schema_v1, schema_v2, schema_v3};
+/* Version 4: the buckets a model's symbolic dimensions were tuned for ('seq' 32, 64, 128),
+** keyed by the model's structure hash, so a run at another length finds its bucket. */
+static const char schema_v4[] =
+    "CREATE TABLE buckets (\n"
+    "  model      TEXT NOT NULL CHECK (length(model) = 32),\n"
+    "  dim        TEXT NOT NULL CHECK (dim <> ''),\n"
+    "  value      INTEGER NOT NULL CHECK (value >= 1),\n"
+    "  model_name TEXT NOT NULL,\n"
+    "  created_at REAL NOT NULL,\n"
+    "  PRIMARY KEY (model, dim, value)\n"
+    ") WITHOUT ROWID;\n";
+
+static const char *const migrations[] = {schema_v1, schema_v2, schema_v3, schema_v4};
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == REC_SCHEMA_VERSION,
                "one migration per schema version");

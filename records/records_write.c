@@ -715,3 +715,40 @@ at_err rec_model_save(rec_store *st, const char *target, const char *format,
         *id = sqlite3_last_insert_rowid(st->db);
     return rec__wend(st, own, err);
 }
+
+/* ---- buckets ---- */
+
+at_err rec_buckets_put(rec_store *st, const char *model_sig, const char *dim,
+                       const int64_t *values, int n, const char *model_name)
+{
+    sqlite3_stmt *s;
+    at_err err;
+    int rc = SQLITE_OK, own;
+    if (model_sig == NULL || strlen(model_sig) != 32 || dim == NULL || !dim[0] || n < 0 ||
+        (n > 0 && values == NULL))
+        return rec__fail(st, AT_EINVAL, "rec_buckets_put: bad arguments");
+    for (int i = 0; i < n; i++)
+        if (values[i] < 1)
+            return rec__fail(st, AT_EINVAL, "rec_buckets_put: bucket %lld of '%s' is not >= 1",
+                             (long long)values[i], dim);
+    if ((err = rec__wbegin(st, &own)) != AT_OK)
+        return err;
+    rc = sqlite3_prepare_v2(st->db,
+                            "INSERT OR IGNORE INTO buckets(model, dim, value, model_name,"
+                            " created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                            -1, &s, NULL);
+    for (int i = 0; rc == SQLITE_OK && i < n; i++) {
+        sqlite3_reset(s);
+        sqlite3_bind_text(s, 1, model_sig, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, dim, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, values[i]);
+        sqlite3_bind_text(s, 4, model_name ? model_name : "", -1, SQLITE_STATIC);
+        sqlite3_bind_double(s, 5, at_time_wall_s());
+        rc = sqlite3_step(s);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_OK)
+        err = rec__sqlfail(st, rc, "recording buckets");
+    return rec__wend(st, own, err);
+}

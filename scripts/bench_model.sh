@@ -28,7 +28,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 trials=${TRIALS:-${BUDGET:-1500}}
-models=${MODELS:-tv_resnet18 tv_mobilenet_v2 tv_bert2}
+models=${MODELS:-tv_resnet18 tv_mobilenet_v2 tv_bert_base}
+# BERT (tv_bert_base, tv_bert_small): the buckets its sequence length is tuned for, the
+# length of the headline figure, a length between buckets, and the requests timed per runner
+buckets=${BUCKETS:-32,64,128,256}
+seq=${SEQ:-128}
+seq_odd=${SEQ_ODD:-77}
+requests=${REQUESTS:-1000}
+out_dir=${BENCH_OUT:-.}
 repeat=${REPEAT:-50}
 rounds=${ROUNDS:-3}
 tuner=build/rel/bin/tuner
@@ -145,10 +152,128 @@ bench_one() {
   echo "bench ${tag}_lib/tuner_run $(ratio "$ours" "$trun") x"
 }
 
+# ---- BERT as users ship it: token ids and an attention mask, the sequence dimension symbolic,
+# tuned for buckets; REQUESTS requests each for the library (from C), ORT and PyTorch on the
+# same ids and mask, in ROUNDS interleaved rounds; the outputs compared with ORT's at SEQ and
+# at SEQ_ODD (a length between buckets, on the next bucket's kernels); the three latency
+# distributions drawn on the same axes (tuner plot-latency).
+cat > "$work/ref_bert.py" <<'EOF'
+import os, sys, time
+import numpy as np
+mode, model, indir, threads, n, lat_path = sys.argv[1:7]
+threads, n = int(threads), int(n)
+out_path = sys.argv[7] if len(sys.argv) > 7 else None
+S = os.path.getsize(os.path.join(indir, "input_0.bin")) // 8
+ids = np.fromfile(os.path.join(indir, "input_0.bin"), np.int64).reshape(1, S)
+mask = np.fromfile(os.path.join(indir, "input_1.bin"), np.int64).reshape(1, S)
+if mode == "ort":
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    run = lambda: s.run(None, feeds)[0]
+else:
+    sys.path.insert(0, mode)     # the scripts folder: make_models.torch_module
+    import torch, make_models
+    torch.set_num_threads(threads)
+    net, _ = make_models.torch_module(os.path.basename(model)[:-5])
+    ti, tm = torch.from_numpy(ids), torch.from_numpy(mask)
+    def run():
+        with torch.no_grad():
+            return net(ti, tm).numpy()
+for _ in range(min(10, n)):
+    y = run()
+t = []
+for _ in range(n):
+    t0 = time.perf_counter()
+    run()
+    t.append(time.perf_counter() - t0)
+with open(lat_path, "w") as f:
+    f.write("".join("%.6f\n" % (x * 1e3) for x in t))
+if out_path:
+    np.asarray(y, np.float32).tofile(out_path)
+EOF
+cat > "$work/inputs.py" <<'EOF'
+import os, sys
+import numpy as np
+d, S, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.makedirs(d, exist_ok=True)
+rng = np.random.RandomState(S)
+rng.randint(0, vocab, (1, S)).astype(np.int64).tofile(os.path.join(d, "input_0.bin"))
+np.ones((1, S), np.int64).tofile(os.path.join(d, "input_1.bin"))
+EOF
+# the largest relative difference max|a - b| / max|b| of two float32 files (b: the reference)
+rel_diff() { $py -c "import numpy as np, sys; a = np.fromfile(sys.argv[1], np.float32); b = np.fromfile(sys.argv[2], np.float32); print('%.3g' % (np.abs(a - b).max() / np.abs(b).max()) if a.size == b.size else 'size')" "$1" "$2"; }
+pctl() { $py -c "import numpy as np, sys; v = np.concatenate([np.loadtxt(f, ndmin=1) for f in sys.argv[2:]]); print('%.3f' % np.percentile(v, float(sys.argv[1])))" "$@"; }
+
+# bench_bert MODEL SHORTNAME (2 threads)
+bench_bert() {
+  local model=$1 name=$2 th=2 onnx=$work/$1.onnx db=$work/$2.db lib=$work/lib$2.so
+  local tag="model_${name}_2t" vocab
+  vocab=$($py -c "import sys; sys.path.insert(0, 'scripts'); import make_models; print(make_models.BERTS['$model']['vocab'])")
+  echo "# $tag: tuning $model for seq buckets $buckets, $trials trials, $th threads" >&2
+  local t0=$(date +%s.%N)
+  if ! "$tuner" --trials "$trials" --threads "$th" --dim "seq=$buckets" --db "$db" "$onnx" > "$work/$tag.tune" 2>&1; then
+    echo "bench-model: tuning $model failed:" >&2; tail -5 "$work/$tag.tune" >&2; status=1; return
+  fi
+  local t1=$(date +%s.%N)
+  grep -E 'trials in|^time:' "$work/$tag.tune" | sed 's/^/# /' >&2
+  echo "bench ${tag}_tune_s $($py -c "print('%.1f' % ($t1 - $t0))") s"
+  echo "bench ${tag}_trials_per_s $(sed -n 's/.*trials in [0-9.]* s (\([0-9.]*\) trials\/s).*/\1/p' "$work/$tag.tune") trials/s"
+  if ! "$tuner" export-lib --db "$db" --threads 2 -o "$lib" "$onnx" > "$work/$tag.export" 2>&1; then
+    echo "bench-model: export-lib failed:" >&2; tail -3 "$work/$tag.export" >&2; status=1; return
+  fi
+  grep -E 'buckets|weights' "$work/$tag.export" | sed 's/^/# /' >&2
+  for s in "$seq" "$seq_odd"; do $py "$work/inputs.py" "$work/in$s" "$s" "$vocab"; done
+  # the outputs against ORT's on the same ids and mask, at SEQ and between buckets
+  for s in "$seq" "$seq_odd"; do
+    mkdir -p "$work/out$s"
+    "$lib_run" "$lib" --threads "$th" --dim "seq=$s" --inputs "$work/in$s" --repeat 1 --warmup 0 --dump "$work/out$s" >/dev/null &&
+      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$work/venv/bin/python" "$work/ref_bert.py" ort "$onnx" "$work/in$s" "$th" 1 /dev/null "$work/ort$s.bin" ||
+      { echo "bench-model: $tag: a run at seq $s failed" >&2; status=1; return; }
+    echo "bench ${tag}_seq${s}_vs_ort_rel_err $(rel_diff "$work/out$s/output_0.bin" "$work/ort$s.bin") x"
+  done
+  # REQUESTS requests each at SEQ, in ROUNDS interleaved rounds
+  local per=$(( (requests + rounds - 1) / rounds )) r
+  for r in $(seq "$rounds"); do
+    "$lib_run" "$lib" --threads "$th" --dim "seq=$seq" --inputs "$work/in$seq" --repeat "$per" --warmup 20 --latencies "$work/ours.$r" >/dev/null || { status=1; return; }
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$work/venv/bin/python" "$work/ref_bert.py" ort "$onnx" "$work/in$seq" "$th" "$per" "$work/ort.$r" || { status=1; return; }
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $py "$work/ref_bert.py" "$PWD/scripts" "$onnx" "$work/in$seq" "$th" "$per" "$work/torch.$r" || { status=1; return; }
+    echo "# $tag round $r: p50 ours $(pctl 50 "$work/ours.$r") ms, ort $(pctl 50 "$work/ort.$r") ms, torch $(pctl 50 "$work/torch.$r") ms" >&2
+  done
+  cat "$work"/ours.[0-9]* > "$work/ours.txt"; cat "$work"/ort.[0-9]* > "$work/ort.txt"; cat "$work"/torch.[0-9]* > "$work/torch.txt"
+  local ours=$(pctl 50 "$work/ours.txt") ort=$(pctl 50 "$work/ort.txt") tch=$(pctl 50 "$work/torch.txt")
+  echo "bench ${tag}_seq${seq}_p50_ms $ours ms"
+  echo "bench ${tag}_seq${seq}_p99_ms $(pctl 99 "$work/ours.txt") ms"
+  echo "bench ${tag}_seq${seq}_ort_p50_ms $ort ms"
+  echo "bench ${tag}_seq${seq}_ort_p99_ms $(pctl 99 "$work/ort.txt") ms"
+  echo "bench ${tag}_seq${seq}_torch_p50_ms $tch ms"
+  echo "bench ${tag}_seq${seq}_torch_p99_ms $(pctl 99 "$work/torch.txt") ms"
+  echo "bench ${tag}_seq${seq}/ort $(ratio "$ours" "$ort") x"
+  echo "bench ${tag}_seq${seq}/torch $(ratio "$ours" "$tch") x"
+  # a request between buckets (padded to the next one), ours and ORT's at that length
+  "$lib_run" "$lib" --threads "$th" --dim "seq=$seq_odd" --inputs "$work/in$seq_odd" --repeat 200 --warmup 20 --latencies "$work/ours_odd.txt" >/dev/null &&
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$work/venv/bin/python" "$work/ref_bert.py" ort "$onnx" "$work/in$seq_odd" "$th" 200 "$work/ort_odd.txt" || { status=1; return; }
+  local oo=$(pctl 50 "$work/ours_odd.txt") ro=$(pctl 50 "$work/ort_odd.txt")
+  echo "bench ${tag}_seq${seq_odd}_p50_ms $oo ms"
+  echo "bench ${tag}_seq${seq_odd}_ort_p50_ms $ro ms"
+  echo "bench ${tag}_seq${seq_odd}/ort $(ratio "$oo" "$ro") x"
+  mkdir -p "$out_dir"
+  "$tuner" plot-latency -o "$out_dir/bench_${name}_latency.png" --title "$name, seq $seq, batch 1, $th threads: $requests requests each" \
+    "ours (library)=$work/ours.txt" "onnxruntime=$work/ort.txt" "pytorch=$work/torch.txt" | sed 's/^/# /' >&2
+}
+
 for model in $models; do
   $py scripts/make_models.py --out "$work" "$model" >/dev/null || { echo "bench-model: cannot make $model" >&2; status=1; continue; }
   name=${model#tv_}
-  bench_one "$model" "$name" 2
-  [ "$model" = tv_resnet18 ] && bench_one "$model" "$name" 1
+  case $model in
+    tv_bert_base|tv_bert_small) bench_bert "$model" "$name" ;;
+    *) bench_one "$model" "$name" 2
+       [ "$model" = tv_resnet18 ] && bench_one "$model" "$name" 1 ;;
+  esac
 done
+
 exit $status

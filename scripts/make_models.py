@@ -345,14 +345,24 @@ def token_mask(S=8, V=50, D=16):
     return b.model("token_mask", [ids, mask], [tensor(y, [1, S, D])])
 
 
-def bert_tiny(S=16, V=100, D=32, H=2, FF=64, L=2):
+def bert_tiny(S=16, V=100, D=32, H=2, FF=64, L=2, dyn=False):
     """A BERT as users export it, small: token ids and an attention mask (int64), word and
     position embeddings, an embedding layer norm, L encoder layers whose attention adds the
-    mask, (1 - mask) * -10000 broadcast over heads and queries, to the scores."""
+    mask, (1 - mask) * -10000 broadcast over heads and queries, to the scores.  With dyn,
+    the sequence dimension is symbolic ('seq', up to S): the position table is sliced to the
+    ids' length through Shape/Gather/Unsqueeze/Slice and the reshapes use 0 and -1, as
+    exporters write them."""
     b = Builder(13)
     dh = D // H
     word = b.const("embeddings.word.weight", (b.rng.randn(V, D) * 0.5).astype(np.float32))
     pos = b.const("embeddings.position.weight", (b.rng.randn(1, S, D) * 0.1).astype(np.float32))
+    if dyn:
+        n = b.node("Gather", [b.node("Shape", ["input_ids"], "ids.shape"),
+                              b.const("ids.seq_axis", np.array(1, np.int64))], "ids.seq", axis=0)
+        n = b.node("Unsqueeze", [n, b.const("ids.seq.axes", np.array([0], np.int64))],
+                   "ids.seq.unsqueeze")
+        pos = b.node("Slice", [pos, b.const("pos.start", np.array([0], np.int64)), n,
+                               b.const("pos.axes", np.array([1], np.int64))], "pos.slice")
     x = b.node("Add", [b.node("Gather", [word, "input_ids"], "embeddings.word", axis=0), pos],
                "embeddings.add")
     x = layer_norm_node(b, x, "embeddings.norm", D)
@@ -363,7 +373,8 @@ def bert_tiny(S=16, V=100, D=32, H=2, FF=64, L=2):
     m = b.node("Mul", [m, b.const("mask.neg", np.array(-10000.0, np.float32))], "mask.scale")
 
     def heads(t, base, perm):
-        r = b.node("Reshape", [t, b.const(base + ".shape", np.array([1, S, H, dh], np.int64))],
+        r = b.node("Reshape", [t, b.const(base + ".shape", np.array([1, -1 if dyn else S, H, dh],
+                                                                     np.int64))],
                    base + ".reshape")
         return b.node("Transpose", [r], base + ".transpose", perm=perm)
 
@@ -379,7 +390,8 @@ def bert_tiny(S=16, V=100, D=32, H=2, FF=64, L=2):
         a = b.node("Softmax", [sc], p + ".softmax", axis=-1)
         c = b.node("Transpose", [b.node("MatMul", [a, v], p + ".context")], p + ".merge",
                    perm=[0, 2, 1, 3])
-        c = b.node("Reshape", [c, b.const(p + ".merge.shape", np.array([1, S, D], np.int64))],
+        c = b.node("Reshape", [c, b.const(p + ".merge.shape", np.array([1, 0 if dyn else S, D],
+                                                                        np.int64))],
                    p + ".merge.reshape")
         x1 = layer_norm_node(b, b.node("Add", [b.linear(c, D, D, p + ".out"), x], p + ".res1"),
                              p + ".norm1", D)
@@ -393,9 +405,11 @@ def bert_tiny(S=16, V=100, D=32, H=2, FF=64, L=2):
                            b.const(p + ".gelu.half", np.array(0.5, np.float32))], p + ".gelu.mul2")
         x = layer_norm_node(b, b.node("Add", [b.linear(h, FF, D, p + ".fc2"), x1], p + ".res2"),
                             p + ".norm2", D)
-    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, S])
-    mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, S])
-    return b.model("bert_tiny", [ids, mask], [tensor(x, [1, S, D])], opset=17)
+    seq = "seq" if dyn else S
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, seq])
+    mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, seq])
+    out = helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, seq, D])
+    return b.model("bert_tiny_dyn" if dyn else "bert_tiny", [ids, mask], [out], opset=17)
 
 
 def bad_opset():
@@ -444,7 +458,85 @@ def torch_module(name):
                                                  batch_first=True, activation="gelu")
         enc = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
         return enc.eval(), torch.randn(1, 128, 768)
+    if name in BERTS:
+        torch.manual_seed(0)
+        net = bert_module(**BERTS[name]).eval()
+        S = BERTS[name]["seq"]
+        ids = torch.randint(0, BERTS[name]["vocab"], (1, S))
+        mask = torch.ones(1, S, dtype=torch.int64)
+        mask[0, S - S // 8:] = 0           # the last eighth is padding
+        return net, (ids, mask)
     raise KeyError(name)
+
+
+# BERT as transformers' BertModel computes it (eval mode), written out here so that no
+# download or PyPI package is needed: word + position + token-type embeddings and their layer
+# norm (eps 1e-12), the extended attention mask (1 - mask) * finfo(float32).min added to the
+# scores of every head, L post-norm encoder layers with separate Q, K, V projections and exact
+# (erf) GELU.  Exported with the sequence dimension symbolic ('seq').
+BERTS = {
+    "tv_bert_base": dict(vocab=30522, hidden=768, layers=12, heads=12, ff=3072, max_pos=512, seq=128),
+    "tv_bert_small": dict(vocab=1000, hidden=64, layers=2, heads=4, ff=128, max_pos=64, seq=32),
+}
+
+
+def bert_module(vocab, hidden, layers, heads, ff, max_pos, seq):
+    import math
+    import torch
+    from torch import nn
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.query, self.key, self.value = (nn.Linear(hidden, hidden) for _ in range(3))
+            self.attn_out = nn.Linear(hidden, hidden)
+            self.attn_norm = nn.LayerNorm(hidden, eps=1e-12)
+            self.inter = nn.Linear(hidden, ff)
+            self.out = nn.Linear(ff, hidden)
+            self.out_norm = nn.LayerNorm(hidden, eps=1e-12)
+
+        def heads(self, x):
+            b, s, _ = x.shape
+            return x.view(b, s, heads, hidden // heads).permute(0, 2, 1, 3)
+
+        def forward(self, x, ext):
+            q, k, v = self.heads(self.query(x)), self.heads(self.key(x)), self.heads(self.value(x))
+            scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hidden // heads)
+            probs = torch.softmax(scores + ext, dim=-1)
+            ctx = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous()
+            ctx = ctx.view(ctx.shape[0], ctx.shape[1], hidden)
+            a = self.attn_norm(self.attn_out(ctx) + x)
+            h = nn.functional.gelu(self.inter(a))
+            return self.out_norm(self.out(h) + a)
+
+    class Bert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.word = nn.Embedding(vocab, hidden)
+            self.position = nn.Embedding(max_pos, hidden)
+            self.token_type = nn.Embedding(2, hidden)
+            self.emb_norm = nn.LayerNorm(hidden, eps=1e-12)
+            self.layers = nn.ModuleList(Layer() for _ in range(layers))
+            self.register_buffer("position_ids", torch.arange(max_pos).unsqueeze(0))
+            self.register_buffer("token_type_ids", torch.zeros(1, max_pos, dtype=torch.int64))
+            for m in self.modules():   # BertModel's initialisation: N(0, 0.02)
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    m.weight.data.normal_(0.0, 0.02)
+                if isinstance(m, nn.Linear):
+                    m.bias.data.normal_(0.0, 0.02)
+
+        def forward(self, input_ids, attention_mask):
+            s = input_ids.shape[1]
+            x = (self.word(input_ids) + self.position(self.position_ids[:, :s])
+                 + self.token_type(self.token_type_ids[:, :s]))
+            x = self.emb_norm(x)
+            ext = attention_mask[:, None, None, :].to(torch.float32)
+            ext = (1.0 - ext) * torch.finfo(torch.float32).min
+            for layer in self.layers:
+                x = layer(x, ext)
+            return x
+
+    return Bert()
 
 
 def export_torch(name):
@@ -454,6 +546,12 @@ def export_torch(name):
     buf = io.BytesIO()
     # with gradients on, torch takes the plain path of its encoder layers, not the fused
     # kernel of inference mode (which does not export)
+    if name in BERTS:
+        torch.onnx.export(net, x, buf, opset_version=13,
+                          input_names=["input_ids", "attention_mask"], output_names=["output"],
+                          dynamic_axes={"input_ids": {1: "seq"}, "attention_mask": {1: "seq"},
+                                        "output": {1: "seq"}})
+        return onnx.load_from_string(buf.getvalue())
     torch.onnx.export(net, x, buf, opset_version=13, input_names=["input"],
                       output_names=["output"])
     return onnx.load_from_string(buf.getvalue())
@@ -573,10 +671,14 @@ def check(model_path, dump_dir, tol):
     for vi in m.graph.input:
         if vi.name in inits:
             continue
-        shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        shape = [d.dim_value if d.dim_value > 0 else -1 for d in vi.type.tensor_type.shape.dim]
         integer = vi.type.tensor_type.elem_type in (TensorProto.INT64, TensorProto.INT32)
         data = np.fromfile(os.path.join(dump_dir, "input_%d.bin" % k),
-                           np.int64 if integer else np.float32).reshape(shape)
+                           np.int64 if integer else np.float32)
+        if shape.count(-1) > 1:   # symbolic dimensions other than one: 1 each but the last
+            shape = [1 if d < 0 and i < len(shape) - 1 - shape[::-1].index(-1) else d
+                     for i, d in enumerate(shape)]
+        data = data.reshape(shape)
         env[vi.name] = data if integer else data.astype(np.float64)
         k += 1
     for node in m.graph.node:
@@ -612,6 +714,7 @@ MODELS = {
     "token_embed": token_embed,
     "token_mask": token_mask,
     "bert_tiny": bert_tiny,
+    "bert_tiny_dyn": lambda: bert_tiny(dyn=True),
     "weights_as_inputs": weights_as_inputs,
     "dynamic_batch": dynamic_batch,
     "seed_cnn": seed_cnn,
@@ -624,8 +727,11 @@ MODELS = {
     "tv_mobilenet_v2": lambda: torchvision_model("mobilenet_v2"),
     "tv_encoder": torch_encoder,
     "tv_bert2": torch_bert2,
+    "tv_bert_base": lambda: export_torch("tv_bert_base"),
+    "tv_bert_small": lambda: export_torch("tv_bert_small"),
 }
 DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp", "token_embed", "token_mask", "bert_tiny",
+           "bert_tiny_dyn",
            "weights_as_inputs", "dynamic_batch", "bad_opset", "unsupported_op", "negative_dim",
            "missing_input"]
 

@@ -111,6 +111,12 @@ static const tn_cmd commands[] = {
      "Draw the best GFLOPS of a task over its trials (every record of the task, in trial\n"
      "order) as an SVG or PNG picture.",
      tn__cmd_plot},
+    {"plot-latency", "-o FILE.svg|FILE.png [--title TEXT] NAME=FILE...",
+     "draw several runners' latency distributions on the same axes",
+     "Draw the latencies of one to eight runners (each FILE: milliseconds, one per line, as\n"
+     "lib_run --latencies and make bench-model write them) as histograms on the same axes,\n"
+     "with each one's p50, p90 and p99, and print those figures.",
+     tn__cmd_plot_latency},
     {"help", "[SUBCOMMAND]", "help on the command or a subcommand", NULL, cmd_help},
 };
 
@@ -224,6 +230,21 @@ int tn__opts_parse(const tn_cmd *cmd, const at_opt *opts, int n_opts, int argc, 
     snprintf(prog, sizeof prog, "tuner%s%s", cmd->name[0] ? " " : "", cmd->name);
     return at_opts_parse(prog, opts, n_opts, argc, argv, n_pos, help) ? TN_EXIT_USAGE
                                                                         : TN_EXIT_OK;
+}
+
+int tn__opts_cmd(const char *parent, const tn_cmd *cmd, const at_opt *opts, int n_opts,
+                 int argc, char **argv, int *n_pos, int *done)
+{
+    int help, rc = tn__opts_parse(cmd, opts, n_opts, argc, argv, n_pos, &help);
+    *done = 1;
+    if (rc != TN_EXIT_OK)
+        return rc;
+    if (help) {
+        tn__opts_help(stdout, parent, cmd, opts, n_opts);
+        return TN_EXIT_OK;
+    }
+    *done = 0;
+    return TN_EXIT_OK;
 }
 
 void tn__opts_help(FILE *f, const char *parent, const tn_cmd *cmd, const at_opt *opts,

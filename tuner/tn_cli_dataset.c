@@ -263,13 +263,9 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
         {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
     };
     command_line(argc, argv, cmdline, sizeof cmdline);
-    if ((rc = tn__opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
-        TN_EXIT_OK)
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos,
+                           &help)) != TN_EXIT_OK || help)
         return rc;
-    if (help) {
-        tn__opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
-        return TN_EXIT_OK;
-    }
     if (n_pos) {
         tn__err(cmd, "unexpected argument '%s' (see 'tuner %s --help')", argv[1], cmd->name);
         return TN_EXIT_USAGE;

@@ -57,13 +57,9 @@ int tn__cmd_measure(const tn_cmd *cmd, int argc, char **argv)
     double min_repeat_ms;
     at_err e = AT_OK;
 
-    if ((rc = tn__opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
-        TN_EXIT_OK)
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos,
+                           &help)) != TN_EXIT_OK || help)
         return rc;
-    if (help) {
-        tn__opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
-        return TN_EXIT_OK;
-    }
     if (n_pos == 0 || n_pos > MAX_SPECS) {
         tn__err(cmd, "give 1 to %d operator specs (e.g. matmul:M=256,N=256,K=256)", MAX_SPECS);
         return TN_EXIT_USAGE;

@@ -16,21 +16,6 @@
 
 #define DEFAULT_DB "tuning.db"
 
-static int parse(const tn_cmd *cmd, const at_opt *opts, int n_opts, int argc, char **argv,
-                 int *n_pos, int *done)
-{
-    int help, rc = tn__opts_parse(cmd, opts, n_opts, argc, argv, n_pos, &help);
-    *done = 1;
-    if (rc != TN_EXIT_OK)
-        return rc;
-    if (help) {
-        tn__opts_help(stdout, NULL, cmd, opts, n_opts);
-        return TN_EXIT_OK;
-    }
-    *done = 0;
-    return TN_EXIT_OK;
-}
-
 static int one_positional(const tn_cmd *cmd, int n_pos, char **argv, const char *what)
 {
     if (n_pos == 1)
@@ -78,6 +63,90 @@ int tn__parse_winograd(const tn_cmd *cmd, const char *s, int *mode)
     return -1;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int tn__parse_dims(const tn_cmd *cmd, const at_opt_list *l, tn_dims *d)
+{
+    memset(d, 0, sizeof *d);
+    d->dflt = 1;
+    d->multi = -1;
+    for (int i = 0; i < l->n; i++) {
+        const char *v = l->v[i], *eq = strchr(v, '=');
+        int k;
+        if (eq == NULL) {
+            if (at_parse_i64(v, &d->dflt) != AT_OK || d->dflt < 1) {
+                tn__err(cmd, "--dim %s: give a whole number >= 1, or NAME=V for a named "
+                        "dimension (seq=128; seq=32,64,128 for buckets)", v);
+                return -1;
+            }
+            continue;
+        }
+        if (eq == v || (size_t)(eq - v) >= sizeof d->name[0]) {
+            tn__err(cmd, "--dim %s: the dimension's name is missing or too long", v);
+            return -1;
+        }
+        for (k = 0; k < d->n; k++)
+            if (strlen(d->name[k]) == (size_t)(eq - v) && strncmp(d->name[k], v, (size_t)(eq - v)) == 0)
+                break;
+        if (k < d->n) {
+            tn__err(cmd, "--dim %s: '%.*s' is given twice", v, (int)(eq - v), v);
+            return -1;
+        }
+        if (d->n == TN_MAX_DIMS) {
+            tn__err(cmd, "--dim: more than %d named dimensions", TN_MAX_DIMS);
+            return -1;
+        }
+        snprintf(d->name[k], sizeof d->name[k], "%.*s", (int)(eq - v), v);
+        for (const char *p = eq + 1;;) {
+            char num[32];
+            size_t len = strcspn(p, ",");
+            int64_t x;
+            snprintf(num, sizeof num, "%.*s", (int)(len < 31 ? len : 31), p);
+            if (len == 0 || len > 20 || at_parse_i64(num, &x) != AT_OK || x < 1) {
+                tn__err(cmd, "--dim %s: '%.*s' is not a whole number >= 1", v, (int)len, p);
+                return -1;
+            }
+            if (d->n_values[k] == TN_MAX_BUCKETS) {
+                tn__err(cmd, "--dim %s: more than %d values", v, TN_MAX_BUCKETS);
+                return -1;
+            }
+            d->values[k][d->n_values[k]++] = x;
+            if (p[len] == 0)
+                break;
+            p += len + 1;
+        }
+        qsort(d->values[k], (size_t)d->n_values[k], sizeof d->values[k][0], cmp_i64);
+        for (int j = 1; j < d->n_values[k]; j++)
+            if (d->values[k][j] == d->values[k][j - 1]) {
+                tn__err(cmd, "--dim %s: %lld is given twice", v, (long long)d->values[k][j]);
+                return -1;
+            }
+        if (d->n_values[k] > 1) {
+            if (d->multi >= 0) {
+                tn__err(cmd, "--dim %s: only one dimension may have several values (buckets); "
+                        "'%s' has them already", v, d->name[d->multi]);
+                return -1;
+            }
+            d->multi = k;
+        }
+        d->n = k + 1;
+    }
+    return 0;
+}
+
+int tn__dims_at(const tn_dims *d, int b, md_dim *out)
+{
+    for (int k = 0; k < d->n; k++) {
+        out[k].name = d->name[k];
+        out[k].value = k == d->multi ? d->values[k][b] : d->values[k][0];
+    }
+    return d->n;
+}
+
 /* --layout and --winograd checked before anything is loaded: TN_EXIT_USAGE when wrong. */
 static int check_flags(const tn_cmd *cmd, const char *layout, const char *wino)
 {
@@ -89,18 +158,29 @@ static int check_flags(const tn_cmd *cmd, const char *layout, const char *wino)
 
 /* How to load: the flags, and the costs of the Winograd choice (NULL: none). */
 typedef struct load_how {
-    int dim;
+    const tn_dims *dims;   /* NULL: every symbolic dimension 1 */
+    int bucket;            /* the value of dims->multi's list to load at */
     const char *layout, *winograd;
     md_task_cost_fn cost;
     void *cost_ctx;
 } load_how;
 
+static void print_warnings(const tn_cmd *cmd, const md_model *m)
+{
+    for (int i = 0; i < md_model_n_warnings(m); i++)
+        tn__err(cmd, "warning: %s", md_model_warning(m, i));
+}
+
 /* Load a model and print its warnings; NULL after printing the error. */
 static md_model *load_model(const tn_cmd *cmd, const char *path, const load_how *how, int quiet)
 {
     md_model *m;
-    md_model_opts o = {.dim_default = how->dim, .cost = how->cost, .cost_ctx = how->cost_ctx};
+    md_dim dims[TN_MAX_DIMS];
+    md_model_opts o = {.dim_default = how->dims ? how->dims->dflt : 1, .cost = how->cost,
+                       .cost_ctx = how->cost_ctx, .dims = dims};
     char err[1024];
+    if (how->dims)
+        o.n_dims = tn__dims_at(how->dims, how->bucket, dims);
     if (tn__parse_layout(cmd, how->layout, &o.layout) != 0 ||
         tn__parse_winograd(cmd, how->winograd, &o.winograd) != 0)
         return NULL;
@@ -199,11 +279,14 @@ static int write_jsonl(const tn_cmd *cmd, const md_task_list *tl, const char *pa
 int tn__cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *out = NULL, *layout = NULL, *wino = NULL;
-    int verbose = 0, dim = 1, quiet = 0, n_pos, done, rc;
+    int verbose = 0, quiet = 0, n_pos, done, rc;
+    at_opt_list dim_l = {0};
+    tn_dims dims;
     const at_opt opts[] = {
         {"out", 'o', AT_OPT_STR, &out, "FILE", "write the tasks as JSON lines ('-': stdout)"},
         {"verbose", 'v', AT_OPT_BOOL, &verbose, NULL, "also the nodes of each use and the DAG"},
-        {"dim", 0, AT_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
+        {"dim", 0, AT_OPT_LIST, &dim_l, "D", "symbolic input dimensions: " TN_DIM_HELP
+         "; NAME=V,V,... lists each bucket's tasks"},
         {"layout", 0, AT_OPT_STR, &layout, "L", LAYOUT_HELP},
         {"winograd", 0, AT_OPT_STR, &wino, "W", "auto (default: the Winograd tasks listed "
          "after the model's), on or off"},
@@ -212,12 +295,35 @@ int tn__cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
     md_model *m = NULL;
     md_task_list *own = NULL;
     const md_task_list *tl;
-    rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
+    rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
     if (done)
         return rc;
     if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK ||
         (rc = check_flags(cmd, layout, wino)) != TN_EXIT_OK)
         return rc;
+    if (tn__parse_dims(cmd, &dim_l, &dims) != 0)
+        return TN_EXIT_USAGE;
+    if (dims.multi >= 0 && out) {
+        tn__err(cmd, "-o writes the tasks of one size: give --dim %s one value (each bucket's "
+                "tasks are tuned together by 'tuner --dim %s=...')", dims.name[dims.multi],
+                dims.name[dims.multi]);
+        return TN_EXIT_USAGE;
+    }
+    if (dims.multi >= 0 && !ends_with(argv[1], ".jsonl")) {
+        /* each bucket's table in turn */
+        for (int b = 0; b < dims.n_values[dims.multi]; b++) {
+            if ((m = load_model(cmd, argv[1], &(load_how){.dims = &dims, .bucket = b,
+                                .layout = layout, .winograd = wino}, quiet || b > 0)) == NULL)
+                return TN_EXIT_FAIL;
+            tl = md_model_tasks(m);
+            printf("%sbucket %s=%lld: %d tasks, %.3f MFLOPs per run\n", b ? "\n" : "",
+                   dims.name[dims.multi], (long long)dims.values[dims.multi][b], tl->n_tasks,
+                   md_task_list_flops(tl) / 1e6);
+            print_tasks(stdout, tl, verbose);
+            md_model_free(m);
+        }
+        return TN_EXIT_OK;
+    }
     if (ends_with(argv[1], ".jsonl")) {
         if ((own = load_task_file(cmd, argv[1])) == NULL)
             return TN_EXIT_FAIL;
@@ -227,7 +333,7 @@ int tn__cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
     } else {
         md_model_info info;
         int n_tunable = 0;
-        if ((m = load_model(cmd, argv[1], &(load_how){.dim = dim, .layout = layout,
+        if ((m = load_model(cmd, argv[1], &(load_how){.dims = &dims, .layout = layout,
                                                       .winograd = wino}, quiet)) == NULL)
             return TN_EXIT_FAIL;
         tl = md_model_tasks(m);
@@ -286,11 +392,102 @@ static int cmp_ms(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The buckets of each symbolic dimension of model *m (loaded at the dimensions asked for):
+** from the library, else recorded in the store for the model's structure.  A dimension not
+** given with --dim runs at its largest bucket (the model is loaded again at it); one given
+** below a bucket runs on the smallest bucket above it: *m becomes the model loaded at the
+** buckets and *exact the one at the dimensions asked for (its inputs padded, docs/models.md).
+** 0, or -1 after a message. */
+static int choose_bucket(const tn_cmd *cmd, const char *path, rec_store *st,
+                         md_lib_keys *keys, const tn_dims *dims, md_model **m,
+                         md_model **exact, const load_how *how)
+{
+    tn_dims at = *dims, bk = *dims; /* the dimensions to run at, and the buckets' */
+    int reload = 0, pad = 0;
+    char note[512] = "";
+    size_t L = 0;
+    *exact = NULL;
+    for (int k = 0; k < md_model_n_dims(*m); k++) {
+        const char *name = md_model_dim_name(*m, k);
+        int64_t v[TN_MAX_BUCKETS], want = md_model_dim_value(*m, k), b;
+        int n = 0, given = 0, j;
+        if (keys)
+            md_lib_buckets(keys, name, v, TN_MAX_BUCKETS, &n);
+        else if (st && rec_buckets_get(st, md_model_sig(*m), name, v, TN_MAX_BUCKETS, &n) != AT_OK) {
+            tn__err(cmd, "%s", rec_store_errmsg(st));
+            return -1;
+        }
+        if (n > TN_MAX_BUCKETS)
+            n = TN_MAX_BUCKETS;
+        if (n == 0)
+            continue;
+        for (j = 0; j < dims->n; j++)
+            given |= strcmp(dims->name[j], name) == 0;
+        if (!given) {
+            want = v[n - 1];
+            reload = 1;
+        }
+        if (want > v[n - 1]) {
+            tn__err(cmd, "%s=%lld is above the largest bucket this model was %s for (%lld): "
+                    "tune it with --dim %s=...,%lld", name, (long long)want,
+                    keys ? "exported" : "tuned", (long long)v[n - 1], name, (long long)want);
+            return -1;
+        }
+        for (j = 0; v[j] < want; j++)
+            ;
+        b = v[j];
+        /* both dimension sets name it with its value */
+        for (j = 0; j < at.n && strcmp(at.name[j], name) != 0; j++)
+            ;
+        if (j == at.n && at.n == TN_MAX_DIMS)
+            continue;
+        if (j == at.n) {
+            snprintf(at.name[j], sizeof at.name[j], "%s", name);
+            snprintf(bk.name[j], sizeof bk.name[j], "%s", name);
+            at.n++, bk.n++;
+        }
+        at.n_values[j] = bk.n_values[j] = 1;
+        at.values[j][0] = want;
+        bk.values[j][0] = b;
+        pad |= b != want;
+        L += (size_t)snprintf(note + L, L < sizeof note ? sizeof note - L : 0,
+                              "%s%s=%lld on bucket %lld (of", L ? "; " : "", name,
+                              (long long)want, (long long)b);
+        for (j = 0; j < n; j++)
+            L += (size_t)snprintf(note + L, L < sizeof note ? sizeof note - L : 0, " %lld",
+                                  (long long)v[j]);
+        L += (size_t)snprintf(note + L, L < sizeof note ? sizeof note - L : 0, ")");
+    }
+    if (note[0])
+        printf("dimensions: %s%s\n", note, pad ? "; inputs padded with zeros to the bucket, "
+               "outputs cut back" : "");
+    if (reload) {
+        load_how h = *how;
+        md_model_free(*m);
+        h.dims = &at;
+        if ((*m = load_model(cmd, path, &h, 1)) == NULL)
+            return -1;
+    }
+    if (pad) {
+        load_how h = *how;
+        h.dims = &bk;
+        *exact = *m;
+        if ((*m = load_model(cmd, path, &h, 1)) == NULL) {
+            md_model_free(*exact);
+            *exact = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = NULL, *target = NULL, *device = NULL, *lib = NULL, *dump = NULL,
                *inputs = NULL, *layout = NULL, *wino = NULL, *histogram = NULL;
-    int threads = 0, seed = 1, repeat = 0, no_check = 0, dim = 1, profile = 0, n_pos, done, rc;
+    int threads = 0, seed = 1, repeat = 0, no_check = 0, profile = 0, n_pos, done, rc;
+    at_opt_list dim_l = {0};
+    tn_dims dims;
     double *lat = NULL;
     const at_opt opts[] = {
         {"db", 0, AT_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
@@ -304,7 +501,8 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
         {"histogram", 0, AT_OPT_STR, &histogram, "FILE",
          "draw the --repeat runs' latencies as a histogram (.png or .svg)"},
         {"no-check", 0, AT_OPT_BOOL, &no_check, NULL, "skip the naive run and the comparison"},
-        {"dim", 0, AT_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
+        {"dim", 0, AT_OPT_LIST, &dim_l, "D", "symbolic input dimensions: " TN_DIM_HELP
+         "; a value below a tuned bucket runs on the bucket's kernels, padded"},
         {"dump", 0, AT_OPT_STR, &dump, "DIR", "write the inputs and outputs there (raw float32; "
                                                "int64 for integer inputs)"},
         {"inputs", 0, AT_OPT_STR, &inputs, "DIR", "read the inputs from DIR/input_<i>.bin (as "
@@ -315,19 +513,26 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
         {"winograd", 0, AT_OPT_STR, &wino, "W", WINOGRAD_HELP " (with --lib: as the library "
          "was made)"},
     };
-    md_model *m = NULL;
+    md_model *m = NULL, *exact = NULL;
     rec_store *st = NULL;
     md_lib_keys *keys = NULL;
     md_run_report rep;
     md_model_info info;
     char err[1024];
     at_err e;
-    rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
+    rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
     if (done)
         return rc;
     if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK ||
         (rc = check_flags(cmd, layout, wino)) != TN_EXIT_OK)
         return rc;
+    if (tn__parse_dims(cmd, &dim_l, &dims) != 0)
+        return TN_EXIT_USAGE;
+    if (dims.multi >= 0) {
+        tn__err(cmd, "--dim %s: a run takes one value per dimension (the buckets it was tuned "
+                "for are in the records store)", dims.name[dims.multi]);
+        return TN_EXIT_USAGE;
+    }
     if (repeat < 0) {
         tn__err(cmd, "--repeat must be 0 or more, not %d", repeat);
         return TN_EXIT_USAGE;
@@ -368,11 +573,17 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
             return TN_EXIT_USAGE;
         }
         cc.target = tgt.text;
-        m = load_model(cmd, argv[1],
-                       &(load_how){.dim = dim, .layout = layout, .winograd = wino,
-                                   .cost = keys ? md_lib_has_task : md_store_cost,
-                                   .cost_ctx = keys ? (void *)keys : (void *)&cc},
-                       0);
+        load_how how = {.dims = &dims, .layout = layout, .winograd = wino,
+                        .cost = keys ? md_lib_has_task : md_store_cost,
+                        .cost_ctx = keys ? (void *)keys : (void *)&cc};
+        /* the warnings of the model that runs: a dimension not given may load again */
+        m = load_model(cmd, argv[1], &how, 1);
+        if (m && choose_bucket(cmd, argv[1], st, keys, &dims, &m, &exact, &how) != 0) {
+            md_model_free(m);
+            m = NULL;
+        }
+        if (m)
+            print_warnings(cmd, exact ? exact : m);
         md_lib_keys_close(keys);
     }
     if (m == NULL) {
@@ -387,9 +598,10 @@ int tn__cmd_run(const tn_cmd *cmd, int argc, char **argv)
                                        .no_check = no_check, .dump_dir = dump,
                                        .inputs_dir = inputs,
                                        .profile = profile ? stdout : NULL,
-                                       .latencies_s = lat},
+                                       .latencies_s = lat, .exact = exact},
                      &rep, err, sizeof err);
     rec_store_close(st);
+    md_model_free(exact);
     if (e != AT_OK) {
         tn__err(cmd, "%s", err[0] ? err : at_strerror(e));
         md_model_free(m);
@@ -463,7 +675,11 @@ int tn__cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = NULL, *target = NULL, *device = NULL, *out = NULL, *header = NULL,
                *prefix = NULL, *layout = NULL, *wino = NULL;
-    int threads = 0, keep = 0, dim = 1, n_pos, done, rc;
+    int threads = 0, keep = 0, n_pos, done, rc, nb = 0;
+    at_opt_list dim_l = {0};
+    tn_dims dims;
+    md_model *bm[TN_MAX_BUCKETS] = {0};
+    md_task_list *uni = NULL;
     const at_opt opts[] = {
         {"db", 0, AT_OPT_STR, &db, "FILE", "records store (default ./" DEFAULT_DB " if present)"},
         {"target", 0, AT_OPT_STR, &target, "T", "compilation target (default: this host)"},
@@ -474,7 +690,8 @@ int tn__cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
         {"threads", 0, AT_OPT_INT, &threads, "N", "most threads the library may use (Linux; "
          "default: the target's cores)"},
         {"keep", 0, AT_OPT_BOOL, &keep, NULL, "keep the objects and the glue source"},
-        {"dim", 0, AT_OPT_INT, &dim, "N", "value of symbolic input dimensions (default 1)"},
+        {"dim", 0, AT_OPT_LIST, &dim_l, "D", "symbolic input dimensions: " TN_DIM_HELP
+         "; NAME=V,V,... builds a bucket of each (default: the buckets the store recorded)"},
         {"layout", 0, AT_OPT_STR, &layout, "L", LAYOUT_HELP},
         {"winograd", 0, AT_OPT_STR, &wino, "W", WINOGRAD_HELP},
     };
@@ -485,7 +702,7 @@ int tn__cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
     md_export_report rep;
     char err[1024];
     at_err e;
-    rc = parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
+    rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done);
     if (done)
         return rc;
     if ((rc = one_positional(cmd, n_pos, argv, "model file")) != TN_EXIT_OK ||
@@ -495,6 +712,8 @@ int tn__cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
         tn__err(cmd, "missing -o FILE (the library to write)");
         return TN_EXIT_USAGE;
     }
+    if (tn__parse_dims(cmd, &dim_l, &dims) != 0)
+        return TN_EXIT_USAGE;
     if (ends_with(argv[1], ".jsonl")) {
         if ((own = load_task_file(cmd, argv[1])) == NULL)
             return TN_EXIT_FAIL;
@@ -512,19 +731,57 @@ int tn__cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
             goto done;
         }
         cc.target = tgt.text;
-        if ((m = load_model(cmd, argv[1],
-                            &(load_how){.dim = dim, .layout = layout, .winograd = wino,
-                                        .cost = md_store_cost, .cost_ctx = &cc},
-                            0)) == NULL) {
+        load_how how = {.dims = &dims, .layout = layout, .winograd = wino,
+                        .cost = md_store_cost, .cost_ctx = &cc};
+        if ((m = load_model(cmd, argv[1], &how, 0)) == NULL) {
             rc = TN_EXIT_FAIL;
             goto done;
         }
         tl = md_model_tasks(m);
+        /* the buckets: the values given for one dimension, else those the store recorded
+        ** for a dimension not given */
+        if (dims.multi < 0 && st) {
+            for (int k = 0; k < md_model_n_dims(m) && dims.multi < 0; k++) {
+                const char *name = md_model_dim_name(m, k);
+                int given = 0, nv = 0;
+                for (int j = 0; j < dims.n; j++)
+                    given |= strcmp(dims.name[j], name) == 0;
+                if (given || dims.n == TN_MAX_DIMS ||
+                    rec_buckets_get(st, md_model_sig(m), name, dims.values[dims.n],
+                                    TN_MAX_BUCKETS, &nv) != AT_OK || nv == 0)
+                    continue;
+                snprintf(dims.name[dims.n], sizeof dims.name[0], "%s", name);
+                dims.n_values[dims.n] = nv < TN_MAX_BUCKETS ? nv : TN_MAX_BUCKETS;
+                dims.multi = dims.n++;
+                printf("buckets of '%s' recorded in the store:", name);
+                for (int j = 0; j < dims.n_values[dims.multi]; j++)
+                    printf(" %lld", (long long)dims.values[dims.multi][j]);
+                putchar('\n');
+            }
+        }
+        if (dims.multi >= 0) {
+            nb = dims.n_values[dims.multi];
+            for (int b = 0; b < nb; b++) {
+                how.bucket = b;
+                if ((bm[b] = load_model(cmd, argv[1], &how, 1)) == NULL) {
+                    rc = TN_EXIT_FAIL;
+                    goto done;
+                }
+            }
+            if (md_task_list_union((const md_model *const *)bm, nb, &uni) != AT_OK) {
+                tn__err(cmd, "out of memory");
+                rc = TN_EXIT_FAIL;
+                goto done;
+            }
+            tl = uni;
+        }
     }
     e = md_export_lib(tl, &(md_export_opts){.store = st, .target = target, .device_key = device,
                                             .out_path = out, .header_path = header,
                                             .prefix = prefix, .max_threads = threads,
-                                            .keep_temp = keep, .model = m},
+                                            .keep_temp = keep, .model = nb ? NULL : m,
+                                            .buckets = (const md_model *const *)bm,
+                                            .n_buckets = nb},
                       &rep, err, sizeof err);
     if (e != AT_OK) {
         tn__err(cmd, "%s", err[0] ? err : at_strerror(e));
@@ -538,6 +795,9 @@ int tn__cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
         md_model_get_info(m, &info);
         printf("the whole model: %s_model_run; weights %.2f MB inside, activations' arena "
                "%.2f MB\n", rep.prefix, rep.weight_bytes / 1e6, rep.arena_bytes / 1e6);
+        if (rep.n_buckets)
+            printf("buckets: %d sizes of '%s' (%s_model_set_dim chooses; docs/models.md)\n",
+                   rep.n_buckets, dims.name[dims.multi], rep.prefix);
         if (info.n_winograd_eligible)
             printf("winograd: %d of %d eligible 3x3 convolutions run as Winograd\n",
                    info.n_winograd, info.n_winograd_eligible);
@@ -549,6 +809,9 @@ int tn__cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
 done:
     rec_store_close(st);
     md_model_free(m);
+    for (int b = 0; b < nb; b++)
+        md_model_free(bm[b]);
+    md_task_list_free(uni);
     md_task_list_free(own);
     return rc;
 }

@@ -16,22 +16,6 @@
 
 #define DEFAULT_DB "tuning.db"
 
-/* Parse flags; on --help print it and return TN_EXIT_OK with *done set. */
-static int parse(const char *parent, const tn_cmd *cmd, const at_opt *opts, int n_opts,
-                 int argc, char **argv, int *n_pos, int *done)
-{
-    int help, rc = tn__opts_parse(cmd, opts, n_opts, argc, argv, n_pos, &help);
-    *done = 1;
-    if (rc != TN_EXIT_OK)
-        return rc;
-    if (help) {
-        tn__opts_help(stdout, parent, cmd, opts, n_opts);
-        return TN_EXIT_OK;
-    }
-    *done = 0;
-    return TN_EXIT_OK;
-}
-
 static int no_positional(const tn_cmd *cmd, int n_pos, char **argv)
 {
     if (n_pos == 0)
@@ -238,7 +222,7 @@ int tn__cmd_best(const tn_cmd *cmd, int argc, char **argv)
         {"json", 0, AT_OPT_BOOL, &json, NULL, "JSON for scripts instead of a table"},
         {"state", 0, AT_OPT_BOOL, &show_state, NULL, "print each row's state too"},
     };
-    if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
         done || (rc = no_positional(cmd, n_pos, argv)) != TN_EXIT_OK)
         return rc;
@@ -391,7 +375,7 @@ int tn__cmd_history(const tn_cmd *cmd, int argc, char **argv)
         {"all", 0, AT_OPT_BOOL, &all, NULL, "every trial, not only new bests"},
         {"json", 0, AT_OPT_BOOL, &json, NULL, "JSON for scripts (every trial)"},
     };
-    if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
         done || (rc = no_positional(cmd, n_pos, argv)) != TN_EXIT_OK)
         return rc;
@@ -461,7 +445,7 @@ int tn__cmd_merge(const tn_cmd *cmd, int argc, char **argv)
     at_opt opts[] = {
         {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
     };
-    if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
         done)
         return rc;
@@ -547,7 +531,7 @@ int tn__cmd_export(const tn_cmd *cmd, int argc, char **argv)
         {"device", 0, AT_OPT_STR, &fl.device_key, "KEY", "only records of this device key"},
         {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "no summary on standard error"},
     };
-    if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
         done || (rc = no_positional(cmd, n_pos, argv)) != TN_EXIT_OK)
         return rc;
@@ -599,7 +583,7 @@ int tn__cmd_import(const tn_cmd *cmd, int argc, char **argv)
          "the records store, created if missing (default " DEFAULT_DB ")"},
         {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
     };
-    if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
         done)
         return rc;
@@ -664,7 +648,7 @@ static int db_check(const tn_cmd *cmd, int argc, char **argv)
         {"no-replay", 0, AT_OPT_BOOL, &no_replay, NULL,
          "skip the replay check of states (faster)"},
     };
-    if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
         done || (rc = no_positional(cmd, n_pos, argv)) != TN_EXIT_OK)
         return rc;
@@ -717,7 +701,7 @@ static int db_info(const tn_cmd *cmd, int argc, char **argv)
     at_opt opts[] = {
         {"db", 0, AT_OPT_STR, &db, "FILE", "the records store (default " DEFAULT_DB ")"},
     };
-    if ((rc = parse(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &done)) !=
             TN_EXIT_OK ||
         done || (rc = no_positional(cmd, n_pos, argv)) != TN_EXIT_OK)
         return rc;

@@ -29,6 +29,10 @@ typedef struct taskset {
     md_task_list *lists[64];
     int n_lists;
     md_model_opts mopts;  /* how models are loaded (--layout, --dim) */
+    tn_dims dims;         /* --dim */
+    md_dim mdims[TN_MAX_DIMS];
+    struct tn_tune_buckets buckets[64]; /* models with buckets: recorded in the store */
+    int n_buckets;
     tn_tune_use *uses[MAX_TASKS]; /* per task: its uses' choices (models with alternatives) */
     int n_choices;
 } taskset;
@@ -184,17 +188,29 @@ static int load_spec(const tn_cmd *cmd, taskset *ts, const char *spec)
     char err[512];
     struct stat sb;
     if (ends_with(spec, ".onnx")) {
-        md_model *m;
-        if (ts->n_models == 64) {
-            tn__err(cmd, "too many models");
-            return -1;
+        /* once per bucket of the dimension given several values: their tasks together */
+        const tn_dims *d = &ts->dims;
+        int nb = d->multi >= 0 ? d->n_values[d->multi] : 1;
+        for (int b = 0; b < nb; b++) {
+            md_model *m;
+            if (ts->n_models == 64) {
+                tn__err(cmd, "too many models (or buckets)");
+                return -1;
+            }
+            ts->mopts.n_dims = tn__dims_at(d, b, ts->mdims);
+            ts->mopts.dims = ts->mdims;
+            if (md_model_load(spec, &ts->mopts, &m, err, sizeof err) != AT_OK) {
+                tn__err(cmd, "%s", err);
+                return -1;
+            }
+            ts->models[ts->n_models++] = m;
+            if (b == 0 && d->multi >= 0 && ts->n_buckets < 64)
+                ts->buckets[ts->n_buckets++] = (struct tn_tune_buckets){
+                    md_model_sig(m), d->name[d->multi], spec, nb, d->values[d->multi]};
+            if (add_list(cmd, ts, md_model_tasks(m), spec) != 0)
+                return -1;
         }
-        if (md_model_load(spec, &ts->mopts, &m, err, sizeof err) != AT_OK) {
-            tn__err(cmd, "%s", err);
-            return -1;
-        }
-        ts->models[ts->n_models++] = m;
-        return add_list(cmd, ts, md_model_tasks(m), spec);
+        return 0;
     }
     if (ends_with(spec, ".jsonl")) {
         md_task_list *tl;
@@ -263,7 +279,8 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     int trials = 1000, timeout_s = 10, resume = 0, per_round = 0, number = 1, repeat = 3,
         flush = 0, early_stop = 0, build_workers = -1, build_timeout_s = 60, wait_s = 600,
         priority = 1, threads = 0, population = 2048, no_model = 0, quiet = 0, no_layout = 0,
-        dim = 1, n_pos, help, rc;
+        n_pos, help, rc;
+    at_opt_list dim_l = {0};
     at_opt opts[] = {
         {"trials", 0, AT_OPT_INT, &trials, "N", "measurements in all (default 1000)"},
         {"target", 0, AT_OPT_STR, &target, "T",
@@ -305,7 +322,8 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
          "layout (no pre-transform step in the kernels)"},
         {"layout", 0, AT_OPT_STR, &layout, "L", "models: convolutions' layout, nhwc (default) "
          "or nchw"},
-        {"dim", 0, AT_OPT_INT, &dim, "N", "models: value of symbolic input dimensions (1)"},
+        {"dim", 0, AT_OPT_LIST, &dim_l, "D", "models: symbolic input dimensions: " TN_DIM_HELP
+         "; NAME=V,V,... tunes each value (bucket) of one dimension"},
         {"winograd", 0, AT_OPT_STR, &wino, "W", "models: 3x3 stride-1 convolutions' Winograd "
          "tasks, auto (default: tuned beside the direct ones), on (only them) or off"},
         {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "no progress and no report"},
@@ -324,13 +342,9 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     for (int i = 0; i < argc && used < sizeof cmdline - 1; i++)
         used += (size_t)snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "",
                                  argv[i]);
-    if ((rc = tn__opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
-        TN_EXIT_OK)
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos,
+                           &help)) != TN_EXIT_OK || help)
         return rc;
-    if (help) {
-        tn__opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
-        return TN_EXIT_OK;
-    }
     if (log_level) {
         at_log_level lv;
         if (at_log_parse_level(log_level, &lv) != AT_OK) {
@@ -414,13 +428,11 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         tn_fleet_prepare(); /* the embedded agent's launcher, while this process has one thread */
     }
     memset(&ts, 0, sizeof ts);
-    ts.mopts.dim_default = dim;
-    if (dim < 1 || tn__parse_layout(cmd, layout, &ts.mopts.layout) != 0 ||
-        tn__parse_winograd(cmd, wino, &ts.mopts.winograd) != 0) {
-        if (dim < 1)
-            tn__err(cmd, "--dim must be at least 1, not %d", dim);
+    if (tn__parse_dims(cmd, &dim_l, &ts.dims) != 0 ||
+        tn__parse_layout(cmd, layout, &ts.mopts.layout) != 0 ||
+        tn__parse_winograd(cmd, wino, &ts.mopts.winograd) != 0)
         return TN_EXIT_USAGE;
-    }
+    ts.mopts.dim_default = ts.dims.dflt;
     for (int i = 0; i < n_pos; i++)
         if (load_spec(cmd, &ts, argv[1 + i]) != 0) {
             rc = TN_EXIT_USAGE;
@@ -455,6 +467,8 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     o.layout_rewrite = !no_layout;
     o.no_model = no_model;
     o.quiet = quiet;
+    o.n_buckets = ts.n_buckets;
+    o.buckets = ts.buckets;
     tn__search_cfg_default(&o.search);
     o.search.population = population;
     e = tn__tune(&o, ts.t, ts.n, &rep, err, sizeof err);

@@ -238,13 +238,9 @@ int tn__cmd_plot(const tn_cmd *cmd, int argc, char **argv)
     rec_filter f;
     curve c;
     char err[512];
-    if ((rc = tn__opts_parse(cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos, &help)) !=
-        TN_EXIT_OK)
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos,
+                           &help)) != TN_EXIT_OK || help)
         return rc;
-    if (help) {
-        tn__opts_help(stdout, NULL, cmd, opts, (int)AT_ARRAY_LEN(opts));
-        return TN_EXIT_OK;
-    }
     if (out == NULL || n_pos != 0) {
         tn__err(cmd, "give the picture to write: -o curve.svg or -o curve.png");
         return TN_EXIT_USAGE;
@@ -299,16 +295,29 @@ int tn__cmd_plot(const tn_cmd *cmd, int argc, char **argv)
     return rc;
 }
 
-/* ---- latency histograms ('tuner run --histogram') -------------------------------------- */
+/* ---- latency histograms ('tuner run --histogram', 'tuner plot-latency') ----------------
+** One or more distributions of run latencies on the same axes: common bins (Freedman-Diaconis
+** width of the series with the narrowest spread, 10 to 80 bins over the whole range; the
+** x axis logarithmic when the largest latency is over 4 times the smallest, so that
+** distributions of very different speeds all show), each series' bars in its own colour
+** (translucent where they overlap), its p50, p90 and p99 marked, and a legend. */
+
+#define MAX_SERIES 8
 
 typedef struct hist {
-    const double *ms; /* sorted */
-    int n;
-    double lo, width; /* first bin's left edge, bin width (ms) */
-    int n_bins, *count, max_count;
-    double p50, p90, p99;
-    char title[200];
+    int n_series;
+    const tn_lat_series *s;
+    int log_x;
+    double lo, hi;      /* the x range (log10 of ms when log_x) */
+    int n_bins;
+    int *count[MAX_SERIES], max_count;
+    double p[MAX_SERIES][3];
+    char title[240];
 } hist;
+
+static const double palette[MAX_SERIES][3] = {
+    {0x1f / 255.0, 0x6f / 255.0, 0xd0 / 255.0}, {0.85, 0.45, 0.1}, {0.2, 0.6, 0.25},
+    {0.6, 0.25, 0.7}, {0.75, 0.15, 0.2}, {0.3, 0.3, 0.3}, {0.1, 0.6, 0.6}, {0.6, 0.5, 0.1}};
 
 double tn__percentile(const double *sorted, int n, double p)
 {
@@ -323,90 +332,299 @@ double tn__percentile(const double *sorted, int n, double p)
     return sorted[i] + (pos - i) * (sorted[i + 1] - sorted[i]);
 }
 
+static double hx(const hist *h, double ms)
+{
+    double v = h->log_x ? log10(ms) : ms;
+    return ML + (W - ML - MR) * (v - h->lo) / (h->hi - h->lo);
+}
+
 static void draw_hist(cairo_t *cr, const void *ctx)
 {
     const hist *h = ctx;
-    double x0 = h->lo, x1 = h->lo + h->n_bins * h->width, ystep = nice_step(h->max_count, 5);
-    double ytop = ceil(h->max_count / ystep) * ystep, xstep = nice_step(x1 - x0, 8);
-    const struct { double v; const char *name; } marks[3] = {
-        {h->p50, "p50"}, {h->p90, "p90"}, {h->p99, "p99"}};
-    char buf[64];
-#define HX(v) (ML + (W - ML - MR) * ((v) - x0) / (x1 - x0))
+    double ystep = nice_step(h->max_count, 5), ytop = ceil(h->max_count / ystep) * ystep;
+    double width = (h->hi - h->lo) / h->n_bins;
+    char buf[96];
     frame(cr, h->title, ytop, ystep);
-    for (double x = ceil(x0 / xstep) * xstep; x <= x1 + 1e-9 * x1; x += xstep) {
-        double px = floor(HX(x)) + 0.5;
-        cairo_move_to(cr, px, H - MB);
-        cairo_line_to(cr, px, H - MB + 5);
-        cairo_stroke(cr);
-        snprintf(buf, sizeof buf, "%g", x);
-        label(cr, px, H - MB + 19, 1, buf);
+    /* x ticks: round values; on a log axis 1, 2, 5 times a power of ten */
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    if (h->log_x) {
+        for (double dec = floor(h->lo); dec <= h->hi; dec += 1)
+            for (int k = 0; k < 5; k++) {
+                static const double m[5] = {1, 2, 3, 5, 7};
+                double v = m[k] * pow(10, dec), px;
+                if (log10(v) < h->lo - 1e-9 || log10(v) > h->hi + 1e-9)
+                    continue;
+                px = floor(hx(h, v)) + 0.5;
+                cairo_move_to(cr, px, H - MB);
+                cairo_line_to(cr, px, H - MB + 5);
+                cairo_stroke(cr);
+                snprintf(buf, sizeof buf, "%g", v);
+                label(cr, px, H - MB + 19, 1, buf);
+            }
+    } else {
+        double xstep = nice_step(h->hi - h->lo, 8);
+        for (double x = ceil(h->lo / xstep) * xstep; x <= h->hi + 1e-9 * h->hi; x += xstep) {
+            double px = floor(hx(h, x)) + 0.5;
+            cairo_move_to(cr, px, H - MB);
+            cairo_line_to(cr, px, H - MB + 5);
+            cairo_stroke(cr);
+            snprintf(buf, sizeof buf, "%g", x);
+            label(cr, px, H - MB + 19, 1, buf);
+        }
     }
-    /* the bars */
-    cairo_set_source_rgb(cr, 0x1f / 255.0, 0x6f / 255.0, 0xd0 / 255.0);
-    for (int b = 0; b < h->n_bins; b++) {
-        double l = HX(h->lo + b * h->width), r = HX(h->lo + (b + 1) * h->width);
-        double top = sy(h->count[b], ytop);
-        if (h->count[b] == 0)
-            continue;
-        cairo_rectangle(cr, l + 0.5, top, AT_MAX(r - l - 1, 1), H - MB - top);
-        cairo_fill(cr);
+    /* the bars of each series */
+    for (int k = 0; k < h->n_series; k++) {
+        cairo_set_source_rgba(cr, palette[k][0], palette[k][1], palette[k][2],
+                              h->n_series > 1 ? 0.6 : 1.0);
+        for (int b = 0; b < h->n_bins; b++) {
+            double l = ML + (W - ML - MR) * b * width / (h->hi - h->lo);
+            double r = ML + (W - ML - MR) * (b + 1) * width / (h->hi - h->lo);
+            double top = sy(h->count[k][b], ytop);
+            if (h->count[k][b] == 0)
+                continue;
+            cairo_rectangle(cr, l + 0.5, top, AT_MAX(r - l - 1, 1), H - MB - top);
+            cairo_fill(cr);
+        }
     }
-    /* the percentiles */
+    /* the percentiles of each series, and the legend on the side whose bars are lower */
+    double leg_x = W - MR - 250;
+    {
+        int left = 0, right = 0;
+        for (int k = 0; k < h->n_series; k++)
+            for (int b = 0; b < h->n_bins; b++) {
+                int *side = b < h->n_bins * 2 / 5 ? &left : b >= h->n_bins * 3 / 5 ? &right : NULL;
+                if (side && h->count[k][b] > *side)
+                    *side = h->count[k][b];
+            }
+        if (left < right)
+            leg_x = ML + 15;
+    }
     cairo_set_line_width(cr, 1.5);
-    for (int k = 0; k < 3; k++) {
-        double px = HX(marks[k].v);
-        cairo_set_source_rgb(cr, 0.8, 0.2, 0.1);
-        cairo_move_to(cr, px, MT);
-        cairo_line_to(cr, px, H - MB);
-        cairo_stroke(cr);
-        snprintf(buf, sizeof buf, "%s %.3g", marks[k].name, marks[k].v);
-        label(cr, px + 3, MT + 12 + 14 * k, 0, buf);
+    for (int k = 0; k < h->n_series; k++) {
+        static const char *const pn[3] = {"p50", "p90", "p99"};
+        static const double dash[2] = {5, 3};
+        for (int q = 0; q < 3; q++) {
+            double px = hx(h, h->p[k][q]);
+            cairo_set_source_rgb(cr, h->n_series > 1 ? palette[k][0] : 0.8,
+                                 h->n_series > 1 ? palette[k][1] : 0.2,
+                                 h->n_series > 1 ? palette[k][2] : 0.1);
+            cairo_set_dash(cr, dash, q == 0 ? 0 : 2, 0);
+            cairo_move_to(cr, px, MT);
+            cairo_line_to(cr, px, H - MB);
+            cairo_stroke(cr);
+            cairo_set_dash(cr, NULL, 0, 0);
+            if (h->n_series == 1) {
+                snprintf(buf, sizeof buf, "%s %.3g", pn[q], h->p[k][q]);
+                label(cr, px + 3, MT + 12 + 14 * q, 0, buf);
+            }
+        }
+        if (h->n_series > 1) {
+            double y = MT + 14 + 16 * k;
+            if (k == 0) {
+                cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
+                cairo_rectangle(cr, leg_x - 5, MT + 1, 245, 16 * h->n_series + 6);
+                cairo_fill(cr);
+            }
+            cairo_set_source_rgb(cr, palette[k][0], palette[k][1], palette[k][2]);
+            cairo_rectangle(cr, leg_x, y - 9, 10, 10);
+            cairo_fill(cr);
+            cairo_set_source_rgb(cr, 0, 0, 0);
+            snprintf(buf, sizeof buf, "%.20s: p50 %.4g, p90 %.4g, p99 %.4g ms", h->s[k].name,
+                     h->p[k][0], h->p[k][1], h->p[k][2]);
+            cairo_set_font_size(cr, 11);
+            label(cr, leg_x + 15, y, 0, buf);
+            cairo_set_font_size(cr, 12);
+        }
     }
-    axes(cr, "latency of one run of the model (ms)", "runs");
-#undef HX
+    axes(cr, h->log_x ? "latency of one run of the model (ms, logarithmic)"
+                      : "latency of one run of the model (ms)", "runs");
+}
+
+int tn__plot_latencies(const tn_lat_series *series, int n_series, const char *title,
+                       const char *path, char *err, size_t err_size)
+{
+    hist h;
+    int png = strlen(path) > 4 && strcmp(path + strlen(path) - 4, ".png") == 0, rc;
+    double mn = INFINITY, mx = 0, w = INFINITY;
+    memset(&h, 0, sizeof h);
+    if (n_series < 1 || n_series > MAX_SERIES) {
+        snprintf(err, err_size, "%d series: 1 to %d can be drawn", n_series, MAX_SERIES);
+        return -1;
+    }
+    h.n_series = n_series;
+    h.s = series;
+    for (int k = 0; k < n_series; k++) {
+        const double *v = series[k].sorted_ms;
+        int n = series[k].n;
+        if (n < 1 || !(v[0] > 0)) {
+            snprintf(err, err_size, "%s: %s", series[k].name, n < 1 ? "no runs to draw"
+                     : "a latency is not above 0");
+            return -1;
+        }
+        mn = v[0] < mn ? v[0] : mn;
+        mx = v[n - 1] > mx ? v[n - 1] : mx;
+        for (int q = 0; q < 3; q++)
+            h.p[k][q] = tn__percentile(v, n, q == 0 ? 50 : q == 1 ? 90 : 99);
+    }
+    h.log_x = mx > 4 * mn;
+    h.lo = h.log_x ? log10(mn) : mn;
+    h.hi = h.log_x ? log10(mx) : mx;
+    /* bins: Freedman-Diaconis of the series with the narrowest spread, 10 to 80 of them */
+    for (int k = 0; k < n_series; k++) {
+        const double *v = series[k].sorted_ms;
+        int n = series[k].n;
+        double q1 = tn__percentile(v, n, 25), q3 = tn__percentile(v, n, 75);
+        double iqr = h.log_x ? log10(q3) - log10(q1) : q3 - q1;
+        if (iqr > 0 && 2 * iqr / cbrt((double)n) < w)
+            w = 2 * iqr / cbrt((double)n);
+    }
+    {
+        double range = h.hi - h.lo;
+        int nb = isfinite(w) && w > 0 && range > 0 ? (int)ceil(range / w) : 10;
+        h.n_bins = nb < 10 ? 10 : nb > 80 ? 80 : nb;
+        if (range <= 0) {
+            double pad = h.log_x ? 0.01 : (mn > 0 ? mn * 0.01 : 1e-3);
+            h.lo -= pad / 2;
+            h.hi += pad / 2;
+        }
+        h.hi = h.lo + (h.hi - h.lo) * 1.0001;
+    }
+    for (int k = 0; k < n_series; k++) {
+        if ((h.count[k] = calloc((size_t)h.n_bins, sizeof *h.count[k])) == NULL) {
+            snprintf(err, err_size, "out of memory");
+            for (int j = 0; j < k; j++)
+                free(h.count[j]);
+            return -1;
+        }
+        for (int i = 0; i < series[k].n; i++) {
+            double v = h.log_x ? log10(series[k].sorted_ms[i]) : series[k].sorted_ms[i];
+            int b = (int)((v - h.lo) / (h.hi - h.lo) * h.n_bins);
+            b = b < 0 ? 0 : b >= h.n_bins ? h.n_bins - 1 : b;
+            if (++h.count[k][b] > h.max_count)
+                h.max_count = h.count[k][b];
+        }
+    }
+    if (n_series == 1)
+        snprintf(h.title, sizeof h.title, "%.150s: %d runs, p50 %.3f ms, max %.3f ms", title,
+                 series[0].n, h.p[0][0], series[0].sorted_ms[series[0].n - 1]);
+    else
+        snprintf(h.title, sizeof h.title, "%.200s", title);
+    rc = write_picture(draw_hist, &h, path, png, err, err_size);
+    for (int k = 0; k < n_series; k++)
+        free(h.count[k]);
+    return rc;
 }
 
 int tn__plot_histogram(const double *sorted_ms, int n, const char *title, const char *path,
                        char *err, size_t err_size)
 {
-    hist h;
-    int png = strlen(path) > 4 && strcmp(path + strlen(path) - 4, ".png") == 0, rc;
-    double range;
-    if (n < 1) {
-        snprintf(err, err_size, "no runs to draw");
-        return -1;
+    tn_lat_series s = {"this run", sorted_ms, n};
+    return tn__plot_latencies(&s, 1, title, path, err, err_size);
+}
+
+static int cmp_ms(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* 'tuner plot-latency -o FILE NAME=FILE...': latencies (milliseconds, one per line, as
+** lib_run --latencies and the benchmark's references write them) of several runners on
+** the same axes. */
+int tn__cmd_plot_latency(const tn_cmd *cmd, int argc, char **argv)
+{
+    const char *out = NULL, *title = "latency of one run";
+    int n_pos, help, rc = TN_EXIT_OK, n = 0;
+    at_opt opts[] = {
+        {"output", 'o', AT_OPT_STR, &out, "FILE", "the picture: FILE.svg or FILE.png"},
+        {"title", 0, AT_OPT_STR, &title, "TEXT", "its title"},
+    };
+    tn_lat_series s[MAX_SERIES];
+    double *v[MAX_SERIES] = {0};
+    char names[MAX_SERIES][64], err[512];
+    if ((rc = tn__opts_cmd(NULL, cmd, opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos,
+                           &help)) != TN_EXIT_OK || help)
+        return rc;
+    if (out == NULL || (strlen(out) <= 4 || (strcmp(out + strlen(out) - 4, ".png") != 0 &&
+                                             strcmp(out + strlen(out) - 4, ".svg") != 0))) {
+        tn__err(cmd, out ? "-o %s: the name must end in .png or .svg"
+                         : "missing -o FILE.png or FILE.svg%s", out ? out : "");
+        return TN_EXIT_USAGE;
     }
-    memset(&h, 0, sizeof h);
-    h.ms = sorted_ms;
-    h.n = n;
-    h.p50 = tn__percentile(sorted_ms, n, 50);
-    h.p90 = tn__percentile(sorted_ms, n, 90);
-    h.p99 = tn__percentile(sorted_ms, n, 99);
-    /* bins: Freedman-Diaconis width over the whole range, 10 to 80 of them */
-    range = sorted_ms[n - 1] - sorted_ms[0];
-    {
-        double iqr = tn__percentile(sorted_ms, n, 75) - tn__percentile(sorted_ms, n, 25);
-        double w = iqr > 0 ? 2 * iqr / cbrt((double)n) : range / 10;
-        int nb = w > 0 ? (int)ceil(range / w) : 1;
-        h.n_bins = nb < 10 ? 10 : nb > 80 ? 80 : nb;
+    if (n_pos < 1 || n_pos > MAX_SERIES) {
+        tn__err(cmd, "give 1 to %d series as NAME=FILE (milliseconds, one per line)", MAX_SERIES);
+        return TN_EXIT_USAGE;
     }
-    if (range <= 0)
-        range = sorted_ms[0] > 0 ? sorted_ms[0] * 0.01 : 1e-3;
-    h.width = range / h.n_bins * 1.0001;
-    h.lo = sorted_ms[0];
-    if ((h.count = calloc((size_t)h.n_bins, sizeof *h.count)) == NULL) {
-        snprintf(err, err_size, "out of memory");
-        return -1;
+    for (int i = 0; i < n_pos && rc == TN_EXIT_OK; i++) {
+        const char *a = argv[1 + i], *eq = strchr(a, '=');
+        char *text = NULL;
+        size_t len;
+        int cap = 0;
+        if (eq == NULL || eq == a || (size_t)(eq - a) >= sizeof names[0]) {
+            tn__err(cmd, "'%s': give NAME=FILE", a);
+            rc = TN_EXIT_USAGE;
+            break;
+        }
+        snprintf(names[n], sizeof names[0], "%.*s", (int)(eq - a), a);
+        if (at_file_read(eq + 1, &text, &len, err, sizeof err) != AT_OK) {
+            tn__err(cmd, "%s", err);
+            rc = TN_EXIT_FAIL;
+            break;
+        }
+        s[n] = (tn_lat_series){names[n], NULL, 0};
+        for (char *p = text, *end; rc == TN_EXIT_OK && *p;) {
+            double x;
+            while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+                p++;
+            if (*p == 0)
+                break;
+            x = strtod(p, &end);
+            if (end == p || !isfinite(x) || x <= 0) {
+                int line = 1;
+                for (const char *q = text; q < p; q++)
+                    line += *q == '\n';
+                tn__err(cmd, "%s:%d: not a latency in milliseconds (a number above 0)", eq + 1,
+                        line);
+                rc = TN_EXIT_FAIL;
+                break;
+            }
+            if (s[n].n == cap) {
+                double *q = realloc(v[n], (size_t)(cap = cap ? 2 * cap : 256) * sizeof *q);
+                if (q == NULL) {
+                    tn__err(cmd, "out of memory");
+                    rc = TN_EXIT_FAIL;
+                    break;
+                }
+                v[n] = q;
+            }
+            v[n][s[n].n++] = x;
+            p = end;
+        }
+        at_free(text);
+        if (rc == TN_EXIT_OK && s[n].n == 0) {
+            tn__err(cmd, "%s: no latencies in it", eq + 1);
+            rc = TN_EXIT_FAIL;
+        }
+        if (rc == TN_EXIT_OK) {
+            qsort(v[n], (size_t)s[n].n, sizeof *v[n], cmp_ms);
+            s[n].sorted_ms = v[n];
+            n++;
+        }
     }
-    for (int i = 0; i < n; i++) {
-        int b = (int)((sorted_ms[i] - h.lo) / h.width);
-        b = b < 0 ? 0 : b >= h.n_bins ? h.n_bins - 1 : b;
-        if (++h.count[b] > h.max_count)
-            h.max_count = h.count[b];
+    if (rc == TN_EXIT_OK) {
+        for (int k = 0; k < n; k++)
+            printf("%s: %d runs, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+                   s[k].name, s[k].n, tn__percentile(s[k].sorted_ms, s[k].n, 50),
+                   tn__percentile(s[k].sorted_ms, s[k].n, 90),
+                   tn__percentile(s[k].sorted_ms, s[k].n, 99), s[k].sorted_ms[s[k].n - 1]);
+        if (tn__plot_latencies(s, n, title, out, err, sizeof err) != 0) {
+            tn__err(cmd, "%s", err);
+            rc = TN_EXIT_FAIL;
+        } else {
+            printf("written to %s\n", out);
+        }
     }
-    snprintf(h.title, sizeof h.title, "%.150s: %d runs, p50 %.3f ms, max %.3f ms", title, n,
-             h.p50, sorted_ms[n - 1]);
-    rc = write_picture(draw_hist, &h, path, png, err, err_size);
-    free(h.count);
+    for (int k = 0; k < MAX_SERIES; k++)
+        free(v[k]);
     return rc;
 }

@@ -826,6 +826,14 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
         snprintf(r.errmsg, sizeof r.errmsg, "%s", rec_store_errmsg(r.st));
         goto out;
     }
+    /* the buckets of models tuned for several lengths: 'tuner run --dim seq=77' finds them */
+    for (int i = 0; i < o->n_buckets && err == AT_OK; i++)
+        if ((err = rec_buckets_put(r.st, o->buckets[i].sig, o->buckets[i].dim,
+                                   o->buckets[i].values, o->buckets[i].n,
+                                   o->buckets[i].model)) != AT_OK)
+            snprintf(r.errmsg, sizeof r.errmsg, "%s", rec_store_errmsg(r.st));
+    if (err != AT_OK)
+        goto out;
     for (int i = 0; i < n_tasks && err == AT_OK; i++)
         err = setup_task(&r, i);
     if (err != AT_OK)

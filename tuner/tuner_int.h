@@ -34,6 +34,10 @@ struct tn_cmd {
 ** TN_EXIT_OK, or TN_EXIT_USAGE after printing a message naming the flag to stderr. */
 int tn__opts_parse(const tn_cmd *cmd, const at_opt *opts, int n_opts, int argc, char **argv,
                   int *n_pos, int *help);
+/* tn__opts_parse, then --help printed (tn__opts_help with 'parent'): *done set when the
+** command has nothing more to do (help printed, or a bad flag: return the status). */
+int tn__opts_cmd(const char *parent, const tn_cmd *cmd, const at_opt *opts, int n_opts,
+                 int argc, char **argv, int *n_pos, int *done);
 
 /* Usage line, about text and the flags of 'cmd' (with its parent's name, e.g. "db"). */
 void tn__opts_help(FILE *f, const char *parent, const tn_cmd *cmd, const at_opt *opts,
@@ -57,6 +61,26 @@ int tn__cmd_db(const tn_cmd *cmd, int argc, char **argv);
 int tn__parse_layout(const tn_cmd *cmd, const char *s, int *layout);
 /* "auto", "on" or "off" into *mode (TN_WINOGRAD_*); NULL gives auto.  As above. */
 int tn__parse_winograd(const tn_cmd *cmd, const char *s, int *mode);
+
+/* --dim, as tune, tasks, run and export-lib take it (tn_cli_model.c): each occurrence is N
+** (every symbolic dimension not named: 1 by default) or NAME=V[,V...], one value, or for
+** one name at most several: the buckets a model is tuned for (ascending, distinct). */
+#define TN_MAX_DIMS 8
+#define TN_MAX_BUCKETS 32
+typedef struct tn_dims {
+    int64_t dflt;
+    int n;
+    char name[TN_MAX_DIMS][64];
+    int n_values[TN_MAX_DIMS];
+    int64_t values[TN_MAX_DIMS][TN_MAX_BUCKETS];
+    int multi;             /* the name with several values, or -1 */
+} tn_dims;
+/* 0, or -1 after a message naming the bad --dim. */
+int tn__parse_dims(const tn_cmd *cmd, const at_opt_list *l, tn_dims *d);
+/* The model options' dims (out[TN_MAX_DIMS]) with the multi-valued name at its value b. */
+int tn__dims_at(const tn_dims *d, int b, md_dim *out);
+#define TN_DIM_HELP "N, or NAME=V for a symbolic dimension ('seq=128'); " \
+    "repeatable"
 
 /* The subcommands over whole models (tn_cli_model.c). */
 int tn__cmd_tasks(const tn_cmd *cmd, int argc, char **argv);
@@ -167,6 +191,12 @@ typedef struct tn_tune_opts {
     int no_model;            /* random scores instead of the cost model (for experiments) */
     int quiet;               /* no progress, no report */
     tn_search_cfg search;
+    int n_buckets;           /* models tuned for several values of a symbolic dimension: */
+    const struct tn_tune_buckets {
+        const char *sig, *dim, *model; /* recorded in the store (rec_buckets_put) */
+        int n;
+        const int64_t *values;
+    } *buckets;
 } tn_tune_opts;
 
 /* One use of a task in a model whose task list has alternatives (a convolution's direct
@@ -213,6 +243,17 @@ double tn__percentile(const double *sorted, int n, double p);
 ** into 'path' (.png or .svg, by its name); 0, or -1 with the reason in err. */
 int tn__plot_histogram(const double *sorted_ms, int n, const char *title, const char *path,
                        char *err, size_t err_size);
+/* Several runners' latencies on the same axes (common bins, each series in its colour with
+** its p50/p90/p99 and a legend; a logarithmic x axis when they span over 4x); as above. */
+typedef struct tn_lat_series {
+    const char *name;
+    const double *sorted_ms;
+    int n;
+} tn_lat_series;
+int tn__plot_latencies(const tn_lat_series *series, int n_series, const char *title,
+                       const char *path, char *err, size_t err_size);
+/* 'tuner plot-latency -o FILE NAME=FILE...' (tn_plot.c). */
+int tn__cmd_plot_latency(const tn_cmd *cmd, int argc, char **argv);
 
 /* ---- what a tuning run and tn_measurer share (tn_measure.c) ---------------------------- */
 

@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     md_graph *g = NULL;
     char err[1024];
-    at_err e = md__onnx_decode(data, size, "fuzz.onnx", 1, &g, err, sizeof err);
+    at_err e = md__onnx_decode(data, size, "fuzz.onnx", NULL, &g, err, sizeof err);
     if (e != AT_OK) {
         if (g != NULL || (e != AT_ENOMEM && strncmp(err, "fuzz.onnx: ", 11) != 0))
             abort(); /* an error must say which file */

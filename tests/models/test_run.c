@@ -34,7 +34,7 @@ static int setup(void **unused)
     (void)unused;
     mt_mkdtemp(dir);
     mt_make_models(dir, "small_cnn transformer weights_as_inputs token_embed token_mask "
-                        "bert_tiny");
+                        "bert_tiny bert_tiny_dyn");
     if (kn_target_host(&t) != AT_OK)
         abort();
     snprintf(host_target, sizeof host_target, "%s", t.text);
@@ -588,10 +588,29 @@ static void test_export_model(void **unused)
     (void)unused;
     mt_path(db, dir, "model.db");
     mt_path(dump, dir, "dump_model");
-    make_store(db, tl, 41, &n_sampled);
-    for (int i = 0; i < tl->n_tasks; i++)
-        if (tl->tasks[i].weight > 1 && strncmp(tl->tasks[i].name, "conv2d", 6) == 0)
-            wtask = i;
+    /* a store whose schedule for a convolution used twice rewrites its weight's layout (the
+    ** drawn schedules depend on the machine's vector width: draw again until one does) */
+    for (uint64_t seed = 41; wtask < 0 && seed < 41 + 20; seed++) {
+        unlink(db);
+        make_store(db, tl, seed, &n_sampled);
+        assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
+        for (int i = 0; i < tl->n_tasks && wtask < 0; i++) {
+            ss_state *s = NULL;
+            kn_artifact *a = NULL;
+            kn_target host;
+            if (tl->tasks[i].weight < 2 || strncmp(tl->tasks[i].name, "conv2d", 6) != 0)
+                continue;
+            assert_int_equal(kn_target_host(&host), AT_OK);
+            assert_int_equal(md_task_schedule(&tl->tasks[i], st, host.text, DEVICE, &s, NULL,
+                                              err, sizeof err), AT_OK);
+            assert_int_equal(kn_build_state(s, &host, "probe", &a, err, sizeof err), AT_OK);
+            if (a->pre_entry[0])
+                wtask = i;
+            kn_artifact_free(a);
+            ss_state_free(s);
+        }
+        rec_store_close(st);
+    }
     assert_true(wtask >= 0);
     assert_non_null(strstr(tl->tasks[wtask].desc, "layout=NHWC"));
     /* tuner run: the outputs on seed 8's input */
@@ -835,6 +854,71 @@ static void test_cli(void **unused)
         at_free(out);
         at_free(err);
     }
+    {
+        /* several runners on the same axes (tuner plot-latency, what make bench-model
+        ** draws): each one's percentiles printed, both colours in the PNG; a file that is
+        ** not latencies is named with its line */
+        char a[PATH_MAX], b[PATH_MAX], bad[PATH_MAX], png[PATH_MAX], sa[PATH_MAX + 8],
+            sb[PATH_MAX + 8], sbad[PATH_MAX + 8];
+        double p50a, p50b;
+        int blue = 0, orange = 0;
+        cairo_surface_t *sf;
+        FILE *f;
+        mt_path(a, dir, "lat_a.txt");
+        mt_path(b, dir, "lat_b.txt");
+        mt_path(bad, dir, "lat_bad.txt");
+        mt_path(png, dir, "lat2.png");
+        assert_non_null(f = fopen(a, "w"));
+        for (int i = 0; i < 300; i++)
+            fprintf(f, "%.4f\n", 10.0 + (i % 17) * 0.05);
+        fclose(f);
+        assert_non_null(f = fopen(b, "w"));
+        for (int i = 0; i < 200; i++)
+            fprintf(f, "%.4f\n", 12.0 + (i % 13) * 0.08);
+        fclose(f);
+        assert_non_null(f = fopen(bad, "w"));
+        fprintf(f, "1.5\n2.5\nfast\n");
+        fclose(f);
+        snprintf(sa, sizeof sa, "ours=%s", a);
+        snprintf(sb, sizeof sb, "ort=%s", b);
+        snprintf(sbad, sizeof sbad, "x=%s", bad);
+        assert_int_equal(TUNER(&out, &err, "plot-latency", "-o", png, "--title", "two", sa, sb),
+                         TN_EXIT_OK);
+        assert_non_null(strstr(out, "ours: 300 runs, p50 "));
+        assert_non_null(strstr(out, "ort: 200 runs, p50 "));
+        assert_int_equal(sscanf(strstr(out, "ours: "), "ours: 300 runs, p50 %lf", &p50a), 1);
+        assert_int_equal(sscanf(strstr(out, "ort: "), "ort: 200 runs, p50 %lf", &p50b), 1);
+        assert_true(p50a >= 10.0 && p50a <= 10.8 && p50b >= 12.0 && p50b <= 13.0);
+        at_free(out);
+        at_free(err);
+        sf = cairo_image_surface_create_from_png(png);
+        assert_int_equal(cairo_surface_status(sf), CAIRO_STATUS_SUCCESS);
+        cairo_surface_flush(sf);
+        {
+            const unsigned char *px = cairo_image_surface_get_data(sf);
+            int stride = cairo_image_surface_get_stride(sf);
+            for (int y = 0; y < 480; y++)
+                for (int x = 0; x < 800; x++) {
+                    const unsigned char *q = px + y * stride + 4 * x; /* B, G, R */
+                    blue += q[0] > q[2] + 60 && q[0] > 150;
+                    orange += q[2] > q[0] + 60 && q[2] > 150 && q[1] > 80;
+                }
+        }
+        assert_true(blue > 500 && orange > 500);
+        cairo_surface_destroy(sf);
+        assert_int_equal(TUNER(&out, &err, "plot-latency", "-o", png, sa, sbad), TN_EXIT_FAIL);
+        assert_non_null(strstr(err, "lat_bad.txt:3: not a latency in milliseconds"));
+        at_free(out);
+        at_free(err);
+        assert_int_equal(TUNER(&out, &err, "plot-latency", "-o", "x.gif", sa), TN_EXIT_USAGE);
+        assert_non_null(strstr(err, "must end in .png or .svg"));
+        at_free(out);
+        at_free(err);
+        assert_int_equal(TUNER(&out, &err, "plot-latency", "-o", png, "ours"), TN_EXIT_USAGE);
+        assert_non_null(strstr(err, "give NAME=FILE"));
+        at_free(out);
+        at_free(err);
+    }
     assert_int_equal(TUNER(&out, &err, "export-lib", "--db", db, "-o", lib, model), TN_EXIT_OK);
     assert_non_null(strstr(out, "7 kernels (7 tuned, 0 naive)"));
     at_free(out);
@@ -1067,6 +1151,165 @@ static void test_run_bert_tiny(void **unused)
     md_model_free(m);
 }
 
+/* Dynamic sequence length (issue 17, item 2): a BERT whose sequence dimension is symbolic,
+** with records for two buckets (seq 8 and 16) and the buckets recorded in the store, runs
+** at 11 and at 5 without another tuning: the inputs padded to the bucket (16, 8), the
+** outputs cut back; each matches the naive lowering at its own length and numpy.  tuner run
+** finds the bucket in the store (and refuses 17); the exported library holds both buckets
+** and runs 11 from C through P_model_set_dim, giving tuner run's outputs. */
+static void test_run_bert_buckets(void **unused)
+{
+    static const int64_t buckets[2] = {8, 16};
+    md_model *bm[2], *e;
+    md_task_list *tl;
+    char db[PATH_MAX], model[PATH_MAX], dump[PATH_MAX], lib[PATH_MAX], prog[PATH_MAX],
+        err[1024], *out, *errs;
+    md_run_report rep;
+    md_export_report xr;
+    rec_store *st;
+    int n_sampled;
+    (void)unused;
+    mt_path(model, dir, "bert_tiny_dyn.onnx");
+    mt_path(db, dir, "buckets.db");
+    for (int b = 0; b < 2; b++)
+        bm[b] = load_opts("bert_tiny_dyn.onnx",
+                          &(md_model_opts){.n_dims = 1, .dims = &(md_dim){"seq", buckets[b]}});
+    assert_int_equal(md_task_list_union((const md_model *const *)bm, 2, &tl), AT_OK);
+    assert_int_equal(tl->n_tasks, md_model_tasks(bm[0])->n_tasks + md_model_tasks(bm[1])->n_tasks);
+    unlink(db);
+    make_store(db, tl, 17, &n_sampled);
+    assert_true(n_sampled >= tl->n_tasks - 4);
+    assert_int_equal(rec_store_open(db, REC_OPEN_CREATE, &st, err, sizeof err), AT_OK);
+    assert_int_equal(rec_buckets_put(st, md_model_sig(bm[0]), "seq", buckets, 2,
+                                     "bert_tiny_dyn.onnx"), AT_OK);
+    {
+        int64_t v[4];
+        int n;
+        assert_int_equal(rec_buckets_get(st, md_model_sig(bm[0]), "seq", v, 4, &n), AT_OK);
+        assert_int_equal(n, 2);
+        assert_true(v[0] == 8 && v[1] == 16);
+    }
+    /* two lengths on the two buckets' kernels */
+    for (int k = 1; k >= 0; k--) {
+        int64_t len = k ? 11 : 5;
+        char name[32];
+        e = load_opts("bert_tiny_dyn.onnx",
+                      &(md_model_opts){.n_dims = 1, .dims = &(md_dim){"seq", len}});
+        snprintf(name, sizeof name, "dump_seq%lld", (long long)len);
+        mt_path(dump, dir, name);
+        if (md_model_run(bm[k], &(md_run_opts){.store = st, .device_key = DEVICE, .n_threads = 2,
+                                               .seed = 6, .dump_dir = dump, .exact = e},
+                         &rep, err, sizeof err) != AT_OK)
+            fail_msg("%s", err);
+        printf("bert_tiny_dyn at seq=%lld on bucket %lld: %d tuned of %d; max relative error "
+               "%.3g\n", (long long)len, (long long)buckets[k], rep.n_tuned, rep.n_tasks,
+               rep.max_rel_err);
+        assert_true(rep.n_tuned == rep.n_tasks);
+        assert_int_equal(rep.outputs[0].n_elems, len * 32);
+        assert_true(rep.max_rel_err <= 1e-4);
+        numpy_check("bert_tiny_dyn.onnx", dump);
+        md_model_free(e);
+    }
+    /* a length above the largest bucket does not fit */
+    e = load_opts("bert_tiny_dyn.onnx", &(md_model_opts){.n_dims = 1, .dims = &(md_dim){"seq", 12}});
+    assert_int_equal(md_model_run(bm[0], &(md_run_opts){.store = st, .n_threads = 1, .exact = e},
+                                  &rep, err, sizeof err), AT_EINVAL);
+    assert_non_null(strstr(err, "does not fit in the bucket's"));
+    md_model_free(e);
+    /* the command: the store says which bucket */
+    mt_path(dump, dir, "dump_seq11");
+    assert_int_equal(TUNER(&out, &errs, "run", "--db", db, "--device", DEVICE, "--dim", "seq=11",
+                           "--threads", "2", model), TN_EXIT_OK);
+    assert_non_null(strstr(out, "dimensions: seq=11 on bucket 16 (of 8 16); inputs padded"));
+    assert_non_null(strstr(out, "OK: the outputs match"));
+    assert_null(strstr(errs, "warning"));
+    at_free(out);
+    at_free(errs);
+    assert_int_equal(TUNER(&out, &errs, "run", "--db", db, "--dim", "seq=17", model),
+                     TN_EXIT_FAIL);
+    assert_non_null(strstr(errs, "seq=17 is above the largest bucket this model was tuned for "
+                                 "(16)"));
+    at_free(out);
+    at_free(errs);
+    assert_int_equal(TUNER(&out, &errs, "run", "--db", db, "--dim", "seq=8,16", model),
+                     TN_EXIT_USAGE);
+    at_free(out);
+    at_free(errs);
+    rec_store_close(st);
+    /* the library: both buckets, the length from C */
+    assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
+    mt_path(lib, dir, "libbert_dyn.so");
+    if (md_export_lib(tl, &(md_export_opts){.store = st, .device_key = DEVICE, .out_path = lib,
+                                            .max_threads = 2,
+                                            .buckets = (const md_model *const *)bm,
+                                            .n_buckets = 2},
+                      &xr, err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    rec_store_close(st);
+    assert_int_equal(xr.n_buckets, 2);
+    assert_int_equal(xr.n_tuned, tl->n_tasks);
+    {
+        char path[PATH_MAX];
+        size_t n;
+        char *h;
+        mt_path(path, dir, "libbert_dyn.h");
+        h = mt_read(path, &n);
+        assert_non_null(strstr(h, "input  0: 'input_ids' int64[1, seq]"));
+        assert_non_null(strstr(h, "'seq' buckets 8, 16"));
+        assert_non_null(strstr(h, "int bert_dyn_model_set_dim(const char *name, long long n);"));
+        at_free(h);
+    }
+    mt_path(prog, dir, "len_prog.c");
+    {
+        FILE *f = fopen(prog, "w");
+        assert_non_null(f);
+        fprintf(f,
+            "#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+            "#include \"libbert_dyn.h\"\n"
+            "static void *rd(const char *p, long n)\n{\n    void *b = malloc(n);\n"
+            "    FILE *f = fopen(p, \"rb\");\n"
+            "    if (!f || fread(b, 1, n, f) != (size_t)n) exit(3);\n    fclose(f);\n    return b;\n}\n"
+            "int main(int argc, char **argv)\n{\n    char p[4096];\n    int64_t *ids, *mask;\n"
+            "    float *ref, y[16 * 32], worst = 0, big = 0;\n    int rc;\n"
+            "    if (argc < 2) return 2;\n"
+            "    /* the sizes follow the length; outside the buckets, or another name: -1 */\n"
+            "    if (bert_dyn_model_n_dims() != 1 || bert_dyn_model_n_buckets(0) != 2 ||\n"
+            "        bert_dyn_model_bucket(0, 1) != 16 || bert_dyn_model_input_size(0) != 16)\n"
+            "        return 4;\n"
+            "    if (bert_dyn_model_set_dim(\"seq\", 17) != -1 || bert_dyn_model_set_dim(\"seq\", 0) != -1 ||\n"
+            "        bert_dyn_model_set_dim(\"len\", 4) != -1 || bert_dyn_model_set_dim(\"seq\", 11) != 0)\n"
+            "        return 5;\n"
+            "    if (bert_dyn_model_dim(\"seq\") != 11 || bert_dyn_model_input_size(1) != 11 ||\n"
+            "        bert_dyn_model_output_size(0) != 11 * 32)\n        return 6;\n"
+            "    snprintf(p, sizeof p, \"%%s/input_0.bin\", argv[1]);\n    ids = rd(p, 11 * 8);\n"
+            "    snprintf(p, sizeof p, \"%%s/input_1.bin\", argv[1]);\n    mask = rd(p, 11 * 8);\n"
+            "    snprintf(p, sizeof p, \"%%s/output_0.bin\", argv[1]);\n    ref = rd(p, 11 * 32 * 4);\n"
+            "    bert_dyn_set_threads(2);\n"
+            "    {\n        const float *in[2] = {(const float *)ids, (const float *)mask};\n"
+            "        float *outs[1] = {y};\n"
+            "        y[11 * 32] = 12345.0f; /* past the cut: never written */\n"
+            "        if ((rc = bert_dyn_model_run(in, outs)) != 0) return 7;\n"
+            "        if (y[11 * 32] != 12345.0f) return 8;\n"
+            "        for (int i = 0; i < 11 * 32; i++) {\n"
+            "            float d = fabsf(y[i] - ref[i]);\n"
+            "            worst = d > worst ? d : worst;\n"
+            "            big = fabsf(ref[i]) > big ? fabsf(ref[i]) : big;\n        }\n"
+            "        printf(\"seq 11 from C: max error %%g of %%g\\n\", worst, big);\n"
+            "        if (!(worst <= 1e-5f * big)) return 9;\n"
+            "        ids[3] = 1000; /* outside the table: -2 */\n"
+            "        if (bert_dyn_model_run(in, outs) != -2) return 10;\n    }\n"
+            "    return 0;\n}\n");
+        fclose(f);
+    }
+    mt_path(dump, dir, "dump_seq11");
+    assert_int_equal(sh("cd '%s' && cc -std=c11 -Wall -Werror -o len_prog len_prog.c -L. "
+                        "-lbert_dyn -lm -Wl,-rpath,'%s' && ./len_prog '%s'", dir, dir, dump), 0);
+    md_task_list_free(tl);
+    md_model_free(bm[0]);
+    md_model_free(bm[1]);
+    unlink(db);
+}
+
 /* torch.nn.TransformerEncoderLayer as torch exports it (packed QKV projection cut with
 ** Slice at run time, Shape/Gather/Concat arithmetic, decomposed layer norms, Erf GELU):
 ** run here against numpy (when python3-torch is installed). */
@@ -1155,6 +1398,7 @@ int main(void)
         cmocka_unit_test(test_run_token_ids),
         cmocka_unit_test(test_run_attention_mask),
         cmocka_unit_test(test_run_bert_tiny),
+        cmocka_unit_test(test_run_bert_buckets),
         cmocka_unit_test(test_run_torch_encoder),
         cmocka_unit_test(test_export),
         cmocka_unit_test(test_export_model),

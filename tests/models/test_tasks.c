@@ -14,6 +14,8 @@
 #include "kernels/kernels.h"
 #include "model_test.h"
 
+#define TUNER(out, err, ...) mt_tuner(out, err, (const char *const[]){__VA_ARGS__, NULL})
+
 static char dir[64];
 
 static int setup(void **unused)
@@ -21,7 +23,8 @@ static int setup(void **unused)
     (void)unused;
     mt_mkdtemp(dir);
     mt_make_models(dir, "small_cnn resnet18 mobilenet_v2 transformer tiny_mlp weights_as_inputs "
-                        "dynamic_batch bad_opset unsupported_op negative_dim missing_input");
+                        "dynamic_batch bad_opset unsupported_op negative_dim missing_input "
+                        "bert_tiny_dyn bert_tiny");
     return 0;
 }
 
@@ -366,6 +369,92 @@ static void test_symbolic_batch(void **unused)
     }
 }
 
+/* Named symbolic dimensions (issue 17, item 2): '--dim seq=12' gives 'seq' its value (no
+** warning), a name no input has is an error naming the ones it has, and the model's
+** structure hash is the same at every length (the key of its buckets in the store). */
+static void test_named_dims(void **unused)
+{
+    char path[PATH_MAX], other[PATH_MAX], err[1024], sig[40], *out, *errs;
+    md_model *m, *m2;
+    (void)unused;
+    mt_path(path, dir, "bert_tiny_dyn.onnx");
+    assert_int_equal(md_model_load(path, &(md_model_opts){.n_dims = 1,
+                                                          .dims = &(md_dim){"seq", 12}},
+                                   &m, err, sizeof err), AT_OK);
+    assert_int_equal(md_model_n_warnings(m), 0);
+    assert_int_equal(md_model_n_dims(m), 1);
+    assert_string_equal(md_model_dim_name(m, 0), "seq");
+    assert_int_equal(md_model_dim_value(m, 0), 12);
+    assert_int_equal(strlen(md_model_sig(m)), 32);
+    snprintf(sig, sizeof sig, "%s", md_model_sig(m));
+    {
+        int dense12 = 0;
+        for (int i = 0; i < md_model_tasks(m)->n_tasks; i++)
+            dense12 += strncmp(md_model_tasks(m)->tasks[i].desc, "dense:M=12,", 11) == 0;
+        assert_true(dense12 >= 3);
+    }
+    md_model_free(m);
+    /* another length: other tasks, the same structure */
+    assert_int_equal(md_model_load(path, &(md_model_opts){.n_dims = 1,
+                                                          .dims = &(md_dim){"seq", 16}},
+                                   &m2, err, sizeof err), AT_OK);
+    assert_string_equal(md_model_sig(m2), sig);
+    md_model_free(m2);
+    mt_path(other, dir, "bert_tiny.onnx");
+    assert_int_equal(md_model_load(other, NULL, &m2, err, sizeof err), AT_OK);
+    assert_string_not_equal(md_model_sig(m2), sig);
+    assert_int_equal(md_model_n_dims(m2), 0);
+    md_model_free(m2);
+    /* without a value: the default, with the warning */
+    assert_int_equal(md_model_load(path, NULL, &m, err, sizeof err), AT_OK);
+    assert_int_equal(md_model_dim_value(m, 0), 1);
+    assert_true(md_model_n_warnings(m) >= 1);
+    md_model_free(m);
+    assert_int_equal(md_model_load(path, &(md_model_opts){.n_dims = 1,
+                                                          .dims = &(md_dim){"foo", 3}},
+                                   &m, err, sizeof err), AT_EINVAL);
+    assert_non_null(strstr(err, "no graph input has a symbolic dimension named 'foo' (it has "
+                                "'seq')"));
+    /* the command line */
+    assert_int_equal(TUNER(&out, &errs, "tasks", "--dim", "seq=8,16", path), TN_EXIT_OK);
+    assert_non_null(strstr(out, "bucket seq=8: 10 tasks"));
+    assert_non_null(strstr(out, "bucket seq=16: 10 tasks"));
+    assert_non_null(strstr(out, "dense:M=16,"));
+    at_free(out);
+    at_free(errs);
+    {
+        static const struct { const char *a, *b, *want; } bad[] = {
+            {"--dim", "seq=0", "'0' is not a whole number >= 1"},
+            {"--dim", "seq=8,8", "8 is given twice"},
+            {"--dim", "seq=8,x", "'x' is not a whole number >= 1"},
+            {"--dim", "=8", "the dimension's name is missing"},
+            {"--dim", "0", "give a whole number >= 1, or NAME=V"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            assert_int_equal(TUNER(&out, &errs, "tasks", bad[i].a, bad[i].b, path),
+                             TN_EXIT_USAGE);
+            if (strstr(errs, bad[i].want) == NULL)
+                fail_msg("--dim %s: '%s' has no '%s'", bad[i].b, errs, bad[i].want);
+            at_free(out);
+            at_free(errs);
+        }
+    }
+    assert_int_equal(TUNER(&out, &errs, "tasks", "--dim", "a=1,2", "--dim", "b=3,4", path),
+                     TN_EXIT_USAGE);
+    assert_non_null(strstr(errs, "only one dimension may have several values"));
+    at_free(out);
+    at_free(errs);
+    assert_int_equal(TUNER(&out, &errs, "tasks", "--dim", "seq=8,16", "-o", "x.jsonl", path),
+                     TN_EXIT_USAGE);
+    assert_non_null(strstr(errs, "-o writes the tasks of one size"));
+    at_free(out);
+    at_free(errs);
+    assert_int_equal(TUNER(&out, &errs, "tasks", "--dim", "foo=3", path), TN_EXIT_FAIL);
+    assert_non_null(strstr(errs, "no graph input has a symbolic dimension named 'foo'"));
+    at_free(out);
+    at_free(errs);
+}
+
 /* ---- models exported by torch (when python3-torch is installed) ---- */
 
 static int have_torch(void)
@@ -515,7 +604,6 @@ static void test_jsonl_errors(void **unused)
 
 /* ---- the command ---- */
 
-#define TUNER(out, err, ...) mt_tuner(out, err, (const char *const[]){__VA_ARGS__, NULL})
 
 static void test_cli_tasks(void **unused)
 {
@@ -806,6 +894,7 @@ int main(void)
         cmocka_unit_test(test_transformer),
         cmocka_unit_test(test_weights_as_inputs),
         cmocka_unit_test(test_symbolic_batch),
+        cmocka_unit_test(test_named_dims),
         cmocka_unit_test(test_torch_exports),
         cmocka_unit_test(test_jsonl_round_trip),
         cmocka_unit_test(test_jsonl_errors),

@@ -440,7 +440,7 @@ static void test_db_check_command(void **unused)
     assert_non_null(strstr(out, "STALE record"));
     assert_non_null(strstr(out, "1 successful records do not replay"));
     at_free(out);
-    EXPECT(0, "schema version 3", "", "db", "info", "--db", good);
+    EXPECT(0, "schema version 4", "", "db", "info", "--db", good);
     out = EXPECT_OUT(0, "\nOK\n", "", "db", "check", "--db", good, "--no-replay");
     assert_null(strstr(out, "STALE"));
     at_free(out);

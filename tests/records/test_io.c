@@ -230,6 +230,36 @@ static void test_merge_overlapping_stores(void **unused)
     rec_store_close(d);
 }
 
+/* The buckets a model was tuned for (schema 4): put keeps what is there, get sorts, merge
+** carries them into another store, bad arguments are refused. */
+static void test_buckets_put_get_merge(void **unused)
+{
+    static const char sig[] = "0123456789abcdef0123456789abcdef";
+    static const int64_t v1[3] = {128, 32, 64}, v2[2] = {64, 256};
+    rec_store *a = open_new(), *b = open_new();
+    int64_t got[8];
+    int n;
+    (void)unused;
+    assert_int_equal(rec_buckets_put(a, sig, "seq", v1, 3, "bert.onnx"), AT_OK);
+    assert_int_equal(rec_buckets_put(a, sig, "seq", v2, 2, "bert.onnx"), AT_OK);
+    assert_int_equal(rec_buckets_get(a, sig, "seq", got, 8, &n), AT_OK);
+    assert_int_equal(n, 4);
+    assert_true(got[0] == 32 && got[1] == 64 && got[2] == 128 && got[3] == 256);
+    assert_int_equal(rec_buckets_get(a, sig, "batch", got, 8, &n), AT_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(rec_buckets_get(a, sig, "seq", got, 2, &n), AT_OK);
+    assert_int_equal(n, 4); /* all counted, two written */
+    assert_int_equal(rec_buckets_put(a, "short", "seq", v1, 3, ""), AT_EINVAL);
+    assert_int_equal(rec_buckets_put(a, sig, "", v1, 3, ""), AT_EINVAL);
+    assert_int_equal(rec_buckets_put(a, sig, "seq", (int64_t[]){0}, 1, ""), AT_EINVAL);
+    assert_int_equal(rec_merge(b, a, NULL), AT_OK);
+    assert_int_equal(rec_buckets_get(b, sig, "seq", got, 8, &n), AT_OK);
+    assert_int_equal(n, 4);
+    assert_true(got[0] == 32 && got[3] == 256);
+    rec_store_close(a);
+    rec_store_close(b);
+}
+
 /* The same state measured by two stores under different jobs: one row survives, the
 ** better one, whichever store is merged first. */
 static void test_merge_dedupes_task_state_device(void **unused)
@@ -473,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_export_import_export_is_byte_exact),
         cmocka_unit_test(test_export_filters),
         cmocka_unit_test(test_merge_overlapping_stores),
+        cmocka_unit_test(test_buckets_put_get_merge),
         cmocka_unit_test(test_merge_dedupes_task_state_device),
         cmocka_unit_test(test_import_malformed_lines),
         cmocka_unit_test(test_import_conflicting_task),

@@ -2,11 +2,16 @@
 ** dlopen, P_set_threads, P_model_run on inputs it fills, timed.
 **
 **   lib_run LIB.so [--threads N] [--repeat N] [--warmup N] [--seed S] [--dump DIR]
+**                  [--inputs DIR] [--dim NAME=V]... [--latencies FILE]
 **
-** The inputs are filled as 'tuner run' fills them (kn_rt_fill, the same seed, stream = the
-** input's position), so the outputs it dumps (output_<i>.bin) can be compared with
-** 'tuner run --dump'.  Prints "latency: X ms (median of N runs)" and the number of weight
-** transforms the library made (P_n_weight_transforms) after the warm-up and at the end. */
+** The inputs are filled as 'tuner run' fills float inputs (kn_rt_fill, the same seed,
+** stream = the input's position), so the outputs it dumps (output_<i>.bin) can be compared
+** with 'tuner run --dump'; --inputs reads them from DIR/input_<i>.bin instead ('tuner run
+** --dump' writes them: int64 token ids too, told apart by their size).  --dim sets a
+** symbolic dimension first (P_model_set_dim: the library runs that length on a bucket).
+** Prints "latency: X ms (median of N runs)" and the number of weight transforms the
+** library made (P_n_weight_transforms) after the warm-up and at the end; --latencies
+** writes every timed run's milliseconds, one per line. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +42,8 @@ static int cmp_d(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    const char *lib = NULL, *dump = NULL;
+    const char *lib = NULL, *dump = NULL, *inputs = NULL, *lat_path = NULL, *dimv[16];
+    int n_dimv = 0;
     int threads = 1, repeat = 20, warmup = 5;
     long long seed = 1;
     char prefix[128], full[4096];
@@ -59,11 +65,18 @@ int main(int argc, char **argv)
             seed = atoll(argv[++i]);
         else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc)
             dump = argv[++i];
+        else if (strcmp(argv[i], "--inputs") == 0 && i + 1 < argc)
+            inputs = argv[++i];
+        else if (strcmp(argv[i], "--latencies") == 0 && i + 1 < argc)
+            lat_path = argv[++i];
+        else if (strcmp(argv[i], "--dim") == 0 && i + 1 < argc && n_dimv < 16)
+            dimv[n_dimv++] = argv[++i];
         else if (argv[i][0] != '-' && lib == NULL)
             lib = argv[i];
         else {
             fprintf(stderr, "usage: lib_run LIB.so [--threads N] [--repeat N] [--warmup N] "
-                            "[--seed S] [--dump DIR]\n");
+                            "[--seed S] [--dump DIR] [--inputs DIR] [--dim NAME=V]... "
+                            "[--latencies FILE]\n");
             return 2;
         }
     }
@@ -97,6 +110,21 @@ int main(int argc, char **argv)
     set_threads = (int (*)(int))sym(h, prefix, "set_threads");
     n_transforms = (int (*)(void))sym(h, prefix, "n_weight_transforms");
     run = (model_run_fn)sym(h, prefix, "model_run");
+    for (int i = 0; i < n_dimv; i++) {
+        int (*set_dim)(const char *, long long) =
+            (int (*)(const char *, long long))sym(h, prefix, "model_set_dim");
+        char name[64];
+        const char *eq = strchr(dimv[i], '=');
+        if (eq == NULL || eq - dimv[i] >= (long)sizeof name) {
+            fprintf(stderr, "lib_run: --dim %s: NAME=V\n", dimv[i]);
+            return 2;
+        }
+        snprintf(name, sizeof name, "%.*s", (int)(eq - dimv[i]), dimv[i]);
+        if (set_dim(name, atoll(eq + 1)) != 0) {
+            fprintf(stderr, "lib_run: the library refuses %s\n", dimv[i]);
+            return 1;
+        }
+    }
     n_in = n_inputs();
     n_out = n_outputs();
     ins = calloc((size_t)n_in + 1, sizeof *ins);
@@ -105,6 +133,22 @@ int main(int argc, char **argv)
     if (ins == NULL || outs == NULL || t == NULL)
         return 1;
     for (int i = 0; i < n_in; i++) {
+        if (inputs) {
+            char path[4096], err[512], *data;
+            size_t n;
+            snprintf(path, sizeof path, "%s/input_%d.bin", inputs, i);
+            if (at_file_read(path, &data, &n, err, sizeof err) != AT_OK) {
+                fprintf(stderr, "lib_run: %s\n", err);
+                return 1;
+            }
+            if (n != (size_t)in_size(i) * 4 && n != (size_t)in_size(i) * 8) {
+                fprintf(stderr, "lib_run: %s: %zu bytes, but input %d has %lld elements\n",
+                        path, n, i, in_size(i));
+                return 1;
+            }
+            ins[i] = (float *)data;
+            continue;
+        }
         if ((ins[i] = malloc((size_t)in_size(i) * sizeof(float) + 1)) == NULL)
             return 1;
         kn_rt_fill(ins[i], AT_DT_F32, in_size(i), (uint64_t)seed, (uint32_t)i);
@@ -127,6 +171,15 @@ int main(int argc, char **argv)
             printf("weight transforms after the first run: %d\n", n_transforms());
         if (r >= warmup)
             t[r - warmup] = at_time_mono_s() - t0;
+    }
+    if (lat_path) {
+        FILE *f = fopen(lat_path, "w");
+        for (int r = 0; f && r < repeat; r++)
+            fprintf(f, "%.6f\n", t[r] * 1e3);
+        if (f == NULL || fclose(f) != 0) {
+            fprintf(stderr, "lib_run: cannot write %s\n", lat_path);
+            return 1;
+        }
     }
     qsort(t, (size_t)repeat, sizeof *t, cmp_d);
     printf("latency: %.3f ms (median of %d runs, %d threads)\n",
