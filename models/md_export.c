@@ -628,15 +628,43 @@ static int copy_step_text(at_buf *b, const md_graph *g, const md_plan *pl, const
         }
         return 0;
     }
-    case MD_OP_INT_TO_FLOAT: /* an integer mask to float */
+    case MD_OP_INT_TO_FLOAT: /* an integer mask to float, or to a bool held as 0/1 */
+    case MD_OP_INT_TO_BOOL:
         at_buf_puts(b, "    {\n        const int64_t *src = (const int64_t *)");
         buf_expr(b, pl, nd->in[0]);
         at_buf_puts(b, ";\n        float *dst = (float *)");
         buf_expr(b, pl, nd->out[0]);
         at_buf_printf(b, ";\n        for (long long e = 0; e < %lldLL; e++)\n"
-                         "            dst[e] = (float)src[e];\n    }\n",
-                      (long long)g->tensors[nd->out[0]].n_elems);
+                         "            dst[e] = (float)%s;\n    }\n",
+                      (long long)g->tensors[nd->out[0]].n_elems,
+                      nd->kind == MD_OP_INT_TO_BOOL ? "(src[e] != 0)" : "src[e]");
         return 0;
+    case MD_OP_EXPAND: {
+        /* a broadcast copy: the input's strides, 0 where it broadcasts; int64 elements as
+        ** pairs of floats (one more dimension) */
+        const md_tensor *out = &g->tensors[nd->out[0]];
+        int64_t acc = 1, sh[MD_MAX_RANK + 1];
+        int ro = out->rank, w = at_dtype_bytes(out->dtype) / 4;
+        if (ro + 1 > MD_MAX_RANK)
+            return -1;
+        for (int d = ro - 1; d >= 0; d--) {
+            int k = d - (ro - r);
+            ss[d] = (k < 0 || in->shape[k] == 1 ? 0 : acc) * w;
+            if (k >= 0)
+                acc *= in->shape[k];
+        }
+        strides_of(out->shape, ro, ds);
+        for (int d = 0; d < ro; d++) {
+            ds[d] *= w;
+            sh[d] = out->shape[d];
+        }
+        if (w == 2) {
+            ds[ro] = ss[ro] = 1;
+            sh[ro] = 2;
+        }
+        copy_call(b, pl, nd->out[0], 0, ds, nd->in[0], 0, ss, ro + (w == 2), sh);
+        return 0;
+    }
     default: /* Slice, Split */
         for (int k = 0; k < nd->n_out; k++) {
             int64_t lo[MD_MAX_RANK], step[MD_MAX_RANK], base = 0;

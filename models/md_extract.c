@@ -547,6 +547,17 @@ static int operand(ex *x, dagtext *d, int t, const int64_t *oshape, int orank, a
             return 0;
         }
     }
+    if (tt->data && tt->dtype == AT_DT_I64 && tt->n_elems >= 1) {
+        /* an integer (or bool) constant of one value: its value as a float literal */
+        const int64_t *q = tt->data;
+        int same = 1;
+        for (int64_t i = 1; i < tt->n_elems && same; i++)
+            same = q[i] == q[0];
+        if (same) {
+            print_float(b, (double)q[0]);
+            return 0;
+        }
+    }
     if (tt->dtype != AT_DT_F32) {
         snprintf(d->why, sizeof d->why, "'%s' is not float32", tt->name);
         return -1;
@@ -613,7 +624,7 @@ static int append_elem(ex *x, dagtext *d, int node)
     md_graph *g = x->g;
     const md_node *n = &g->nodes[node];
     const md_tensor *o = &g->tensors[n->out[0]];
-    at_buf a, b, line;
+    at_buf a, b, c3, line;
     int rc = 0;
     double lo = -INFINITY, hi = INFINITY, e;
     char name[16];
@@ -630,10 +641,13 @@ static int append_elem(ex *x, dagtext *d, int node)
     }
     at_buf_init(&a);
     at_buf_init(&b);
+    at_buf_init(&c3);
     at_buf_init(&line);
     if (n->n_in < 1 || n->in[0] < 0 || operand(x, d, n->in[0], o->shape, o->rank, &a) ||
         (n->n_in > 1 && n->in[1] >= 0 && n->kind != MD_OP_CLIP && n->kind != MD_OP_POW &&
-         operand(x, d, n->in[1], o->shape, o->rank, &b))) {
+         operand(x, d, n->in[1], o->shape, o->rank, &b)) ||
+        (n->kind == MD_OP_WHERE && (n->n_in < 3 || n->in[2] < 0 ||
+                                    operand(x, d, n->in[2], o->shape, o->rank, &c3)))) {
         rc = -1;
         goto out;
     }
@@ -743,6 +757,16 @@ static int append_elem(ex *x, dagtext *d, int node)
     case MD_OP_HARDSWISH:
         at_buf_printf(&line, "%s * max(min(%s / 6.0 + 0.5, 1.0), 0.0)", a.data, a.data);
         break;
+    /* bools are floats 0 and 1 at run time */
+    case MD_OP_EQUAL: at_buf_printf(&line, "select(%s == %s, 1.0, 0.0)", a.data, b.data ? b.data : ""); break;
+    case MD_OP_GREATER: at_buf_printf(&line, "select(%s > %s, 1.0, 0.0)", a.data, b.data ? b.data : ""); break;
+    case MD_OP_LESS: at_buf_printf(&line, "select(%s < %s, 1.0, 0.0)", a.data, b.data ? b.data : ""); break;
+    case MD_OP_NOT: at_buf_printf(&line, "select(%s == 0.0, 1.0, 0.0)", a.data); break;
+    case MD_OP_TO_BOOL: at_buf_printf(&line, "select(%s != 0.0, 1.0, 0.0)", a.data); break;
+    case MD_OP_WHERE:
+        at_buf_printf(&line, "select(%s != 0.0, %s, %s)", a.data, b.data ? b.data : "",
+                      c3.data ? c3.data : "");
+        break;
     default:
         snprintf(d->why, sizeof d->why, "internal: %s is not elementwise here", n->op_type);
         rc = -1;
@@ -761,13 +785,14 @@ static int append_elem(ex *x, dagtext *d, int node)
     d->gt[d->n_t] = n->out[0];
     snprintf(d->gname[d->n_t], sizeof d->gname[0], "%s", name);
     d->n_t++;
-    if (line.err || a.err || b.err) {
+    if (line.err || a.err || b.err || c3.err) {
         snprintf(d->why, sizeof d->why, "out of memory");
         rc = -1;
     }
 out:
     at_buf_fini(&a);
     at_buf_fini(&b);
+    at_buf_fini(&c3);
     at_buf_fini(&line);
     return rc;
 }

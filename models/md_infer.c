@@ -178,6 +178,8 @@ static double ev_unary(md_op_kind k, double x, const md_node *n)
     case MD_OP_RECIPROCAL: return 1 / x;
     case MD_OP_LEAKYRELU: return x >= 0 ? x : x * md__attr_f(n, "alpha", 0.01);
     case MD_OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case MD_OP_NOT: return x == 0;
+    case MD_OP_TO_BOOL: return x != 0;
     default: return x;
     }
 }
@@ -195,39 +197,58 @@ static double ev_binary(md_op_kind k, double x, double y, int is_int)
     case MD_OP_POW: return pow(x, y);
     case MD_OP_MAX: return x > y ? x : y;
     case MD_OP_MIN: return x < y ? x : y;
+    case MD_OP_EQUAL: return x == y;
+    case MD_OP_GREATER: return x > y;
+    case MD_OP_LESS: return x < y;
     default: return x;
     }
 }
 
 static int elem_binary(md_op_kind k);
 
-/* Fold an elementwise node whose inputs are all constants. */
+/* Operators whose result is a bool (int64 0/1 as a constant, float 0/1 at run time). */
+static int elem_bool(md_op_kind k)
+{
+    return k == MD_OP_EQUAL || k == MD_OP_GREATER || k == MD_OP_LESS || k == MD_OP_NOT ||
+           k == MD_OP_TO_BOOL;
+}
+
+static double elem_at(const md_tensor *t, int64_t i)
+{
+    return t->dtype == AT_DT_F32 ? ((const float *)t->data)[i]
+                                 : (double)((const int64_t *)t->data)[i];
+}
+
+/* Fold an elementwise node whose inputs are all constants (up to three: Where). */
 static at_err fold_elem(md_graph *g, int node, char *why, size_t why_size)
 {
     const md_node *n = &g->nodes[node];
-    const md_tensor *a, *b;
-    int64_t shape[MD_MAX_RANK], sa[MD_MAX_RANK], sb[MD_MAX_RANK], idx[MD_MAX_RANK] = {0};
-    int r, is_int;
+    const md_tensor *in[3] = {NULL, NULL, NULL};
+    int64_t shape[MD_MAX_RANK], st[3][MD_MAX_RANK], idx[MD_MAX_RANK] = {0};
+    int r, is_int, out_int, n_in = n->kind == MD_OP_WHERE ? 3 : elem_binary(n->kind) ? 2 : 1;
     int64_t total = 1;
     void *data;
-    /* an empty input name ("") is -1: a binary operator needs both, any operator its first */
-    if (n->n_in < 1 || n->in[0] < 0 || (elem_binary(n->kind) && (n->n_in < 2 || n->in[1] < 0))) {
-        snprintf(why, why_size, "an input it needs is absent (an empty name)");
-        return AT_EUNSUPPORTED;
-    }
-    a = &g->tensors[n->in[0]];
-    b = n->n_in > 1 && n->in[1] >= 0 ? &g->tensors[n->in[1]] : NULL;
-    r = a->rank;
-    is_int = a->dtype == AT_DT_I64 && (b == NULL || b->dtype == AT_DT_I64);
-    if (b) {
-        if (broadcast(a->shape, a->rank, b->shape, b->rank, shape, &r) != 0) {
-            snprintf(why, why_size, "shapes of '%s' and '%s' do not broadcast", a->name,
-                     b->name);
+    /* an empty input name ("") is -1: each operand the operator needs must be there */
+    for (int k = 0; k < n_in; k++)
+        if (n->n_in <= k || n->in[k] < 0) {
+            snprintf(why, why_size, "an input it needs is absent (an empty name)");
             return AT_EUNSUPPORTED;
         }
-    } else {
-        memcpy(shape, a->shape, sizeof shape);
-    }
+    for (int k = 0; k < n_in; k++)
+        in[k] = &g->tensors[n->in[k]];
+    r = in[0]->rank;
+    memcpy(shape, in[0]->shape, sizeof shape);
+    for (int k = 1; k < n_in; k++)
+        if (broadcast(shape, r, in[k]->shape, in[k]->rank, shape, &r) != 0) {
+            snprintf(why, why_size, "shapes of '%s' and '%s' do not broadcast", in[0]->name,
+                     in[k]->name);
+            return AT_EUNSUPPORTED;
+        }
+    /* integer arithmetic when every operand is an integer (Where: both arms) */
+    is_int = n->kind == MD_OP_WHERE ? in[1]->dtype == AT_DT_I64 && in[2]->dtype == AT_DT_I64
+                                    : in[0]->dtype == AT_DT_I64 &&
+                                          (n_in < 2 || in[1]->dtype == AT_DT_I64);
+    out_int = is_int || elem_bool(n->kind);
     for (int d = 0; d < r; d++)
         total *= shape[d];
     if (total > (1 << 26)) {
@@ -235,27 +256,24 @@ static at_err fold_elem(md_graph *g, int node, char *why, size_t why_size)
                  (long long)total);
         return AT_EUNSUPPORTED;
     }
-    bcast_strides(a->shape, a->rank, r, sa);
-    if (b)
-        bcast_strides(b->shape, b->rank, r, sb);
+    for (int k = 0; k < n_in; k++)
+        bcast_strides(in[k]->shape, in[k]->rank, r, st[k]);
     data = at_malloc((size_t)(total ? total : 1) * 8);
     if (data == NULL)
         return AT_ENOMEM;
     for (int64_t i = 0; i < total; i++) {
-        int64_t ia = 0, ib = 0;
-        double x, y = 0, v;
-        for (int d = 0; d < r; d++) {
-            ia += idx[d] * sa[d];
-            if (b)
-                ib += idx[d] * sb[d];
-        }
-        x = a->dtype == AT_DT_F32 ? ((const float *)a->data)[ia]
-                                  : (double)((const int64_t *)a->data)[ia];
-        if (b)
-            y = b->dtype == AT_DT_F32 ? ((const float *)b->data)[ib]
-                                      : (double)((const int64_t *)b->data)[ib];
-        v = b ? ev_binary(n->kind, x, y, is_int) : ev_unary(n->kind, x, n);
-        if (is_int)
+        int64_t off[3] = {0, 0, 0};
+        double v;
+        for (int d = 0; d < r; d++)
+            for (int k = 0; k < n_in; k++)
+                off[k] += idx[d] * st[k][d];
+        if (n->kind == MD_OP_WHERE)
+            v = elem_at(in[0], off[0]) != 0 ? elem_at(in[1], off[1]) : elem_at(in[2], off[2]);
+        else if (n_in == 2)
+            v = ev_binary(n->kind, elem_at(in[0], off[0]), elem_at(in[1], off[1]), is_int);
+        else
+            v = ev_unary(n->kind, elem_at(in[0], off[0]), n);
+        if (out_int)
             ((int64_t *)data)[i] = (int64_t)v;
         else
             ((float *)data)[i] = (float)v;
@@ -265,7 +283,7 @@ static at_err fold_elem(md_graph *g, int node, char *why, size_t why_size)
             idx[d] = 0;
         }
     }
-    return set_data(g, n->out[0], is_int ? AT_DT_I64 : AT_DT_F32, r, shape, data, why, why_size);
+    return set_data(g, n->out[0], out_int ? AT_DT_I64 : AT_DT_F32, r, shape, data, why, why_size);
 }
 
 /* ---- parameters shared with extraction ---- */
@@ -852,6 +870,24 @@ at_err md__split_params(const md_graph *g, const md_node *n, const md_tensor *x,
 }
 
 /* Fold a data-movement or alias node on constant data; and the CONST-class operators. */
+/* The output shape of an Expand of x to the constant shape in input 1 (ONNX's
+** bidirectional broadcast); -1 when the shape is not a constant or does not broadcast. */
+static int expand_shape(const md_graph *g, const md_node *n, const md_tensor *x,
+                        int64_t *shape, int *rank)
+{
+    const int64_t *v;
+    int cnt = n->n_in > 1 ? const_ints(g, n->in[1], &v) : -1;
+    int64_t want[MD_MAX_RANK];
+    if (cnt < 0 || cnt > MD_MAX_RANK)
+        return -1;
+    for (int d = 0; d < cnt; d++) {
+        if (v[d] < 1)
+            return -1;
+        want[d] = v[d];
+    }
+    return broadcast(x->shape, x->rank, want, cnt, shape, rank);
+}
+
 static at_err fold_move(md_graph *g, int node, char *why, size_t why_size)
 {
     const md_node *n = &g->nodes[node];
@@ -1038,6 +1074,57 @@ static at_err fold_move(md_graph *g, int node, char *why, size_t why_size)
             md__copy_region(data, x->data, x, lo, step, shape, esz);
         return set_data(g, n->out[0], x->dtype, x->rank, shape, data, why, why_size);
     }
+    case MD_OP_EXPAND: {
+        int64_t st[MD_MAX_RANK], idx[MD_MAX_RANK] = {0}, total = 1;
+        if (expand_shape(g, n, x, shape, &rank) != 0)
+            FAIL("the shape must be an int64 constant that '%s' broadcasts to", x->name);
+        for (int d = 0; d < rank; d++)
+            total *= shape[d];
+        if (total > (1 << 26))
+            FAIL("a constant of %lld elements is too large to fold", (long long)total);
+        bcast_strides(x->shape, x->rank, rank, st);
+        esz = at_dtype_bytes(x->dtype);
+        if ((data = at_malloc((size_t)(total + 1) * (size_t)esz)) == NULL)
+            return AT_ENOMEM;
+        for (int64_t i = 0; i < total; i++) {
+            int64_t src = 0;
+            for (int d = 0; d < rank; d++)
+                src += idx[d] * st[d];
+            memcpy((char *)data + i * esz, (const char *)x->data + src * esz, (size_t)esz);
+            for (int d = rank - 1; d >= 0; d--) {
+                if (++idx[d] < shape[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+        return set_data(g, n->out[0], x->dtype, rank, shape, data, why, why_size);
+    }
+    case MD_OP_RANGE: {
+        /* start, limit, delta: scalars; ceil((limit - start) / delta) elements */
+        double a, lim, dl, cnt;
+        const md_tensor *t1 = IN(1), *t2 = IN(2);
+        if (n->n_in != 3 || t1 == NULL || t2 == NULL || x->n_elems != 1 || t1->n_elems != 1 ||
+            t2->n_elems != 1)
+            FAIL("start, limit and delta must be scalars");
+        a = elem_at(x, 0);
+        lim = elem_at(t1, 0);
+        dl = elem_at(t2, 0);
+        if (dl == 0)
+            FAIL("delta is 0");
+        cnt = ceil((lim - a) / dl);
+        if (!(cnt >= 1) || cnt > (1 << 26))
+            FAIL("%g elements", cnt);
+        shape[0] = (int64_t)cnt;
+        if ((data = at_malloc((size_t)(shape[0] + 1) * 8)) == NULL)
+            return AT_ENOMEM;
+        for (int64_t i = 0; i < shape[0]; i++) {
+            if (x->dtype == AT_DT_F32)
+                ((float *)data)[i] = (float)(a + (double)i * dl);
+            else
+                ((int64_t *)data)[i] = (int64_t)a + i * (int64_t)dl;
+        }
+        return set_data(g, n->out[0], x->dtype, 1, shape, data, why, why_size);
+    }
     case MD_OP_CONSTANTOFSHAPE: {
         const int64_t *v;
         const md_attr *a = md__attr(n, "value");
@@ -1144,6 +1231,7 @@ static int elem_unary(md_op_kind k)
     case MD_OP_RELU: case MD_OP_SIGMOID: case MD_OP_TANH: case MD_OP_ERF: case MD_OP_GELU:
     case MD_OP_EXP: case MD_OP_LOG: case MD_OP_SQRT: case MD_OP_ABS: case MD_OP_NEG:
     case MD_OP_RECIPROCAL: case MD_OP_LEAKYRELU: case MD_OP_HARDSIGMOID: case MD_OP_HARDSWISH:
+    case MD_OP_NOT: case MD_OP_TO_BOOL:
         return 1;
     default:
         return 0;
@@ -1154,7 +1242,7 @@ static int elem_binary(md_op_kind k)
 {
     switch (k) {
     case MD_OP_ADD: case MD_OP_SUB: case MD_OP_MUL: case MD_OP_DIV: case MD_OP_POW:
-    case MD_OP_MAX: case MD_OP_MIN:
+    case MD_OP_MAX: case MD_OP_MIN: case MD_OP_EQUAL: case MD_OP_GREATER: case MD_OP_LESS:
         return 1;
     default:
         return 0;
@@ -1174,7 +1262,7 @@ static at_err infer_runtime(md_graph *g, int node, char *why, size_t why_size)
         FAIL("its first input is missing");
     /* integers at run time (token ids, masks): indices of a Gather, reshaped by an alias,
     ** or converted to float by a Cast; nothing else computes on them */
-    int_ok = n->kind == MD_OP_SHAPE || n->kind == MD_OP_CAST ||
+    int_ok = n->kind == MD_OP_SHAPE || n->kind == MD_OP_CAST || n->kind == MD_OP_EXPAND ||
              md_op_class_of(n->kind) == MD_CLS_ALIAS;
     if (x->dtype != AT_DT_F32 && !int_ok)
         FAIL("'%s' is an integer tensor computed at run time: only float32 is computed",
@@ -1342,15 +1430,36 @@ static at_err infer_runtime(md_graph *g, int node, char *why, size_t why_size)
         memcpy(shape, x->shape, sizeof shape);
         rank = x->rank;
         break;
-    case MD_OP_CAST:
-        if (md__attr_i(n, "to", 1) != 1)
-            FAIL("a cast of run-time data to ONNX type %lld (only casts to float are computed)",
-                 (long long)md__attr_i(n, "to", 1));
-        /* float to float: the same bytes; integers (a mask) to float: a conversion step */
-        n->kind = x->dtype == AT_DT_F32 ? MD_OP_IDENTITY : MD_OP_INT_TO_FLOAT;
+    case MD_OP_CAST: {
+        int64_t to = md__attr_i(n, "to", 1);
+        if (to != 1 && to != 9)
+            FAIL("a cast of run-time data to ONNX type %lld (only casts to float and bool are "
+                 "computed)", (long long)to);
+        /* float to float: the same bytes; integers (a mask) to float: a conversion step; to
+        ** bool (held as float 0/1): x != 0, elementwise on floats, a step on integers */
+        if (to == 1)
+            n->kind = x->dtype == AT_DT_F32 ? MD_OP_IDENTITY : MD_OP_INT_TO_FLOAT;
+        else
+            n->kind = x->dtype == AT_DT_F32 ? MD_OP_TO_BOOL : MD_OP_INT_TO_BOOL;
         memcpy(shape, x->shape, sizeof shape);
         rank = x->rank;
         break;
+    }
+    case MD_OP_EXPAND:
+        if (expand_shape(g, n, x, shape, &rank) != 0)
+            FAIL("the shape must be an int64 constant that '%s' broadcasts to", x->name);
+        out_dt = x->dtype; /* an integer mask expanded stays one */
+        break;
+    case MD_OP_WHERE: {
+        int r2;
+        if (n->n_in != 3 || IN(1) == NULL || IN(2) == NULL)
+            FAIL("three inputs are needed");
+        if (broadcast(x->shape, x->rank, IN(1)->shape, IN(1)->rank, shape, &r2) ||
+            broadcast(shape, r2, IN(2)->shape, IN(2)->rank, shape, &rank))
+            FAIL("shapes of '%s', '%s' and '%s' do not broadcast", x->name, IN(1)->name,
+                 IN(2)->name);
+        break;
+    }
     case MD_OP_IDENTITY:
     case MD_OP_RESHAPE:
     case MD_OP_FLATTEN:
@@ -1542,7 +1651,8 @@ at_err md__infer(md_graph *g, char *errmsg, size_t errmsg_size)
                 n->dead = 1;
         } else if (all_const && n->n_in > 0) {
             md_op_class c = md_op_class_of(n->kind);
-            if (c == MD_CLS_ELEM && (elem_unary(n->kind) || elem_binary(n->kind)))
+            if (c == MD_CLS_ELEM && (elem_unary(n->kind) || elem_binary(n->kind) ||
+                                     n->kind == MD_OP_WHERE))
                 err = fold_elem(g, i, why, sizeof why);
             else if (c == MD_CLS_ALIAS || c == MD_CLS_MOVE || c == MD_CLS_CONST)
                 err = fold_move(g, i, why, sizeof why);

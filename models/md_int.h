@@ -46,8 +46,8 @@ typedef enum {
     MD_CLS_ELEM,   /* elementwise (with broadcasting): fused into its producer's task */
     MD_CLS_ALIAS,  /* same bytes, another shape (Reshape, Flatten, ...): no work at all */
     MD_CLS_MOVE,   /* pure data movement the executor does as a copy (Transpose, Concat,
-                   ** Slice, Gather, Split) and the conversion of run-time integers (a mask)
-                   ** to float */
+                   ** Slice, Gather, Split, Expand) and the conversion of run-time integers
+                   ** (a mask) to float, or to a bool held as float 0/1 */
     MD_CLS_CONST,  /* supported only on constants: folded before extraction (Shape, ...) */
 } md_op_class;
 
@@ -93,6 +93,12 @@ typedef enum {
     X(LEAKYRELU, "LeakyRelu", MD_CLS_ELEM)                                                 \
     X(HARDSIGMOID, "HardSigmoid", MD_CLS_ELEM)                                             \
     X(HARDSWISH, "HardSwish", MD_CLS_ELEM)                                                 \
+    X(EQUAL, "Equal", MD_CLS_ELEM)                                                         \
+    X(GREATER, "Greater", MD_CLS_ELEM)                                                     \
+    X(LESS, "Less", MD_CLS_ELEM)                                                           \
+    X(NOT, "Not", MD_CLS_ELEM)                                                             \
+    X(WHERE, "Where", MD_CLS_ELEM)                                                         \
+    X(TO_BOOL, "(to_bool)", MD_CLS_ELEM)                                                   \
     X(IDENTITY, "Identity", MD_CLS_ALIAS)                                                  \
     X(DROPOUT, "Dropout", MD_CLS_ALIAS)                                                    \
     X(RESHAPE, "Reshape", MD_CLS_ALIAS)                                                    \
@@ -105,10 +111,13 @@ typedef enum {
     X(GATHER, "Gather", MD_CLS_MOVE)                                                       \
     X(SPLIT, "Split", MD_CLS_MOVE)                                                         \
     X(INT_TO_FLOAT, "(int_to_float)", MD_CLS_MOVE)                                         \
+    X(INT_TO_BOOL, "(int_to_bool)", MD_CLS_MOVE)                                           \
+    X(EXPAND, "Expand", MD_CLS_MOVE)                                                       \
     X(CONSTANT, "Constant", MD_CLS_CONST)                                                  \
     X(SHAPE, "Shape", MD_CLS_CONST)                                                        \
     X(CAST, "Cast", MD_CLS_CONST)                                                          \
     X(CONSTANTOFSHAPE, "ConstantOfShape", MD_CLS_CONST)                                    \
+    X(RANGE, "Range", MD_CLS_CONST)                                                        \
     X(UNKNOWN, "?", MD_CLS_CONST)
 
 typedef enum {

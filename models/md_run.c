@@ -729,6 +729,33 @@ static at_err do_gather(const exec *x, const md_node *nd, char *errmsg, size_t e
     return AT_OK;
 }
 
+/* Expand: the input broadcast to the output's shape (float or int64 elements). */
+static void do_expand(const exec *x, const md_node *nd)
+{
+    const md_tensor *in = &x->g->tensors[nd->in[0]], *out = &x->g->tensors[nd->out[0]];
+    int64_t st[MD_MAX_RANK], idx[MD_MAX_RANK] = {0}, acc = 1;
+    int r = out->rank, esz = at_dtype_bytes(out->dtype);
+    const char *src = x->buf[nd->in[0]];
+    char *dst = x->buf[nd->out[0]];
+    for (int d = r - 1; d >= 0; d--) {
+        int k = d - (r - in->rank);
+        st[d] = k < 0 || in->shape[k] == 1 ? 0 : acc;
+        if (k >= 0)
+            acc *= in->shape[k];
+    }
+    for (int64_t i = 0; i < out->n_elems; i++) {
+        int64_t off = 0;
+        for (int d = 0; d < r; d++)
+            off += idx[d] * st[d];
+        memcpy(dst + i * esz, src + off * esz, (size_t)esz);
+        for (int d = r - 1; d >= 0; d--) {
+            if (++idx[d] < out->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
 /* Slice and Split: regions of the input (the parameters were checked by inference). */
 static void do_slices(const exec *x, const md_node *nd)
 {
@@ -788,13 +815,18 @@ static at_err exec_run(exec *x, const kset *k, char *errmsg, size_t errmsg_size)
                 if ((err = do_gather(x, nd, errmsg, errmsg_size)) != AT_OK)
                     return err;
                 break;
-            case MD_OP_INT_TO_FLOAT: {
+            case MD_OP_INT_TO_FLOAT:
+            case MD_OP_INT_TO_BOOL: {
                 const int64_t *src = x->buf[nd->in[0]];
                 float *dst = x->buf[nd->out[0]];
+                int to_bool = nd->kind == MD_OP_INT_TO_BOOL;
                 for (int64_t e = 0; e < x->g->tensors[nd->out[0]].n_elems; e++)
-                    dst[e] = (float)src[e];
+                    dst[e] = to_bool ? (float)(src[e] != 0) : (float)src[e];
                 break;
             }
+            case MD_OP_EXPAND:
+                do_expand(x, nd);
+                break;
             default:
                 do_slices(x, nd);
                 break;

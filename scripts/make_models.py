@@ -15,6 +15,12 @@ Models built here with onnx.helper (no torch needed), opset 13 unless noted:
                    LayerNormalization node and one decomposed layer norm, FFN with Erf GELU
                    (opset 17, which has LayerNormalization)
   tiny_mlp         1x16 gemm+relu+gemm (weights as graph inputs with initializers, IR 3 style)
+  token_embed, token_mask, bert_tiny   int64 token ids (and an attention mask) at run time
+  bert_tiny_dyn    bert_tiny with the sequence dimension symbolic ('seq', at most 16)
+  bert_tiny_hf     bert_tiny_dyn with transformers' newer mask (Expand, Cast to bool, Where
+                   with finfo.min) and positions from Range
+  mask_ops         Greater, Less, Equal, Not, Where and Casts to bool at run time, Range,
+                   Expand and Where folded on constants
   weights_as_inputs  conv and gemm weights as graph inputs without initializers
   dynamic_batch    a conv net whose input has a symbolic batch dimension 'N'
   seed_cnn, seed_attention   a few kilobytes each: seeds of the ONNX fuzz target
@@ -29,7 +35,10 @@ With python3-torch and python3-torchvision installed (optional), also:
   tv_encoder       torch.nn.TransformerEncoderLayer(64, 4 heads, 256, GELU) at opset 13
   tv_bert2         a BERT-base-shaped encoder: 2 torch.nn.TransformerEncoderLayer (d_model 768,
                    12 heads, ff 3072, GELU), sequence 128, float input [1, 128, 768]
-                   (what make bench-model tunes)
+                   (what make bench-model tuned before BERT-base)
+  tv_bert_base     BERT-base as transformers' BertModel computes it (12 layers, hidden 768,
+                   12 heads, ff 3072, vocab 30522), token ids and mask [1, seq], seq symbolic
+  tv_bert_small    the same with 2 layers, hidden 64, vocab 1000 (the tests)
 The models are written as NAME.onnx; nothing here is committed to the repository.
 """
 import argparse
@@ -345,7 +354,7 @@ def token_mask(S=8, V=50, D=16):
     return b.model("token_mask", [ids, mask], [tensor(y, [1, S, D])])
 
 
-def bert_tiny(S=16, V=100, D=32, H=2, FF=64, L=2, dyn=False):
+def bert_tiny(S=16, V=100, D=32, H=2, FF=64, L=2, dyn=False, hf=False):
     """A BERT as users export it, small: token ids and an attention mask (int64), word and
     position embeddings, an embedding layer norm, L encoder layers whose attention adds the
     mask, (1 - mask) * -10000 broadcast over heads and queries, to the scores.  With dyn,
@@ -356,7 +365,15 @@ def bert_tiny(S=16, V=100, D=32, H=2, FF=64, L=2, dyn=False):
     dh = D // H
     word = b.const("embeddings.word.weight", (b.rng.randn(V, D) * 0.5).astype(np.float32))
     pos = b.const("embeddings.position.weight", (b.rng.randn(1, S, D) * 0.1).astype(np.float32))
-    if dyn:
+    if dyn and hf:
+        # positions as transformers' newer code computes them: Range(0, seq) into the table
+        n = b.node("Gather", [b.node("Shape", ["input_ids"], "ids.shape"),
+                              b.const("ids.seq_axis", np.array(1, np.int64))], "ids.seq", axis=0)
+        r = b.node("Range", [b.const("pos.zero", np.array(0, np.int64)), n,
+                             b.const("pos.one", np.array(1, np.int64))], "pos.range")
+        pos = b.node("Gather", [b.node("Reshape", [pos, b.const("pos.flat", np.array([S, D], np.int64))],
+                                       "pos.table"), r], "pos.gather", axis=0)
+    elif dyn:
         n = b.node("Gather", [b.node("Shape", ["input_ids"], "ids.shape"),
                               b.const("ids.seq_axis", np.array(1, np.int64))], "ids.seq", axis=0)
         n = b.node("Unsqueeze", [n, b.const("ids.seq.axes", np.array([0], np.int64))],
@@ -368,9 +385,23 @@ def bert_tiny(S=16, V=100, D=32, H=2, FF=64, L=2, dyn=False):
     x = layer_norm_node(b, x, "embeddings.norm", D)
     m = b.node("Unsqueeze", ["attention_mask", b.const("mask.axes", np.array([1, 2], np.int64))],
                "mask.unsqueeze")                                        # 1 1 1 S
-    m = b.node("Cast", [m], "mask.cast", to=1)
-    m = b.node("Sub", [b.const("mask.one", np.array(1.0, np.float32)), m], "mask.invert")
-    m = b.node("Mul", [m, b.const("mask.neg", np.array(-10000.0, np.float32))], "mask.scale")
+    if hf:
+        # transformers' _prepare_4d_attention_mask: expanded to [1, 1, S, S] (the length
+        # from the ids' Shape), to float, inverted, and masked_fill(inverted.bool(), min)
+        n2 = b.node("Unsqueeze", [n, b.const("mask.seq.axes", np.array([0], np.int64))],
+                    "mask.seq")
+        shp = b.node("Concat", [b.const("mask.lead", np.array([1, 1], np.int64)), n2, n2],
+                     "mask.shape", axis=0)
+        m = b.node("Expand", [m, shp], "mask.expand")
+        m = b.node("Cast", [m], "mask.cast", to=1)
+        m = b.node("Sub", [b.const("mask.one", np.array(1.0, np.float32)), m], "mask.invert")
+        c = b.node("Cast", [m], "mask.bool", to=9)
+        m = b.node("Where", [c, b.const("mask.min", np.array(np.finfo(np.float32).min,
+                                                             np.float32)), m], "mask.fill")
+    else:
+        m = b.node("Cast", [m], "mask.cast", to=1)
+        m = b.node("Sub", [b.const("mask.one", np.array(1.0, np.float32)), m], "mask.invert")
+        m = b.node("Mul", [m, b.const("mask.neg", np.array(-10000.0, np.float32))], "mask.scale")
 
     def heads(t, base, perm):
         r = b.node("Reshape", [t, b.const(base + ".shape", np.array([1, -1 if dyn else S, H, dh],
@@ -409,7 +440,34 @@ def bert_tiny(S=16, V=100, D=32, H=2, FF=64, L=2, dyn=False):
     ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, seq])
     mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, seq])
     out = helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, seq, D])
-    return b.model("bert_tiny_dyn" if dyn else "bert_tiny", [ids, mask], [out], opset=17)
+    return b.model("bert_tiny_hf" if hf else "bert_tiny_dyn" if dyn else "bert_tiny",
+                   [ids, mask], [out], opset=17)
+
+
+def mask_ops(S=8):
+    """The comparisons and selects masks are made of, on float data at run time: Greater,
+    Less, Equal, Not, Where, Cast to bool and back, and Range/Expand/Equal/Where folded on
+    constants (the shape arithmetic exporters write around them)."""
+    b = Builder(21)
+    x = "input"
+    a = b.node("Greater", [x, b.const("q", np.array(0.25, np.float32))], "gt")
+    lo = b.node("Less", [x, b.const("mq", np.array(-0.25, np.float32))], "lt")
+    y = b.node("Where", [a, b.node("Mul", [x, b.const("two", np.array(2.0, np.float32))], "x2"),
+                         b.node("Where", [lo, x, b.const("half", np.array(0.5, np.float32))],
+                                "inner")], "outer")
+    y = b.node("Add", [y, b.node("Cast", [b.node("Not", [a], "not")], "not_f", to=1)], "add1")
+    e = b.node("Cast", [b.node("Equal", [x, x], "eq")], "eq_f", to=1)
+    y = b.node("Add", [y, e], "add2")
+    # folded: Range(0, S) == Range(0, S) -> ones, Where on them, Expand to [1, S]
+    r = b.node("Range", [b.const("r0", np.array(0, np.int64)), b.const("rS", np.array(S, np.int64)),
+                         b.const("r1", np.array(1, np.int64))], "range")
+    w = b.node("Where", [b.node("Equal", [r, r], "req"), b.const("wa", np.array(3.0, np.float32)),
+                         b.const("wb", np.array(-1.0, np.float32))], "rwhere")
+    w = b.node("Expand", [w, b.const("wshape", np.array([1, S], np.int64))], "rexpand")
+    y = b.node("Mul", [y, w], "scaled")
+    c = b.node("Cast", [b.node("Cast", [x], "tobool", to=9)], "tofloat", to=1)
+    y = b.node("Add", [y, c], "add3")
+    return b.model("mask_ops", [tensor(x, [1, S])], [tensor(y, [1, S])])
 
 
 def bad_opset():
@@ -631,7 +689,15 @@ NP_OPS = {
     "Gather": lambda i, a: np.take(i[0], i[1].astype(np.int64), axis=a.get("axis", 0)),
     "Unsqueeze": lambda i, a: np.expand_dims(i[0], tuple(int(v) for v in (i[1] if len(i) > 1 else a["axes"]))),
     "Concat": lambda i, a: np.concatenate(i, axis=a["axis"]),
-    "Cast": lambda i, a: i[0].astype(np.float64 if a["to"] == 1 else np.int64),
+    "Cast": lambda i, a: ((i[0] != 0).astype(np.int64) if a["to"] == 9 else
+                          i[0].astype(np.float64 if a["to"] == 1 else np.int64)),
+    "Equal": lambda i, a: (i[0] == i[1]).astype(np.int64),
+    "Greater": lambda i, a: (i[0] > i[1]).astype(np.int64),
+    "Less": lambda i, a: (i[0] < i[1]).astype(np.int64),
+    "Not": lambda i, a: (i[0] == 0).astype(np.int64),
+    "Where": lambda i, a: np.where(i[0] != 0, i[1], i[2]),
+    "Expand": lambda i, a: i[0] * np.ones([int(v) for v in i[1]], i[0].dtype),
+    "Range": lambda i, a: np.arange(i[0], i[1], i[2]),
     "Slice": lambda i, a: _slice(i),
     "Split": lambda i, a: np.split(i[0], np.cumsum(i[1])[:-1] if len(i) > 1 else len(a), axis=a.get("axis", 0)),
     "Constant": lambda i, a: _f64(numpy_helper.to_array(a["value"])),
@@ -715,6 +781,8 @@ MODELS = {
     "token_mask": token_mask,
     "bert_tiny": bert_tiny,
     "bert_tiny_dyn": lambda: bert_tiny(dyn=True),
+    "bert_tiny_hf": lambda: bert_tiny(dyn=True, hf=True),
+    "mask_ops": mask_ops,
     "weights_as_inputs": weights_as_inputs,
     "dynamic_batch": dynamic_batch,
     "seed_cnn": seed_cnn,
@@ -731,7 +799,7 @@ MODELS = {
     "tv_bert_small": lambda: export_torch("tv_bert_small"),
 }
 DEFAULT = ["small_cnn", "resnet18", "mobilenet_v2", "transformer", "tiny_mlp", "token_embed", "token_mask", "bert_tiny",
-           "bert_tiny_dyn",
+           "bert_tiny_dyn", "bert_tiny_hf", "mask_ops",
            "weights_as_inputs", "dynamic_batch", "bad_opset", "unsupported_op", "negative_dim",
            "missing_input"]
 

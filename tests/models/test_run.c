@@ -34,7 +34,7 @@ static int setup(void **unused)
     (void)unused;
     mt_mkdtemp(dir);
     mt_make_models(dir, "small_cnn transformer weights_as_inputs token_embed token_mask "
-                        "bert_tiny bert_tiny_dyn");
+                        "bert_tiny bert_tiny_dyn bert_tiny_hf mask_ops");
     if (kn_target_host(&t) != AT_OK)
         abort();
     snprintf(host_target, sizeof host_target, "%s", t.text);
@@ -1310,6 +1310,109 @@ static void test_run_bert_buckets(void **unused)
     unlink(db);
 }
 
+/* Masks as transformers' newer code exports them (issue 17, item 1): the mask Expanded to
+** [1, 1, S, S] with a shape computed from the ids' Shape, Cast to float, inverted, Cast to
+** bool and filled by Where with finfo.min; positions from Range.  At seq 11 on bucket 16's
+** drawn schedules (padded), against the naive lowering at 11 and numpy.  And mask_ops: the
+** comparisons, Not, Where and Casts to bool at run time, Range/Expand/Where on constants. */
+static void test_run_bert_hf_mask(void **unused)
+{
+    md_model *b16, *e11, *mo;
+    char db[PATH_MAX], dump[PATH_MAX], err[1024];
+    md_run_report rep;
+    rec_store *st;
+    int n_sampled;
+    (void)unused;
+    mo = load("mask_ops.onnx");
+    mt_path(dump, dir, "dump_mask_ops");
+    if (md_model_run(mo, &(md_run_opts){.n_threads = 1, .seed = 3, .dump_dir = dump}, &rep, err,
+                     sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    assert_true(rep.max_rel_err <= 1e-6);
+    numpy_check("mask_ops.onnx", dump);
+    md_model_free(mo);
+    b16 = load_opts("bert_tiny_hf.onnx", &(md_model_opts){.n_dims = 1, .dims = &(md_dim){"seq", 16}});
+    e11 = load_opts("bert_tiny_hf.onnx", &(md_model_opts){.n_dims = 1, .dims = &(md_dim){"seq", 11}});
+    assert_int_equal(md_model_n_warnings(b16), 0);
+    {
+        int where = 0;
+        const md_task_list *tl = md_model_tasks(b16);
+        for (int i = 0; i < tl->n_tasks; i++)
+            where += strstr(tl->tasks[i].desc, "where") != NULL;
+        assert_int_equal(where, 1); /* the mask's elementwise task */
+    }
+    mt_path(db, dir, "hf.db");
+    unlink(db);
+    make_store(db, md_model_tasks(b16), 23, &n_sampled);
+    assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
+    mt_path(dump, dir, "dump_hf11");
+    if (md_model_run(b16, &(md_run_opts){.store = st, .device_key = DEVICE, .n_threads = 2,
+                                         .seed = 7, .dump_dir = dump, .exact = e11},
+                     &rep, err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    printf("bert_tiny_hf at seq=11 on bucket 16: %d tuned; max relative error %.3g\n",
+           rep.n_tuned, rep.max_rel_err);
+    assert_true(rep.max_rel_err <= 1e-4);
+    numpy_check("bert_tiny_hf.onnx", dump);
+    rec_store_close(st);
+    md_model_free(b16);
+    md_model_free(e11);
+    unlink(db);
+}
+
+/* BertModel's computation written in torch and exported with the sequence symbolic
+** (make_models.py tv_bert_small, when python3-torch is installed): tuned-like records for
+** buckets 16 and 32, runs at 20 and at 9 on them, against the naive lowering and numpy. */
+static void test_run_torch_bert(void **unused)
+{
+    static const int64_t buckets[2] = {16, 32}, lens[2] = {9, 20};
+    md_model *bm[2];
+    md_task_list *tl;
+    char db[PATH_MAX], err[1024];
+    rec_store *st;
+    int n_sampled;
+    (void)unused;
+    if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "SKIP (python3-torch not installed)\n");
+        skip();
+    }
+    mt_make_models(dir, "tv_bert_small");
+    for (int b = 0; b < 2; b++) {
+        bm[b] = load_opts("tv_bert_small.onnx",
+                          &(md_model_opts){.n_dims = 1, .dims = &(md_dim){"seq", buckets[b]}});
+        assert_int_equal(md_model_n_warnings(bm[b]), 0);
+    }
+    assert_int_equal(md_task_list_union((const md_model *const *)bm, 2, &tl), AT_OK);
+    mt_path(db, dir, "torch_bert.db");
+    unlink(db);
+    make_store(db, tl, 29, &n_sampled);
+    assert_int_equal(rec_store_open(db, REC_OPEN_READONLY, &st, err, sizeof err), AT_OK);
+    for (int k = 0; k < 2; k++) {
+        md_model *e = load_opts("tv_bert_small.onnx",
+                                &(md_model_opts){.n_dims = 1, .dims = &(md_dim){"seq", lens[k]}});
+        md_run_report rep;
+        char dump[PATH_MAX], name[32];
+        snprintf(name, sizeof name, "dump_tb%lld", (long long)lens[k]);
+        mt_path(dump, dir, name);
+        if (md_model_run(bm[k], &(md_run_opts){.store = st, .device_key = DEVICE,
+                                               .n_threads = 2, .seed = 9, .dump_dir = dump,
+                                               .exact = e},
+                         &rep, err, sizeof err) != AT_OK)
+            fail_msg("%s", err);
+        printf("tv_bert_small at seq=%lld on bucket %lld: %d tuned of %d; max relative error "
+               "%.3g\n", (long long)lens[k], (long long)buckets[k], rep.n_tuned, rep.n_tasks,
+               rep.max_rel_err);
+        assert_true(rep.max_rel_err <= 1e-4);
+        numpy_check("tv_bert_small.onnx", dump);
+        md_model_free(e);
+    }
+    rec_store_close(st);
+    md_task_list_free(tl);
+    md_model_free(bm[0]);
+    md_model_free(bm[1]);
+    unlink(db);
+}
+
 /* torch.nn.TransformerEncoderLayer as torch exports it (packed QKV projection cut with
 ** Slice at run time, Shape/Gather/Concat arithmetic, decomposed layer norms, Erf GELU):
 ** run here against numpy (when python3-torch is installed). */
@@ -1399,7 +1502,9 @@ int main(void)
         cmocka_unit_test(test_run_attention_mask),
         cmocka_unit_test(test_run_bert_tiny),
         cmocka_unit_test(test_run_bert_buckets),
+        cmocka_unit_test(test_run_bert_hf_mask),
         cmocka_unit_test(test_run_torch_encoder),
+        cmocka_unit_test(test_run_torch_bert),
         cmocka_unit_test(test_export),
         cmocka_unit_test(test_export_model),
         cmocka_unit_test(test_cli),
