@@ -934,6 +934,18 @@ static int library_text(ex *x, dagtext *d, int node, const char *spec)
 ** whose only reader is a Transpose writes the permuted tensor directly (its loops in that
 ** order): the transposes are no steps, only indexing of the task's DAG. */
 
+/* A tensor seen as 3-d: rank 3, or rank 4 with a leading 1 (attention's [1, heads, S, d]);
+** its three sizes into v (may be NULL); 0, or -1 when it is neither. */
+static int view3(const md_tensor *t, int64_t *v)
+{
+    int off = t->rank == 4 && t->shape[0] == 1 ? 1 : t->rank == 3 ? 0 : -1;
+    if (off < 0)
+        return -1;
+    for (int d = 0; v && d < 3; d++)
+        v[d] = t->shape[off + d];
+    return 0;
+}
+
 /* The Transpose behind operand tensor t (through aliases with one reader each), or -1. */
 static int transpose_behind(const ex *x, int t)
 {
@@ -947,7 +959,7 @@ static int transpose_behind(const ex *x, int t)
         if (n->dead || n->unsupported)
             return -1;
         if (n->kind == MD_OP_TRANSPOSE)
-            return g->tensors[n->in[0]].rank == 3 && !g->tensors[n->in[0]].data &&
+            return view3(&g->tensors[n->in[0]], NULL) == 0 && !g->tensors[n->in[0]].data &&
                            g->tensors[n->in[0]].known ? p : -1;
         if (md_op_class_of(n->kind) != MD_CLS_ALIAS)
             return -1;
@@ -956,12 +968,26 @@ static int transpose_behind(const ex *x, int t)
     return -1;
 }
 
+/* The permutation of a Transpose of a 3-d view (a rank-4 one that keeps its leading 1 in
+** place: perm[0] == 0) into perm[3]; 0 when it is not one. */
 static int perm3(const md_node *n, int64_t *perm)
 {
-    if (md__attr_ints(n, "perm", perm, 3) != 3) {
-        perm[0] = 2, perm[1] = 1, perm[2] = 0;
+    int64_t p4[4];
+    int cnt = md__attr_ints(n, "perm", p4, 4);
+    if (cnt == 4) {
+        if (p4[0] != 0)
+            return 0;
+        for (int d = 0; d < 3; d++)
+            perm[d] = p4[d + 1] - 1;
+    } else if (cnt == 3) {
+        memcpy(perm, p4, 3 * sizeof *perm);
+    } else if (cnt < 0 && n->n_in > 0) {
+        perm[0] = 2, perm[1] = 1, perm[2] = 0; /* the default: reversed (rank 3 only) */
+    } else {
+        return 0;
     }
-    return perm[0] + perm[1] + perm[2] == 3 && perm[0] != perm[1] && perm[1] != perm[2] &&
+    return perm[0] >= 0 && perm[1] >= 0 && perm[2] >= 0 &&
+           perm[0] + perm[1] + perm[2] == 3 && perm[0] != perm[1] && perm[1] != perm[2] &&
            perm[0] != perm[2];
 }
 
@@ -974,8 +1000,11 @@ static int batched_matmul(const md_graph *g, const md_node *n)
     a = &g->tensors[n->in[0]];
     b = &g->tensors[n->in[1]];
     o = &g->tensors[n->out[0]];
-    return a->known && b->known && o->known && a->rank == 3 && b->rank == 3 && o->rank == 3 &&
-           !a->data && !b->data && a->shape[0] == b->shape[0];
+    {
+        int64_t va[3], vb[3], vo[3];
+        return a->known && b->known && o->known && view3(a, va) == 0 && view3(b, vb) == 0 &&
+               view3(o, vo) == 0 && !a->data && !b->data && va[0] == vb[0];
+    }
 }
 
 static at_err plan_absorb(ex *x)
@@ -1023,14 +1052,14 @@ static int bmm_text(ex *x, dagtext *d, int node)
     const md_node *n = &g->nodes[node];
     const char *lname[3] = {"b", "i", "k"}, *rname[3] = {"b", "k", "j"}, *oname[3] = {"b", "i", "j"};
     const char *idx[2][3];
-    int64_t ext[3]; /* B, M, N */
-    int64_t K = g->tensors[n->in[0]].shape[2];
-    ext[0] = g->tensors[n->out[0]].shape[0];
-    ext[1] = g->tensors[n->out[0]].shape[1];
-    ext[2] = g->tensors[n->out[0]].shape[2];
+    int64_t ext[3], av[3]; /* B, M, N; A's logical sizes */
+    int64_t K;
+    view3(&g->tensors[n->out[0]], ext);
+    view3(&g->tensors[n->in[0]], av);
+    K = av[2];
     for (int k = 0; k < 2; k++) {
         int p = x->absorb[node][k], src = p >= 0 ? g->nodes[p].in[0] : n->in[k];
-        const md_tensor *t = &g->tensors[src];
+        int64_t tv[3];
         const char **nm = k ? rname : lname;
         int64_t perm[3] = {0, 1, 2};
         if (p >= 0)
@@ -1041,8 +1070,9 @@ static int bmm_text(ex *x, dagtext *d, int node)
         d->args[d->n_args] = src;
         snprintf(d->names[d->n_args], sizeof d->names[0], "%s", k ? "B" : "A");
         d->n_args++;
+        view3(&g->tensors[src], tv);
         at_buf_printf(&d->decl, "input %s[%lld, %lld, %lld] float32\n", k ? "B" : "A",
-                      (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2]);
+                      (long long)tv[0], (long long)tv[1], (long long)tv[2]);
     }
     {
         int q = x->absorb[node][2];

@@ -275,6 +275,73 @@ static void test_naive_vs_c_softmax(void **unused)
 /* kn_hand_conv_nhwc on NHWC convolutions (depthwise, 1x1, a 3-channel stride-2 stem, with
 ** and without an epilogue, extents that 8 and the vector do not divide) computes what the
 ** naive state computes; an NCHW convolution and a matmul are refused. */
+/* kn_hand_rowwise: softmax and layer norm (the library's, of several shapes; BERT's
+** attention scores among them) and a row reduction with its elementwise use, a row at a
+** time with vector accumulators: each matches the naive lowering; other DAGs are refused
+** with the state untouched. */
+static void test_hand_rowwise(void **unused)
+{
+    static const char *const specs[] = {
+        "softmax:shape=12x32x32", "softmax:shape=4x48", "softmax:shape=2x3x5x64",
+        "layer_norm:shape=16x96,eps=1e-12", "layer_norm:shape=2x8x64,eps=1e-5",
+    };
+    static const char *const text =
+        "input X[24, 80] float32\n"
+        "s[i:24] = sum[j:80](X[i, j] * X[i, j])\n"
+        "y[i:24, j:80] = X[i, j] / sqrt(s[i] + 1.0)\n";
+    char err[512];
+    int64_t vw = host.vector_bytes / 4;
+    (void)unused;
+    for (size_t i = 0; i <= sizeof specs / sizeof specs[0]; i++) {
+        const char *what = i < sizeof specs / sizeof specs[0] ? specs[i] : text;
+        ss_dag *dag = NULL;
+        ss_state *naive, *hand;
+        kn_bufset ref, bs;
+        if (what == text)
+            assert_int_equal(ss_dag_parse(text, strlen(text), &dag, err, sizeof err), AT_OK);
+        else
+            dag = op_dag(what);
+        assert_int_equal(ss_state_new(dag, &naive), AT_OK);
+        assert_int_equal(ss_state_new(dag, &hand), AT_OK);
+        if (kn_hand_rowwise(hand, host.vector_bytes, err, sizeof err) != AT_OK) {
+            /* rows that are not a multiple of the vector width are refused */
+            int64_t J = dag->ops[dag->n_ops - 1].axes[dag->ops[dag->n_ops - 1].n_axes - 1].extent;
+            if (J % vw != 0 || J < vw) {
+                assert_non_null(strstr(err, "not a multiple of the vector width"));
+                ss_state_free(hand);
+                ss_state_free(naive);
+                ss_dag_unref(dag);
+                continue;
+            }
+            fail_msg("%s: kn_hand_rowwise: %s", what, err);
+        }
+        check_json_roundtrip(dag, hand);
+        assert_int_equal(run_state(naive, &ref, kn_rt_serial_par(), err, sizeof err), AT_OK);
+        if (run_state(hand, &bs, kn_rt_pool_par(pool), err, sizeof err) != AT_OK)
+            fail_msg("%s: the hand-written state does not lower: %s", what, err);
+        for (int o = dag->n_inputs; o < dag->n_args; o++) {
+            double e = kn_rt_rel_err(bs.ptr[o], ref.ptr[o], AT_DT_F32, bs.n_elems[o]);
+            if (!(e <= 1e-5))
+                fail_msg("%s: output %d differs from the naive lowering: rel err %g", what, o, e);
+        }
+        kn_bufset_free(&bs);
+        kn_bufset_free(&ref);
+        ss_state_free(hand);
+        ss_state_free(naive);
+        ss_dag_unref(dag);
+    }
+    for (int i = 0; i < 2; i++) {
+        ss_dag *dag = op_dag(i == 0 ? "matmul:M=8,N=64,K=8" : "global_avg_pool:N=1,C=64,H=4,W=4");
+        ss_state *st;
+        assert_int_equal(ss_state_new(dag, &st), AT_OK);
+        assert_int_equal(kn_hand_rowwise(st, host.vector_bytes, err, sizeof err), AT_EINVAL);
+        assert_non_null(strstr(err, "kn_hand_rowwise"));
+        assert_int_equal(st->n_steps, 0);
+        ss_state_free(st);
+        ss_dag_unref(dag);
+    }
+}
+
 static void test_hand_conv_nhwc(void **unused)
 {
     static const char *const texts[] = {
@@ -371,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_naive_vs_c_conv2d),
         cmocka_unit_test(test_naive_vs_c_softmax),
         cmocka_unit_test(test_hand_conv_nhwc),
+        cmocka_unit_test(test_hand_rowwise),
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_tb),
         cmocka_unit_test(test_batch_matmul),

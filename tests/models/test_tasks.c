@@ -299,10 +299,13 @@ static void test_transformer(void **unused)
     const double gelu = 2.0 * 32 * 256 * 64 + 6.0 * 32 * 256;
     const want w[] = {
         {"dense:M=32,N=64,K=64,bias=1,relu=0", 3, "dense_bias", 0},
-        {"batch_matmul:B=4,M=32,N=32,K=16 + div", 1, "batch_matmul_div",
-         2.0 * 4 * 32 * 32 * 16 + 4 * 32 * 32},
+        /* the heads' transposes ([1, S, H, d] -> [1, H, S, d], and back) read and written
+        ** through by the products: no copies */
+        {"batch_matmul:B=4,M=32,N=32,K=16 (operands read through their transposes) + div", 1,
+         "batch_matmul_div", 2.0 * 4 * 32 * 32 * 16 + 4 * 32 * 32},
         {"softmax:shape=4x32x32", 1, "softmax", 0},
-        {"batch_matmul:B=4,M=32,N=16,K=32", 1, "batch_matmul", 0},
+        {"batch_matmul:B=4,M=32,N=16,K=32 (operands read through their transposes) (written "
+         "transposed)", 1, "batch_matmul", 2.0 * 4 * 32 * 16 * 32},
         {"dense:M=32,N=64,K=64,bias=1,relu=0 + add", 1, "dense_bias_add",
          2.0 * 32 * 64 * 64 + 2.0 * 32 * 64},
         /* one LayerNormalization node and one decomposed layer norm: one task */
