@@ -28,8 +28,9 @@
 
 /* ---- versions and bounds ------------------------------------------------------------ */
 
-#define AT_WIRE_VERSION 3 /* the protocol version this build speaks (2: layout rewrite; 3: GPU \
-                          ** artifacts) */
+#define AT_WIRE_VERSION 4 /* the protocol version this build speaks (2: layout rewrite; 3: GPU \
+                          ** artifacts; 4: CPU kernels' tasks claim their chunks, so an agent's \
+                          ** pool no longer waits for a late worker: kernels_rt.h) */
 #define AT_WIRE_SOFTWARE "0.1.0" /* software version sent in HELLO (logs only) */
 #define AT_WIRE_TAG_BYTES 32     /* HMAC-SHA256 tag after every payload */
 #define AT_WIRE_NONCE_BYTES 32

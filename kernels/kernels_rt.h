@@ -21,7 +21,8 @@
 **              temporaries (cache stages, rfactor partials) there or on its stack; it
 **              allocates nothing and makes no system call.
 **   par        the parallel runtime: a parallel loop becomes one call of par->launch with a
-**              task function that runs a block of the loop's iterations.
+**              task function that claims chunks of the loop's iterations from a counter in
+**              its closure until none is left (a task may not run at all: see launch).
 **   return     0 on success, non-zero if a parallel launch failed.
 **
 **   The kernel may call only: memcpy, memset, memmove, memcmp, the libm functions listed
@@ -47,15 +48,20 @@
 
 typedef struct kn_rt_par kn_rt_par;
 
-/* A task runs iterations of one parallel loop.  'task_id' is in [0, n_tasks); the
-** kernel divides the iterations between tasks itself (block partition). */
+/* A task runs iterations of one parallel loop.  'task_id' is in [0, n_tasks) (it selects
+** the task's slice of the workspace); the iterations are not divided by it: the task claims
+** chunks of them from a counter the launching code put in the closure, so whichever tasks
+** run cover the whole loop. */
 typedef int32_t (*kn_rt_task_fn)(void *closure, int32_t task_id, int32_t n_tasks);
 
 struct kn_rt_par {
-    /* Run fn(closure, t, n_threads) for every t in [0, n_threads) and return when all have
-    ** finished: 0 if every task returned 0, else the first non-zero value.  Task 0 runs
-    ** on the calling thread.  A launch from inside a task runs the tasks serially on the
-    ** calling thread (n_tasks 1): fn(closure, 0, 1).  A NULL 'fn' returns -1. */
+    /* Run fn(closure, 0, n_threads) on the calling thread and fn(closure, t, n_threads) on
+    ** each worker t in [1, n_threads) that joins while it runs (a worker whose CPU is
+    ** busy elsewhere and comes after the launch is over does not run it at all, and is
+    ** not waited for); return when every task that started has finished: 0 if each
+    ** returned 0, else the first non-zero value.  A task runs at most once a launch.  A
+    ** launch from inside a task runs serially on the calling thread (n_tasks 1):
+    ** fn(closure, 0, 1).  A NULL 'fn' returns -1. */
     int32_t (*launch)(const kn_rt_par *par, kn_rt_task_fn fn, void *closure);
     int32_t n_threads; /* >= 1 */
     int32_t reserved;
@@ -105,8 +111,10 @@ typedef struct kn_rt_pool kn_rt_pool;
 
 /* A pool of n_threads - 1 worker threads plus the caller (1 <= n_threads <= 1024; 0
 ** means the number of online CPUs; else AT_EINVAL).  Workers spin about 50 us, then
-** sleep on a futex; they block every signal.  On AT_OK the caller owns *out
-** (kn_rt_pool_free, which joins the workers); AT_ENOMEM if memory or threads run out. */
+** sleep on a futex; they block every signal.  It returns when every worker is past its
+** start-up (so a sandbox entered next may forbid the calls threads make when they start).
+** On AT_OK the caller owns *out (kn_rt_pool_free, which joins the workers); AT_ENOMEM if
+** memory or threads run out. */
 at_err kn_rt_pool_new(int n_threads, kn_rt_pool **out);
 void kn_rt_pool_free(kn_rt_pool *p);
 /* The kernel argument for this pool; valid until kn_rt_pool_free.  Launches must come

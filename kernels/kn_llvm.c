@@ -6,9 +6,11 @@
 ** carries TBAA metadata with one type node per buffer, so distinct buffers never alias,
 ** also inside parallel task functions where the pointers come from a closure.
 **
-**   parallel   the loop becomes a task function (closure, task, n_tasks) running a block
-**              of iterations, launched through par->launch; temporaries allocated inside
-**              it live in the task's frame or its slice of the workspace
+**   parallel   the loop becomes a task function (closure, task, n_tasks) launched through
+**              par->launch: it claims chunks of iterations (about 4 per task) from a counter
+**              in the closure until none is left, so the tasks that run cover the loop
+**              however many run (a late thread is not waited for: kernels_rt.h); its
+**              temporaries live in the task's frame or its slice of the workspace
 **   vectorize  the body is emitted once with the loop variable as the lane vector
 **              <0, 1, ..., L-1>: an index with coefficient 1 on it becomes one vector
 **              load/store, coefficient 0 a scalar, anything else per-lane accesses.
@@ -728,7 +730,7 @@ static void emit_parallel(cg *c, const kn_stmt *s)
         n_slots += c->buf[i] != NULL;
     for (int i = 0; i < nv; i++)
         n_slots += c->var[i] != NULL;
-    n_slots += 2;
+    n_slots += 3; /* ws, par, the chunk counter */
     arr_ty = LLVMArrayType(c->i64, (unsigned)n_slots);
     {
         /* the closure lives in the caller's frame (entry block alloca) */
@@ -754,6 +756,7 @@ static void emit_parallel(cg *c, const kn_stmt *s)
     for (int i = 0; i < nv; i++)
         if (c->var[i])
             LLVMBuildStore(c->b, c->var[i], SLOT_PTR(closure, slot++));
+    LLVMBuildStore(c->b, ci64(c, 0), SLOT_PTR(closure, slot++)); /* no chunk claimed yet */
     /* the task function */
     task_ty = LLVMFunctionType(c->i32, task_params, 3, 0);
     snprintf(name, sizeof name, "at_kernel_task%d", c->n_tasks_fn++);
@@ -793,13 +796,36 @@ static void emit_parallel(cg *c, const kn_stmt *s)
             LLVMValueRef tws = LLVMBuildInBoundsGEP2(c->b, c->i8, c->ws, &off, 1, "task_ws");
             alloc_temps(c, s->var, tws);
         }
+        /* chunks of ceil(extent / min(extent, 4 n_tasks)) iterations, claimed one at a time
+        ** from the closure's counter (relaxed: the chunks' data is ordered by the launch) */
         n64 = LLVMBuildSExt(c->b, ntask, c->i64, "");
         ext = ci64(c, s->extent);
-        chunk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, ext, LLVMBuildSub(c->b, n64, ci64(c, 1), ""), ""), n64, "");
-        begin = LLVMBuildMul(c->b, tid64, chunk, "");
-        end = LLVMBuildAdd(c->b, begin, chunk, "");
-        end = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, end, ext, ""), end, ext, "");
-        emit_loop(c, s, begin, end);
+        {
+            LLVMValueRef want = LLVMBuildMul(c->b, n64, ci64(c, 4), ""), n_chunks, counter, k;
+            LLVMBasicBlockRef head, body, done;
+            want = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, want, ext, ""), want,
+                                   ext, "");
+            chunk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, ext, LLVMBuildSub(c->b, want, ci64(c, 1), ""), ""),
+                                  want, "chunk");
+            n_chunks = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, ext, LLVMBuildSub(c->b, chunk, ci64(c, 1), ""), ""),
+                                     chunk, "n_chunks");
+            counter = SLOT_PTR(cl, slot);
+            head = LLVMAppendBasicBlockInContext(c->ctx, task, "claim");
+            body = LLVMAppendBasicBlockInContext(c->ctx, task, "chunk_body");
+            done = LLVMAppendBasicBlockInContext(c->ctx, task, "no_chunk_left");
+            LLVMBuildBr(c->b, head);
+            LLVMPositionBuilderAtEnd(c->b, head);
+            k = LLVMBuildAtomicRMW(c->b, LLVMAtomicRMWBinOpAdd, counter, ci64(c, 1),
+                                   LLVMAtomicOrderingMonotonic, 0);
+            LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, k, n_chunks, ""), body, done);
+            LLVMPositionBuilderAtEnd(c->b, body);
+            begin = LLVMBuildMul(c->b, k, chunk, "");
+            end = LLVMBuildAdd(c->b, begin, chunk, "");
+            end = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, end, ext, ""), end, ext, "");
+            emit_loop(c, s, begin, end);
+            LLVMBuildBr(c->b, head);
+            LLVMPositionBuilderAtEnd(c->b, done);
+        }
         LLVMBuildRet(c->b, LLVMBuildLoad2(c->b, c->i32, c->status, ""));
     }
     LLVMDisposeBuilder(c->b);

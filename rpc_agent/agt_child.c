@@ -695,8 +695,10 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
             }
     }
 
-    /* every pool thread must be past its start-up (glibc's rseq and robust-list calls, the
-    ** sanitizer's per-thread set-up) before the filter forbids those calls: run one launch */
+    /* every pool thread is past its start-up (glibc's rseq and robust-list calls, the
+    ** sanitizer's per-thread set-up) before the filter forbids those calls:
+    ** kn_rt_pool_new waits for that; one launch each besides (a worker that joins it
+    ** has touched what a launch touches) */
     for (int k = 0; k < c.n_pools; k++) {
         const kn_rt_par *par = kn_rt_pool_par(c.pools[k]);
         par->launch(par, noop_task, NULL);

@@ -1,14 +1,29 @@
 /* kernels/rt/rt_pool.c -- the parallel runtime that kernels receive as 'par'.
 **
-** A pool has n_threads - 1 persistent workers; worker i always runs task i, the
-** launching thread runs task 0.  One launch:
+** A pool has n_threads - 1 persistent workers; worker i runs task i, the launching thread
+** task 0.  A task function claims its loop's iterations in chunks from a counter in its
+** closure (the code generator writes it so), so the tasks that run cover the loop whoever
+** runs them: a worker that comes late (its CPU taken by another process, a preempted
+** vCPU) does not join a launch that is over, and the launch does not wait for it.  One
+** launch:
 **
-**   launcher: fn, closure, rc = 0, pending = n - 1   (plain/relaxed stores)
-**             gen += 1                               (seq_cst: publishes the above)
+**   launcher: fn, closure, rc = 0                     (plain/relaxed stores)
+**             entry = OPEN | id(gen + 1), no worker inside   (release)
+**             gen += 1                                (seq_cst)
 **             futex-wake 'gen' if a worker sleeps
-**             run task 0, then wait until pending == 0
-**   worker:   sees gen change (acquire), runs its task, CASes a non-zero return into rc,
-**             pending -= 1; the last one wakes the launcher if it sleeps.
+**             run task 0 (it claims chunks until none is left)
+**             entry &= ~OPEN: nobody joins from now on
+**             wait until no worker is inside (entry == id)
+**   worker:   sees gen change to g, then joins by a CAS entry -> entry + 1 that requires
+**             OPEN and the id of g; joined, it reads fn/closure, runs its task, CASes a
+**             non-zero return into rc, entry -= 1 (the last one out of a closed launch
+**             wakes the launcher if it sleeps).  A worker that finds launch g closed (or
+**             another id: it is late) skips it and waits for 'gen' to move again.
+**
+** fn/closure are written by the launcher only while no worker is inside and none can join
+** (closed), and read by a worker only between its join and its leave; the join's acquire
+** CAS sees the launcher's release of the open entry.  The id (the low bits of 'gen') keeps
+** a worker from joining a launch other than the one it saw, so it never runs one twice.
 **
 ** Waiting is a spin of about SPIN_NS (pause/yield in the loop; after YIELD_AFTER_NS it
 ** also gives the CPU away, which keeps an oversubscribed pool usable), then a futex sleep.  The
@@ -16,10 +31,6 @@
 ** (n_sleeping, launcher_sleeping), then re-reads the word and sleeps only on the value it
 ** read; the waker changes the word, then reads the announcement.  One of the two always
 ** sees the other, and FUTEX_WAIT returns at once if the word changed in between.
-**
-** A worker reads fn/closure only between seeing the new 'gen' and its decrement of
-** 'pending'; the launcher writes them only after seeing pending == 0.  So the plain
-** fields never race (ThreadSanitizer has nothing to say).
 **
 ** Nesting: every thread running a task has the thread-local 'in_task' set; a launch from
 ** there (or a second concurrent launch, which the contract forbids) runs serially on the
@@ -39,6 +50,9 @@
 #define SPIN_NS 50000       /* how long a waiting thread spins before it sleeps */
 #define YIELD_AFTER_NS 5000 /* after this, the spin also yields the CPU */
 #define MAX_THREADS 1024
+#define ENTRY_OPEN 0x80000000u
+#define ENTRY_COUNT 0xffffu      /* workers inside (at most MAX_THREADS - 1) */
+#define ENTRY_ID(gen) (((uint32_t)(gen) & 0x7fffu) << 16)
 
 typedef struct worker {
     struct kn_rt_pool *pool;
@@ -61,10 +75,12 @@ struct kn_rt_pool {
     _Atomic int32_t n_sleeping;  /* workers asleep (or about to be) on 'gen' */
     _Atomic int stop;            /* set by kn_rt_pool_free before its last 'gen' move */
     char pad1[64];
-    _Atomic uint32_t pending;    /* workers not done with this launch; launcher's futex word */
+    _Atomic uint32_t entry;      /* ENTRY_OPEN while workers may join, plus the number of
+                                 ** workers inside; the launcher's futex word */
     _Atomic int launcher_sleeping;
     _Atomic int32_t rc;          /* first non-zero task return of this launch */
     _Atomic int busy;            /* a launch is in progress */
+    _Atomic int n_ready;         /* workers past their start-up (kn_rt_pool_new waits) */
     char pad2[64];
 };
 
@@ -132,6 +148,7 @@ static void *worker_main(void *arg)
     uint32_t seen = 0; /* no launch happens before kn_rt_pool_new returns */
 
     in_task = 1;
+    atomic_fetch_add(&p->n_ready, 1);
     for (;;) {
         kn_rt_task_fn fn;
         void *closure;
@@ -148,11 +165,28 @@ static void *worker_main(void *arg)
         seen = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (atomic_load_explicit(&p->stop, memory_order_acquire))
             break;
+        {
+            /* join launch 'seen' while it is open; one that is over goes on without us */
+            uint32_t e = atomic_load_explicit(&p->entry, memory_order_relaxed);
+            int joined = 0;
+            while ((e & ENTRY_OPEN) && (e & ~(ENTRY_OPEN | ENTRY_COUNT)) == ENTRY_ID(seen) &&
+                   !joined)
+                joined = atomic_compare_exchange_weak_explicit(&p->entry, &e, e + 1,
+                                                               memory_order_acquire,
+                                                               memory_order_relaxed);
+            if (!joined)
+                continue;
+        }
         fn = p->fn;
         closure = p->closure;
         set_rc(p, fn(closure, w->index, p->n_threads));
-        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->launcher_sleeping))
-            futex_wake(&p->pending, 1);
+        {
+            uint32_t old = atomic_fetch_sub(&p->entry, 1);
+            /* the last one out of a closed launch: the launcher may sleep on it */
+            if (!(old & ENTRY_OPEN) && (old & ENTRY_COUNT) == 1 &&
+                atomic_load(&p->launcher_sleeping))
+                futex_wake(&p->entry, 1);
+        }
     }
     return NULL;
 }
@@ -167,16 +201,19 @@ static int32_t run_serial(kn_rt_task_fn fn, void *closure)
     return r;
 }
 
-static void wait_workers(kn_rt_pool *p)
+/* Close the launch (nobody joins any more) and wait for the workers inside to leave:
+** then the entry word is the launch's id alone. */
+static void wait_workers(kn_rt_pool *p, uint32_t id)
 {
-    if (spin(&p->pending, 0, 1))
+    if ((atomic_fetch_and(&p->entry, ~ENTRY_OPEN) & ENTRY_COUNT) == 0 ||
+        spin(&p->entry, id, 1))
         return;
     for (;;) {
         uint32_t v;
         atomic_store(&p->launcher_sleeping, 1);
-        if ((v = atomic_load(&p->pending)) == 0)
+        if ((v = atomic_load(&p->entry)) == id)
             break;
-        futex_wait(&p->pending, v);
+        futex_wait(&p->entry, v);
     }
     atomic_store(&p->launcher_sleeping, 0);
 }
@@ -185,6 +222,7 @@ static int32_t pool_launch(const kn_rt_par *par, kn_rt_task_fn fn, void *closure
 {
     kn_rt_pool *p;
     int32_t r;
+    uint32_t id;
     if (fn == NULL)
         return -1;
     p = par ? par->impl : NULL;
@@ -196,7 +234,8 @@ static int32_t pool_launch(const kn_rt_par *par, kn_rt_task_fn fn, void *closure
     p->fn = fn;
     p->closure = closure;
     atomic_store_explicit(&p->rc, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->pending, (uint32_t)(p->n_threads - 1), memory_order_relaxed);
+    id = ENTRY_ID(atomic_load_explicit(&p->gen, memory_order_relaxed) + 1);
+    atomic_store_explicit(&p->entry, ENTRY_OPEN | id, memory_order_release);
     atomic_fetch_add(&p->gen, 1);
     if (atomic_load(&p->n_sleeping) > 0)
         futex_wake(&p->gen, INT_MAX);
@@ -205,7 +244,7 @@ static int32_t pool_launch(const kn_rt_par *par, kn_rt_task_fn fn, void *closure
     set_rc(p, fn(closure, 0, p->n_threads));
     in_task = 0;
 
-    wait_workers(p);
+    wait_workers(p, id);
     r = atomic_load(&p->rc);
     atomic_store_explicit(&p->busy, 0, memory_order_release);
     return r;
@@ -265,6 +304,12 @@ at_err kn_rt_pool_new(int n_threads, kn_rt_pool **out)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err != AT_OK)
         goto fail;
+    /* every worker past its start-up (glibc's rseq and robust-list calls, a sanitizer's
+    ** per-thread set-up) before the caller goes on: a launch no longer waits for a worker
+    ** that has not joined, so a caller that then enters a sandbox forbidding those calls
+    ** (the agent's child) must not find a worker still starting */
+    while (atomic_load(&p->n_ready) < p->n_started)
+        sched_yield();
     *out = p;
     return AT_OK;
 fail:

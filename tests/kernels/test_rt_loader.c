@@ -29,6 +29,7 @@
         float *y;                                                                          \
         float *ws;                                                                         \
         int n;                                                                             \
+        int next; /* the next chunk to claim (kernels_rt.h: tasks claim their work) */      \
     } tk_args;                                                                             \
     int tk_counter;                 /* .bss (or a common symbol with -fcommon) */          \
     int tk_calls = 100;             /* .data */                                            \
@@ -72,8 +73,11 @@
     int32_t tk_task(void *closure, int32_t t, int32_t nt)                                  \
     {                                                                                      \
         tk_args *a = (tk_args *)closure;                                                   \
-        int lo = (int)((int64_t)a->n * t / nt), hi = (int)((int64_t)a->n * (t + 1) / nt);  \
-        for (int i = lo; i < hi; i++) {                                                    \
+        int k, n_chunks = 4 * nt;                                                          \
+        (void)t;                                                                           \
+        while ((k = __atomic_fetch_add(&a->next, 1, __ATOMIC_RELAXED)) < n_chunks)         \
+        for (int i = (int)((int64_t)a->n * k / n_chunks),                                  \
+                 hi = (int)((int64_t)a->n * (k + 1) / n_chunks); i < hi; i++) {           \
             float v = a->ws[i];                                                            \
             a->y[i] = expf(v) * tk_coef[i & 7] + tk_helper(v, i) +                         \
                       (float)tk_dhelper((double)v) + tanhf(v) + fmaxf(v, 0.1f) +           \
@@ -94,6 +98,7 @@
         a.y = (float *)bufs[1];                                                            \
         a.ws = (float *)ws;                                                                \
         a.n = *(const int *)bufs[2];                                                       \
+        a.next = 0;                                                                        \
         if (a.n < 0)                                                                       \
             return 3;                                                                      \
         memcpy(a.ws, a.x, (size_t)a.n * sizeof(float));                                    \
