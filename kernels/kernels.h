@@ -367,6 +367,12 @@ at_err kn_hand_conv_nhwc(ss_state *st, int vector_bytes, char *errmsg, size_t er
 ** reduction's lanes factored out into a vector accumulator (rfactor).  The tuner's first
 ** population of such a task starts from it.  AT_EINVAL for another DAG. */
 at_err kn_hand_rowwise(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size);
+/* A batched product (one sum over k with three spatial axes, the last one read
+** contiguously by the second operand) with an elementwise epilogue: tiles of up to 8 rows
+** of the middle axis x one vector of the last, accumulated over every k in registers, the
+** tile rows parallel, the epilogue inlined.  The tuner's first population of such a task
+** starts from it.  AT_EINVAL for another DAG. */
+at_err kn_hand_bmm(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size);
 
 /* ---- running artifacts here (kn_run.c) ----------------------------------------------- */
 

@@ -348,3 +348,62 @@ at_err kn_hand_rowwise(ss_state *st, int vector_bytes, char *errmsg, size_t errm
     }
     return AT_OK;
 }
+
+/* A batched product (the batch_matmul operator, or a model's batched MatMul read through
+** its transposes) with any elementwise epilogue: one reduction stage with three spatial
+** axes, the last one (j) read contiguously by its second operand, and elementwise stages
+** after it.  The output in tiles of mr x vw (mr rows of its middle axis, one vector of j),
+** its first axis and the tile rows fused and parallel; per tile the product accumulates
+** every k into the mr vector registers, the epilogue inlined into the output.  What the
+** sampler draws late (BERT-base's probabilities times V: 0.117 ms after 8 trials, 0.060
+** after 90). */
+at_err kn_hand_bmm(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size)
+{
+    const ss_dag *dag = st->dag;
+    int red = -1, out;
+    int64_t vw = vector_bytes >= 4 ? vector_bytes / 4 : 1, mr, J;
+    const ss_op *c;
+    for (int s = 0; s < dag->n_ops; s++)
+        if (dag->ops[s].kind == SS_OP_COMPUTE && dag->ops[s].reduce != SS_RED_NONE) {
+            if (red >= 0)
+                return kn__fail(errmsg, errmsg_size, AT_EINVAL,
+                                "kn_hand_bmm: expects one reduction");
+            red = s;
+        }
+    c = red >= 0 ? &dag->ops[red] : NULL;
+    if (st->n_steps != 0 || c == NULL || c->reduce != SS_RED_SUM || c->n_axes != 3 ||
+        c->n_raxes != 1 || dag->n_outputs != 1)
+        return kn__fail(errmsg, errmsg_size, AT_EINVAL,
+                        "kn_hand_bmm: expects the naive state of a batched product");
+    for (int s = red + 1; s < dag->n_ops; s++)
+        if (dag->ops[s].kind != SS_OP_COMPUTE || dag->ops[s].reduce != SS_RED_NONE ||
+            dag->ops[s].n_axes != 3)
+            return kn__fail(errmsg, errmsg_size, AT_EINVAL, "kn_hand_bmm: stage %s after the "
+                            "product is not an elementwise epilogue", dag->ops[s].name);
+    J = c->axes[2].extent;
+    if (J % vw != 0)
+        return kn__fail(errmsg, errmsg_size, AT_EINVAL, "kn_hand_bmm: the last axis (%lld) is "
+                        "not a multiple of the vector width", (long long)J);
+    mr = divisor_le(c->axes[1].extent, 8);
+    for (int s = red + 1; s < st->n_stages - 1; s++)
+        STEP(ss_state_compute_inline(st, s, errmsg, errmsg_size));
+    if (red == st->n_stages - 1)
+        STEP(ss_state_cache_write(st, red, "local", errmsg, errmsg_size)); /* red.local, red */
+    out = st->n_stages - 1;
+    /* out: a0 a1 a2 -> a0 a1.0 a2.0 a1.1 a2.1, [a0, a1.0] fused and parallel */
+    STEP(ss_state_split(st, out, 1, 1, (int64_t[]){mr}, errmsg, errmsg_size));
+    STEP(ss_state_split(st, out, 3, 1, (int64_t[]){vw}, errmsg, errmsg_size));
+    STEP(ss_state_reorder(st, out, 5, (int64_t[]){0, 1, 3, 2, 4}, errmsg, errmsg_size));
+    STEP(ss_state_fuse(st, out, 2, (int64_t[]){0, 1}, errmsg, errmsg_size));
+    STEP(ss_state_annotate(st, out, 0, SS_ANN_PARALLEL, errmsg, errmsg_size));
+    STEP(ss_state_annotate(st, out, 3, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    if (mr > 1)
+        STEP(ss_state_annotate(st, out, 2, SS_ANN_UNROLL, errmsg, errmsg_size));
+    /* the product per tile: a0 a1 a2 k -> a0 k a1 a2, a1 unrolled, a2 vectorized */
+    STEP(ss_state_compute_at(st, red, out, 1, errmsg, errmsg_size));
+    STEP(ss_state_reorder(st, red, 4, (int64_t[]){0, 3, 1, 2}, errmsg, errmsg_size));
+    STEP(ss_state_annotate(st, red, 3, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    if (mr > 1)
+        STEP(ss_state_annotate(st, red, 2, SS_ANN_UNROLL, errmsg, errmsg_size));
+    return AT_OK;
+}
