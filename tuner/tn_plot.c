@@ -396,8 +396,22 @@ static void draw_hist(cairo_t *cr, const void *ctx)
                 if (side && h->count[k][b] > *side)
                     *side = h->count[k][b];
             }
-        if (left < right)
+        if (left < right) {
             leg_x = ML + 15;
+        } else if (h->n_series > 1) {
+            /* right-aligned: as wide as its longest line */
+            double wmax = 0;
+            cairo_set_font_size(cr, 11);
+            for (int k = 0; k < h->n_series; k++) {
+                cairo_text_extents_t e;
+                snprintf(buf, sizeof buf, "%.20s: p50 %.4g, p90 %.4g, p99 %.4g ms",
+                         h->s[k].name, h->p[k][0], h->p[k][1], h->p[k][2]);
+                cairo_text_extents(cr, buf, &e);
+                wmax = e.x_advance > wmax ? e.x_advance : wmax;
+            }
+            cairo_set_font_size(cr, 12);
+            leg_x = W - MR - 25 - wmax;
+        }
     }
     cairo_set_line_width(cr, 1.5);
     for (int k = 0; k < h->n_series; k++) {
@@ -422,7 +436,7 @@ static void draw_hist(cairo_t *cr, const void *ctx)
             double y = MT + 14 + 16 * k;
             if (k == 0) {
                 cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
-                cairo_rectangle(cr, leg_x - 5, MT + 1, 245, 16 * h->n_series + 6);
+                cairo_rectangle(cr, leg_x - 5, MT + 1, W - MR - leg_x + 5, 16 * h->n_series + 6);
                 cairo_fill(cr);
             }
             cairo_set_source_rgb(cr, palette[k][0], palette[k][1], palette[k][2]);
