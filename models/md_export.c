@@ -178,7 +178,7 @@ static void symset_add(void *ctx, const char *name)
 static int is_libc_sym(const char *s)
 {
     return strcmp(s, "memcpy") == 0 || strcmp(s, "memset") == 0 || strcmp(s, "memmove") == 0 ||
-           strcmp(s, "memcmp") == 0;
+           strcmp(s, "memcmp") == 0 || strcmp(s, "malloc") == 0 || strcmp(s, "free") == 0;
 }
 
 /* ---- the glue and the header ---- */
@@ -414,7 +414,19 @@ static void glue_text(at_buf *b, const char *P, const xtask *xs, int n, int pool
         "{\n    (void)p;\n    return fn ? fn(c, 0, 1) : -1;\n}\n"
         "static const tn_par serial_par = {serial_launch, 1, 0, 0};\n"
         "static const tn_par *cur_par = &serial_par;\n"
-        "static int n_transforms; /* weight pre-transforms made */\n");
+        "static int n_transforms; /* weight pre-transforms made */\n"
+        "void *malloc(size_t n);\nvoid free(void *p);\n"
+        "/* 64-byte aligned memory that lives as long as the library (the weights a kernel\n"
+        "** reads in its own layout: made on first use, so a bucket never run costs nothing);\n"
+        "** the block malloc gave is kept just before it, for keep_free at unload */\n"
+        "static void *keep_alloc(size_t n)\n{\n"
+        "    char *p = malloc(n + 64 + sizeof(void *)), *q;\n"
+        "    if (p == NULL)\n        return NULL;\n"
+        "    q = (char *)(((uintptr_t)p + sizeof(void *) + 63) & ~(uintptr_t)63);\n"
+        "    ((void **)q)[-1] = p;\n"
+        "    return q;\n}\n"
+        "static void keep_free(void *q)\n{\n"
+        "    if (q)\n        free(((void **)q)[-1]);\n}\n");
     at_buf_printf(b, "#define MAX_THREADS %d\n", max_threads);
     if (pool) {
         at_buf_puts(b, pool_text);
@@ -443,9 +455,9 @@ static void glue_text(at_buf *b, const char *P, const xtask *xs, int n, int pool
             ** theirs); a call with weights no slot holds takes the next slot in turn */
             for (int k = 0; k < a->n_args; k++)
                 if (a->kernel_src[k] >= 0)
-                    at_buf_printf(b, "static %s lay_%d_%d[%d][%lld] __attribute__((aligned(64)));\n",
-                                  c_type(a->kernel_args[k].dtype), i, k, slots,
-                                  (long long)arg_elems(&a->kernel_args[k]));
+                    at_buf_printf(b, "static %s (*lay_%d_%d)[%lld]; /* [%d] slots, on first use */\n",
+                                  c_type(a->kernel_args[k].dtype), i, k,
+                                  (long long)arg_elems(&a->kernel_args[k]), slots);
             at_buf_printf(b, "static const void *src_%d[%d][%d];\nstatic int next_%d;\n", i,
                           slots, a->n_pre, i);
             at_buf_printf(b, "/* the slot holding bufs' weights in their new layout (made when "
@@ -455,8 +467,13 @@ static void glue_text(at_buf *b, const char *P, const xtask *xs, int n, int pool
             for (int j = 0; j < a->n_pre; j++)
                 at_buf_printf(b, "%ssrc_%d[s][%d] == bufs[%d]", j ? " && " : "", i, j,
                               a->pre_src[j]);
-            at_buf_printf(b, ")\n            return s;\n    s = next_%d;\n    next_%d = (s + 1) %% %d;\n"
-                             "    {\n        void *p[%d] = {", i, i, slots, 2 * a->n_pre);
+            at_buf_printf(b, ")\n            return s;\n    s = next_%d;\n    next_%d = (s + 1) %% %d;\n",
+                          i, i, slots);
+            for (int k = 0; k < a->n_args; k++)
+                if (a->kernel_src[k] >= 0)
+                    at_buf_printf(b, "    if (!lay_%d_%d && !(lay_%d_%d = keep_alloc(%d * sizeof *lay_%d_%d)))\n"
+                                     "        return -1;\n", i, k, i, k, slots, i, k);
+            at_buf_printf(b, "    {\n        void *p[%d] = {", 2 * a->n_pre);
             for (int j = 0; j < a->n_pre; j++)
                 at_buf_printf(b, "%sbufs[%d]", j ? ", " : "", a->pre_src[j]);
             for (int k = 0; k < a->n_args; k++)
@@ -490,6 +507,13 @@ static void glue_text(at_buf *b, const char *P, const xtask *xs, int n, int pool
         }
         at_buf_printf(b, "};\n    return run_%d(tn_args_);\n}\n", i);
     }
+    at_buf_puts(b, "\n/* at unload: the weights made in the kernels' layouts */\n"
+                   "__attribute__((destructor)) static void keep_free_all(void)\n{\n");
+    for (int i = 0; i < n; i++)
+        for (int k = 0; xs[i].a->n_pre && k < xs[i].a->n_args; k++)
+            if (xs[i].a->kernel_src[k] >= 0)
+                at_buf_printf(b, "    keep_free(lay_%d_%d);\n    lay_%d_%d = NULL;\n", i, k, i, k);
+    at_buf_puts(b, "}\n");
     at_buf_printf(b, "\nAPI int %s_n_tasks(void)\n{\n    return %d;\n}\n", P, n);
     at_buf_printf(b, "static const char *const keys[%d] = {", n + 1);
     for (int i = 0; i < n; i++)
@@ -1511,6 +1535,8 @@ at_err md_export_lib(const md_task_list *tl, const md_export_opts *o, md_export_
         else
             rep->n_naive++;
     }
+    symset_add(&undef, "malloc"); /* the weights in their kernels' layouts (keep_alloc) */
+    symset_add(&undef, "free");
     /* the glue, the version script, the header */
     snprintf(glue_c, sizeof glue_c, "%s/glue.c", tmp);
     snprintf(glue_o, sizeof glue_o, "%s/glue.o", tmp);

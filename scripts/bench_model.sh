@@ -31,7 +31,7 @@ trials=${TRIALS:-${BUDGET:-1500}}
 models=${MODELS:-tv_resnet18 tv_mobilenet_v2 tv_bert_base}
 # BERT (tv_bert_base, tv_bert_small): the buckets its sequence length is tuned for, the
 # length of the headline figure, a length between buckets, and the requests timed per runner
-buckets=${BUCKETS:-32,64,128,256}
+buckets=${BUCKETS:-32,64,96,128,192,256}
 seq=${SEQ:-128}
 seq_odd=${SEQ_ODD:-77}
 requests=${REQUESTS:-1000}
