@@ -879,6 +879,53 @@ static void do_store(ex *x, const kn_stmt *st)
                 acc *= (double)s->loops[i].extent;
         r[CM_F_ACCUMULATORS] = st->is_update ? acc : 0;
         r[CM_F_CHAIN] = st->is_update ? prod_from(s, inner + 1) / acc : 0;
+
+        /* group 8: the register tile (64-byte registers) and the cache-sized sub-nests */
+        {
+            const access *w = &s->acc[0];
+            int eb = at_dtype_bytes(sb->dtype);
+            double lanes = 1, per_reg = eb > 0 ? 64.0 / eb : 16, loads = 0, updates;
+            int vl = vec_level > inner ? vec_level : -1;
+            if (vl >= 0 && !w->nonlin[vl] && w->coef[vl] == 1)
+                lanes = AT_MIN((double)s->loops[vl].extent, per_reg);
+            r[CM_F_ACC_REGS] = st->is_update ? acc / lanes : 0;
+            updates = prod_from(s, inner + 1);
+            if (vl >= 0)
+                updates = updates / (double)s->loops[vl].extent *
+                          ceil((double)s->loops[vl].extent / per_reg);
+            for (int a = 1; a < n_acc; a++) {
+                const access *ac = &s->acc[a];
+                double c = 1;
+                for (int i = inner + 1; i < n; i++) {
+                    if (!ac->coef[i] && !ac->nonlin[i])
+                        continue;
+                    if (i == vl && !ac->nonlin[i] && ac->coef[i] == 1)
+                        c *= ceil((double)s->loops[i].extent / per_reg);
+                    else
+                        c *= (double)s->loops[i].extent;
+                }
+                loads += c;
+            }
+            r[CM_F_BLOCK_LOADS] = updates > 0 ? loads / updates : 0;
+            r[CM_F_INNER_REDUCE] = inner >= 0 && isr[inner];
+            r[CM_F_INNER_UNIT] = 0;
+            if (inner >= 0 && vl < 0 && !w->nonlin[inner] && w->coef[inner] == 1) {
+                int unit = 1;
+                for (int a = 1; a < n_acc && unit; a++)
+                    unit = !s->acc[a].nonlin[inner] &&
+                           (s->acc[a].coef[inner] == 0 || s->acc[a].coef[inner] == 1);
+                r[CM_F_INNER_UNIT] = unit;
+            }
+            r[CM_F_INNER_FOOT] = inner >= 0 ? level_bytes[inner] : level_bytes[0];
+            r[CM_F_AI_L1] = r[CM_F_AI_L2] = 0;
+            for (int l = n; l >= 0; l--) {
+                double ai = level_bytes[l] > 0 ? fops * prod_from(s, l) / level_bytes[l] : 0;
+                if (level_bytes[l] <= 32768)
+                    r[CM_F_AI_L1] = ai;
+                if (level_bytes[l] <= 1048576)
+                    r[CM_F_AI_L2] = ai;
+            }
+        }
     }
 out:
     if (isr != is_red)

@@ -38,7 +38,7 @@
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 2 /* 2: group 7, GPU launches */
+#define CM_FEATURE_VERSION 3 /* 2: group 7, GPU launches; 3: group 8, registers and caches */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */
@@ -195,7 +195,27 @@
       "per-thread arrays of the launch (registers, or local memory when they do not fit)") \
     X(GPU_SYNCS, "gpu_syncs", 1,                                                           \
       "barriers around shared stages a thread passes in the launch (each counted with "     \
-      "its enclosing loops)")
+      "its enclosing loops)")                                                               \
+    /* group 8: the register tile and the caches */                                         \
+    X(ACC_REGS, "acc_regs", 1,                                                             \
+      "reductions: 64-byte registers the block's accumulators fill (accumulators / the "    \
+      "lanes of a register their vectorized loop fills; scalar accumulators one each)")     \
+    X(BLOCK_LOADS, "block_loads", 1,                                                       \
+      "vector (or scalar) loads the block issues per vector update of the store")           \
+    X(INNER_REDUCE, "inner_reduce", 0,                                                     \
+      "1 when the innermost loop that stays a loop reduces into the stored element "        \
+      "(the accumulators stay in registers across it)")                                     \
+    X(INNER_FOOT, "inner_foot", 1,                                                         \
+      "bytes every buffer of the store touches in one run of the innermost loop that "      \
+      "stays a loop")                                                                       \
+    X(AI_L1, "ai_l1", 0,                                                                   \
+      "float ops per byte of the largest sub-nest whose footprint fits 32 KiB")             \
+    X(AI_L2, "ai_l2", 0,                                                                   \
+      "float ops per byte of the largest sub-nest whose footprint fits 1 MiB")              \
+    X(INNER_UNIT, "inner_unit", 0,                                                         \
+      "1 when the innermost loop that stays a loop, not vectorized, moves the store by 1 "  \
+      "and every load by 0 or 1 element: LLVM's unroller and SLP vectorizer can still "     \
+      "make vectors of its iterations")
 
 typedef enum cm_feat {
 #define X(id, name, lg, doc) CM_F_##id,

@@ -11,7 +11,8 @@
 **   bench cost_model_TASK_pairwise_acc_OBJ A          held-out pairwise accuracy (pairs whose
 **   bench cost_model_TASK_top1_recall_OBJ R           costs differ by > 5%), top-1 and top-5
 **   bench cost_model_TASK_top5_recall_OBJ R           recall, for OBJ rank and reg, median of
-**   bench cost_model_TASK_pairwise_acc/reg R x        5 random 80/20 splits; rank over reg
+**   bench cost_model_TASK_pairwise_acc/reg R x        21 random 80/20 splits (--splits); rank
+**   bench cost_model_TASK_top5_recall_mean_OBJ R      over reg; _mean_: means over the splits
 **   bench cost_model_TASK_records N records           measured records of the task used
 ** TASK is matmul1024 (matmul 1024^3) or resnet_conv (N=1, C=K=64, 56x56, 3x3, pad 1).
 **
@@ -35,6 +36,8 @@
 
 #define POP 2048
 #define REPS 5
+#define MAX_SPLITS 64
+static int n_splits = 21; /* --splits: held-out 80/20 splits of each task */
 
 static const struct {
     const char *name, *spec;
@@ -57,6 +60,14 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+static double mean(const double *v, int n)
+{
+    double t = 0;
+    for (int i = 0; i < n; i++)
+        t += v[i];
+    return n > 0 ? t / n : 0;
 }
 
 static double median(double *v, int n)
@@ -332,8 +343,8 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
     for (int t = 0; t < N_TASKS; t++) {
         cm_data *d;
         int idx[8192], n = 0;
-        double acc[CM_N_OBJS][REPS], r1[CM_N_OBJS][REPS], r5[CM_N_OBJS][REPS];
-        double s1[CM_N_OBJS][REPS], s5[CM_N_OBJS][REPS];
+        double acc[CM_N_OBJS][MAX_SPLITS], r1[CM_N_OBJS][MAX_SPLITS], r5[CM_N_OBJS][MAX_SPLITS];
+        double s1[CM_N_OBJS][MAX_SPLITS], s5[CM_N_OBJS][MAX_SPLITS];
         double med_acc[CM_N_OBJS];
         char err[512];
         ss_dag *dag;
@@ -348,7 +359,7 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
         if (cm_data_new(&d) != AT_OK || cm_data_append(d, all, idx, n) != AT_OK)
             die("data", "out of memory");
         for (int o = 0; o < CM_N_OBJS; o++) {
-            for (int r = 0; r < REPS; r++) {
+            for (int r = 0; r < n_splits; r++) {
                 cm_params p = *base;
                 cm_data *tr, *te;
                 cm_model *m;
@@ -375,17 +386,24 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
                 cm_data_free(tr);
                 cm_data_free(te);
             }
-            med_acc[o] = median(acc[o], REPS);
+            /* the means first (median() sorts): recall moves in steps of 1/k per split */
+            printf("bench cost_model_%s_top1_recall_mean_%s %.3f\n", tasks[t].name,
+                   cm_objective_name((cm_objective)o), mean(r1[o], n_splits));
+            printf("bench cost_model_%s_top5_recall_mean_%s %.3f\n", tasks[t].name,
+                   cm_objective_name((cm_objective)o), mean(r5[o], n_splits));
+            printf("bench cost_model_%s_top1_score_mean_%s %.3f\n", tasks[t].name,
+                   cm_objective_name((cm_objective)o), mean(s1[o], n_splits));
+            med_acc[o] = median(acc[o], n_splits);
             printf("bench cost_model_%s_pairwise_acc_%s %.3f\n", tasks[t].name,
                    cm_objective_name((cm_objective)o), med_acc[o]);
             printf("bench cost_model_%s_top1_recall_%s %.2f\n", tasks[t].name,
-                   cm_objective_name((cm_objective)o), median(r1[o], REPS));
+                   cm_objective_name((cm_objective)o), median(r1[o], n_splits));
             printf("bench cost_model_%s_top5_recall_%s %.2f\n", tasks[t].name,
-                   cm_objective_name((cm_objective)o), median(r5[o], REPS));
+                   cm_objective_name((cm_objective)o), median(r5[o], n_splits));
             printf("bench cost_model_%s_top1_score_%s %.3f\n", tasks[t].name,
-                   cm_objective_name((cm_objective)o), median(s1[o], REPS));
+                   cm_objective_name((cm_objective)o), median(s1[o], n_splits));
             printf("bench cost_model_%s_top5_score_%s %.3f\n", tasks[t].name,
-                   cm_objective_name((cm_objective)o), median(s5[o], REPS));
+                   cm_objective_name((cm_objective)o), median(s5[o], n_splits));
         }
         printf("bench cost_model_%s_pairwise_acc/reg %.2f x\n", tasks[t].name,
                med_acc[CM_OBJ_RANK] / med_acc[CM_OBJ_REG]);
@@ -419,9 +437,12 @@ int main(int argc, char **argv)
             pair_weight = atof(argv[++i]);
         else if (strcmp(argv[i], "--quality-only") == 0)
             quality_only = 1;
+        else if (strcmp(argv[i], "--splits") == 0 && i + 1 < argc &&
+                 (n_splits = atoi(argv[++i])) >= 1 && n_splits <= MAX_SPLITS)
+            ;
         else
             die("usage", "bench_cost_model [--states N] [--budget-s S] [--db FILE] "
-                         "[--pair-weight W] [--quality-only]");
+                         "[--pair-weight W] [--splits N (1-64)] [--quality-only]");
     }
     at_log_set_level(AT_LOG_WARN);
     tn_fleet_prepare(); /* the embedded agent's launcher, before any thread */

@@ -70,7 +70,7 @@ static void test_feature_list(void **unused)
     char *doc = NULL, err[256];
     size_t n;
     (void)unused;
-    assert_int_equal(CM_N_FEATS, 176);
+    assert_int_equal(CM_N_FEATS, 183);
     assert_int_equal(CM_BUF_STRIDE, 20);
     assert_int_equal(CM_F_B4_VEC_GATHER + 1, CM_F_CURVE_0);
     for (int i = 0; i < CM_N_FEATS; i++) {
@@ -238,6 +238,53 @@ static void test_annotated_matmul(void **unused)
         assert_int_equal(gather, 0);
         assert_int_equal(broadcast, 1); /* A */
     }
+    /* group 8: the 4 accumulators of the block (j.1, 4 lanes) fill one register; per
+    ** vector update the block loads A (a broadcast), B and C once each; k, the innermost
+    ** loop that stays a loop, reduces into C (the accumulators stay in registers); one k
+    ** run touches A 256 B + B 64x4 floats 1 KiB + C 16 B; the largest sub-nest within
+    ** 32 KiB is j.0's (A 256 B + B 16 KiB + C 256 B = 16896 B, 16x64x4 multiply-adds), the
+    ** whole nest (3 x 16 KiB) fits 1 MiB.  The block is vectorized: inner_unit is 0. */
+    assert_feat(&f, r, CM_F_ACC_REGS, 1);
+    assert_feat(&f, r, CM_F_BLOCK_LOADS, 3);
+    assert_feat(&f, r, CM_F_INNER_REDUCE, 1);
+    assert_feat(&f, r, CM_F_INNER_FOOT, 256 + 1024 + 16);
+    assert_feat(&f, r, CM_F_AI_L1, 2.0 * 16 * 64 * 4 / 16896);
+    assert_feat(&f, r, CM_F_AI_L2, 2.0 * 64 * 64 * 64 / 49152);
+    assert_feat(&f, r, CM_F_INNER_UNIT, 0);
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+/* Loops i, k, j with j innermost and not vectorized: j moves C and B by 1 and A by 0, so
+** LLVM can still vectorize its iterations (inner_unit); it does not reduce into C[i, j]
+** (inner_reduce 0); j stays a loop, so the block is the one scalar update. */
+static void test_unit_stride_inner(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=64,N=64,K=64");
+    ss_state *st;
+    kn_ir *ir;
+    cm_feats f;
+    char err[256];
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    assert_int_equal(ss_state_reorder(st, 2, 3, (int64_t[]){0, 2, 1}, err, sizeof err), AT_OK);
+    lower_extract(st, &ir, &f);
+    assert_int_equal(f.n_rows, 1);
+    assert_feat(&f, 0, CM_F_INNER_LOOP_LEN, 64);
+    assert_feat(&f, 0, CM_F_INNER_UNIT, 1);
+    assert_feat(&f, 0, CM_F_INNER_REDUCE, 0);
+    assert_feat(&f, 0, CM_F_ACC_REGS, 1); /* one accumulator, one register */
+    assert_feat(&f, 0, CM_F_BLOCK_LOADS, 3); /* C, A, B: scalar loads per scalar update */
+    kn_ir_free(ir);
+    ss_state_free(st);
+    /* the same with i innermost: C and A move by 64, not a unit stride */
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    assert_int_equal(ss_state_reorder(st, 2, 3, (int64_t[]){1, 2, 0}, err, sizeof err), AT_OK);
+    lower_extract(st, &ir, &f);
+    assert_feat(&f, 0, CM_F_INNER_UNIT, 0);
     kn_ir_free(ir);
     ss_state_free(st);
     ss_dag_unref(dag);
@@ -675,6 +722,7 @@ int main(void)
         cmocka_unit_test(test_feature_list),
         cmocka_unit_test(test_naive_matmul),
         cmocka_unit_test(test_annotated_matmul),
+        cmocka_unit_test(test_unit_stride_inner),
         cmocka_unit_test(test_guarded_vector_is_serial),
         cmocka_unit_test(test_auto_unroll),
         cmocka_unit_test(test_conv_sliding_window),
