@@ -24,6 +24,10 @@
 #   bench model_NAME_Tt/torch R x            ours / PyTorch
 #   bench model_NAME_Tt_lib/tuner_run R x    the library against tuner run
 #   bench model_NAME_Tt_tune_s S s, bench model_NAME_Tt_trials_per_s R trials/s
+#   bench model_mobilenet_v2_2t_pretrained_H/scratch_N R x   MobileNetV2 tuned with H = N/2
+#                                            trials from ResNet-18's store (its records and
+#                                            cost model) against N trials from scratch
+#                                            (tuner run, both; and against H from scratch)
 # Run it with nothing else on the machine (docs/models.md, "Benchmark").
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -152,6 +156,43 @@ bench_one() {
   echo "bench ${tag}_lib/tuner_run $(ratio "$ours" "$trun") x"
 }
 
+# ---- a cost model pre-trained on another network (issue 16): MobileNetV2 tuned with half the
+# trials in a copy of ResNet-18's store (its records and the cost model they trained, which
+# the run starts from), and from scratch with half the trials in an empty store, both timed
+# with 'tuner run' in ROUNDS interleaved rounds beside the from-scratch full run above.
+bench_pretrained() { # MODEL NAME THREADS SOURCE_DB
+  local model=$1 name=$2 th=$3 src=$4 onnx=$work/$1.onnx half=$((trials / 2))
+  local tag="model_${name}_${th}t" full=$work/${name}_${th}t.db
+  local pre=$work/${name}_${th}t_pre.db part=$work/${name}_${th}t_half.db
+  [ -f "$src" ] && [ -f "$full" ] || return 0
+  cp "$src" "$pre" || { status=1; return; }
+  echo "# $tag: tuning $model, $half trials, in a copy of $(basename "$src") and in an empty store" >&2
+  if ! "$tuner" --trials "$half" --threads "$th" --db "$pre" "$onnx" > "$work/$tag.pre" 2>&1 ||
+     ! "$tuner" --trials "$half" --threads "$th" --db "$part" "$onnx" > "$work/$tag.half" 2>&1; then
+    echo "bench-model: $tag: tuning with half the trials failed" >&2; status=1; return
+  fi
+  grep -E '^cost model:|trials in' "$work/$tag.pre" | sed 's/^/# pre-trained: /' >&2
+  local a_pre="" a_half="" a_full=""
+  for _ in $(seq "$rounds"); do
+    for v in pre half full; do
+      local db=$pre; [ $v = half ] && db=$part; [ $v = full ] && db=$full
+      local x=$("$tuner" run --db "$db" --threads "$th" --repeat "$repeat" --no-check "$onnx" |
+                sed -n 's/^latency: \([0-9.]*\) ms.*/\1/p')
+      eval "a_$v+=\" \$x\""
+    done
+  done
+  echo "# $tag rounds (ms): pre-trained $half$a_pre; scratch $half$a_half; scratch $trials$a_full" >&2
+  local p=$(median $a_pre) h=$(median $a_half) f=$(median $a_full)
+  if [ -z "$p" ] || [ -z "$h" ] || [ -z "$f" ]; then
+    echo "bench-model: $tag: a pre-training measurement failed" >&2; status=1; return
+  fi
+  echo "bench ${tag}_pretrained_${half}_ms $p ms"
+  echo "bench ${tag}_scratch_${half}_ms $h ms"
+  echo "bench ${tag}_scratch_${trials}_ms $f ms"
+  echo "bench ${tag}_pretrained_${half}/scratch_${trials} $(ratio "$p" "$f") x"
+  echo "bench ${tag}_pretrained_${half}/scratch_${half} $(ratio "$p" "$h") x"
+}
+
 # ---- BERT as users ship it: token ids and an attention mask, the sequence dimension symbolic,
 # tuned for buckets; REQUESTS requests each for the library (from C), ORT and PyTorch on the
 # same ids and mask, in ROUNDS interleaved rounds; the outputs compared with ORT's at SEQ and
@@ -272,7 +313,8 @@ for model in $models; do
   case $model in
     tv_bert_base|tv_bert_small) bench_bert "$model" "$name" ;;
     *) bench_one "$model" "$name" 2
-       [ "$model" = tv_resnet18 ] && bench_one "$model" "$name" 1 ;;
+       [ "$model" = tv_resnet18 ] && bench_one "$model" "$name" 1
+       [ "$model" = tv_mobilenet_v2 ] && bench_pretrained "$model" "$name" 2 "$work/resnet18_2t.db" ;;
   esac
 done
 

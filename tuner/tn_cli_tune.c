@@ -471,6 +471,11 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     o.buckets = ts.buckets;
     tn__search_cfg_default(&o.search);
     o.search.population = population;
+    {
+        /* the search has the CPUs to itself (builds and timing wait for it) */
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        o.search.n_threads = ncpu < 1 ? 1 : ncpu > 16 ? 16 : (int)ncpu;
+    }
     e = tn__tune(&o, ts.t, ts.n, &rep, err, sizeof err);
     if (e != AT_OK) {
         tn__err(cmd, "%s", err);

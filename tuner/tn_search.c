@@ -16,6 +16,7 @@
 #include "tuner/tuner_int.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,7 @@ void tn__search_cfg_default(tn_search_cfg *c)
     c->measured_ratio = 0.2;
     c->eps_greedy = 0.05;
     c->mutation_prob = 0.85;
+    c->n_threads = 1;
     c->stop = NULL;
 }
 
@@ -214,6 +216,11 @@ at_err tn__search_add_measured(tn_search *s, const char *state_json, const ss_st
     return AT_OK;
 }
 
+void tn__search_set_widen(tn_search *s, int level)
+{
+    s->widen = level < 0 ? 0 : level > TN_SEARCH_MAX_WIDEN ? TN_SEARCH_MAX_WIDEN : level;
+}
+
 int tn__search_n_seen(const tn_search *s)
 {
     return s->n_seen;
@@ -292,28 +299,83 @@ static void popn_free(popn *p, int P)
 
 /* Score pop[0..n): with a model, each member lowered once for its features (a copy of a
 ** scored parent keeps the parent's), else at random. */
+/* Lowering and features of the members without them: members first, first + stride, ...
+** (each thread its own scratch; states, DAG references and counters are thread-safe). */
+typedef struct feat_part {
+    popn *pop;
+    int first, stride, n;
+    cm_feats *work;
+    int64_t n_lowered;
+    at_err err;
+} feat_part;
+
+static void *featurize(void *arg)
+{
+    feat_part *p = arg;
+    for (int i = p->first; i < p->n && p->err == AT_OK; i += p->stride) {
+        at_err e;
+        if (p->pop->have[i])
+            continue;
+        e = cm_features_of_state(p->pop->st[i], p->work, NULL, 0);
+        if (e == AT_ENOMEM) {
+            p->err = e;
+            break;
+        }
+        if (e != AT_OK)
+            p->work->n_rows = 0; /* does not lower: scores as invalid */
+        if (cm_feats_copy(&p->pop->f[i], p->work) != AT_OK) {
+            p->err = AT_ENOMEM;
+            break;
+        }
+        p->pop->have[i] = 1;
+        p->n_lowered++;
+    }
+    return NULL;
+}
+
+#define TN_SEARCH_MAX_THREADS 16
+
 static at_err score(tn_search *s, cm_model *model, popn *pop, int n, double *scores,
                     const cm_feats **ptr, cm_feats *work)
 {
+    feat_part part[TN_SEARCH_MAX_THREADS];
+    cm_feats works[TN_SEARCH_MAX_THREADS];
+    pthread_t tid[TN_SEARCH_MAX_THREADS];
+    int started[TN_SEARCH_MAX_THREADS] = {0}, nt = 1, missing = 0;
+    at_err err = AT_OK;
     if (model == NULL) {
         for (int i = 0; i < n; i++)
             scores[i] = at_rng_double(&s->rng);
         return AT_OK;
     }
-    for (int i = 0; i < n; i++) {
-        if (!pop->have[i]) {
-            at_err e = cm_features_of_state(pop->st[i], work, NULL, 0);
-            if (e == AT_ENOMEM)
-                return e;
-            if (e != AT_OK)
-                work->n_rows = 0; /* does not lower: scores as invalid */
-            if (cm_feats_copy(&pop->f[i], work) != AT_OK)
-                return AT_ENOMEM;
-            pop->have[i] = 1;
-            s->n_lowered++;
+    for (int i = 0; i < n; i++)
+        missing += !pop->have[i];
+    /* threads only for a population worth it (a thread costs ~50 us; a program ~35 us) */
+    if (missing >= 256)
+        nt = AT_MAX(1, AT_MIN(s->cfg.n_threads, TN_SEARCH_MAX_THREADS));
+    for (int t = 0; t < nt; t++) {
+        part[t] = (feat_part){pop, t, nt, n, t == 0 ? work : &works[t], 0, AT_OK};
+        if (t > 0) {
+            cm_feats_init(&works[t]);
+            started[t] = pthread_create(&tid[t], NULL, featurize, &part[t]) == 0;
         }
-        ptr[i] = &pop->f[i];
     }
+    featurize(&part[0]);
+    for (int t = 0; t < nt; t++) {
+        if (t > 0 && started[t])
+            pthread_join(tid[t], NULL);
+        else if (t > 0)
+            featurize(&part[t]); /* no thread: do its share here */
+        if (part[t].err != AT_OK)
+            err = part[t].err;
+        s->n_lowered += part[t].n_lowered;
+        if (t > 0)
+            cm_feats_fini(&works[t]);
+    }
+    if (err != AT_OK)
+        return err;
+    for (int i = 0; i < n; i++)
+        ptr[i] = &pop->f[i];
     return cm_model_predict_feats(model, ptr, n, scores);
 }
 
@@ -371,7 +433,7 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
     cm_feats_init(&work);
     if (n_pick <= 0)
         return AT_OK;
-    n_eps = (int)floor(s->cfg.eps_greedy * n_pick);
+    n_eps = (int)floor(AT_MIN(0.5, s->cfg.eps_greedy + 0.1 * s->widen) * n_pick);
     pop.st = at_calloc((size_t)P, sizeof *pop.st);
     pop.f = at_calloc((size_t)P, sizeof *pop.f);
     pop.have = at_calloc((size_t)P, 1);
@@ -397,7 +459,7 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
     /* 1. the initial population: the best measured (with their features when known), then
     ** samples */
     if (s->n_good > 0) {
-        int n_best = (int)(s->cfg.measured_ratio * P);
+        int n_best = (int)(s->cfg.measured_ratio / (1 + s->widen) * P);
         qsort(s->good, (size_t)s->n_good, sizeof *s->good, cmp_good);
         for (int i = 0; i < s->n_good && n_init < n_best; i++) {
             if (ss_state_copy(s->good[i].st, &pop.st[n_init]) != AT_OK) {
@@ -510,6 +572,22 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
             }
             if (at_rng_double(&s->rng) < s->cfg.mutation_prob) {
                 at_err e = ss_space_mutate(s->sp, pop.st[parent], &s->rng, -1, &next.st[k]);
+                /* a widened round: up to 'widen' further mutations of the child (one that
+                ** fails leaves the child as it was) */
+                for (int extra = s->widen > 0 ? (int)at_rng_below(&s->rng, (uint64_t)s->widen + 1)
+                                              : 0;
+                     e == AT_OK && extra > 0; extra--) {
+                    ss_state *further;
+                    at_err e2 = ss_space_mutate(s->sp, next.st[k], &s->rng, -1, &further);
+                    if (e2 == AT_ENOMEM) {
+                        ss_state_free(next.st[k]);
+                        next.st[k] = NULL;
+                        e = e2;
+                    } else if (e2 == AT_OK) {
+                        ss_state_free(next.st[k]);
+                        next.st[k] = further;
+                    }
+                }
                 if (e == AT_ENOMEM) {
                     err = e;
                     goto done;

@@ -100,6 +100,8 @@ typedef struct tn_search_cfg {
     double measured_ratio; /* part of the first generation taken from the best measured (0.2) */
     double eps_greedy;     /* part of each round picked at random (0.05) */
     double mutation_prob;  /* a child is a mutant with this probability, else a copy (0.85) */
+    int n_threads;         /* threads lowering and featurizing a population (1; the tuner
+                           ** gives its CPUs: nothing else runs while it searches) */
     const volatile int *stop; /* when set and nonzero, a round stops where it is and picks
                            ** from what it has (the tuner's SIGINT flag); NULL: never */
 } tn_search_cfg;
@@ -127,6 +129,9 @@ typedef struct tn_search {
     int n_seeds;
     int64_t n_lowered;     /* programs lowered for scoring (each once: copies keep theirs) */
     int64_t n_parsed;      /* state JSON parsed (records from the store, seeds) */
+    int widen;             /* 0..TN_SEARCH_MAX_WIDEN: rounds of the task without a better
+                           ** program (tn__search_set_widen); each level draws more fresh
+                           ** samples, picks more at random and mutates further */
 } tn_search;
 
 typedef struct tn_search_stats {
@@ -143,6 +148,13 @@ void tn__search_free(tn_search *s);
 at_err tn__search_add_measured(tn_search *s, const char *state_json, const ss_state *st,
                                const cm_feats *f, double cost_s, int ok);
 int tn__search_n_seen(const tn_search *s);
+/* Exploration that keeps finding (issue 16, item 2): the tuner says how many rounds in a
+** row found nothing better (capped at TN_SEARCH_MAX_WIDEN).  At level w the next round's
+** first population takes measured_ratio / (1 + w) from the best measured (the rest fresh
+** samples), picks eps_greedy + 0.1 w of its programs at random, and breeds children with
+** up to 1 + w mutations each; level 0 is the plain round. */
+#define TN_SEARCH_MAX_WIDEN 3
+void tn__search_set_widen(tn_search *s, int level);
 /* Offer a state of another task (its JSON), or a hand-written one, to this task's next
 ** round: kept when it replays on this task's DAG (1), dropped otherwise (0); -1 on ENOMEM.
 ** At most TN_SEARCH_MAX_SEEDS are kept.  The next round puts them in its first population

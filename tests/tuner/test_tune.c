@@ -350,6 +350,49 @@ static void test_warmup_by_share_and_seeds(void **unused)
     at_free(out);
 }
 
+/* Issue 16: a run whose cost model has nothing to go on measures a first round of 16
+** random programs, then lets the model trained on them pick (TN_COLD_ROUND); a run on a
+** store with records but no saved model trains one on them at its start, and a run on a
+** store with a saved model starts from it, each saying so. */
+static void test_cold_start_and_pretrained_start(void **unused)
+{
+    char *err;
+    (void)unused;
+    /* no model at all (--no-model): nothing saved, 24 random trials recorded */
+    assert_int_equal(RUN("cold0", 600, "--trials", "24", "--population", "64", "--no-cost-model",
+                         "--db", "cold.db", "matmul:M=64,N=64,K=32"),
+                     0);
+    /* a model, but none saved and 24 records of another task: trained on them at the start;
+    ** the run's first round is a full one (the model is not cold) */
+    assert_int_equal(RUN("cold1", 600, "--trials", "40", "--population", "64", "--db",
+                         "cold.db", "matmul:M=32,N=64,K=64"),
+                     0);
+    err = slurp("cold1.err");
+    if (strstr(err, "cost model: trained at the start on 24 records of 1 task in") == NULL)
+        fail_msg("no pre-training at the start: %s", err);
+    if (strstr(err, "trials 40/40") == NULL || strstr(err, "trials 16/40") != NULL)
+        fail_msg("want one round of 40 with a trained model: %s", err);
+    at_free(err);
+    /* the saved model of that run: the next run starts from it */
+    assert_int_equal(RUN("cold2", 600, "--trials", "8", "--population", "64", "--db",
+                         "cold.db", "dense:M=4,N=32,K=32"),
+                     0);
+    err = slurp("cold2.err");
+    if (strstr(err, "cost model: starting from the model saved in") == NULL)
+        fail_msg("the saved model was not used: %s", err);
+    at_free(err);
+    /* an empty store and a model: 16 random programs first, then the model's picks */
+    assert_int_equal(RUN("cold3", 600, "--trials", "40", "--population", "64", "--db",
+                         "cold3.db", "matmul:M=64,N=64,K=32"),
+                     0);
+    err = slurp("cold3.err");
+    if (strstr(err, "trials 16/40") == NULL || strstr(err, "trials 40/40") == NULL)
+        fail_msg("want a first round of 16, then the rest: %s", err);
+    if (strstr(err, "cost model:") != NULL)
+        fail_msg("an empty store has no model to start from: %s", err);
+    at_free(err);
+}
+
 /* SIGINT (and SIGTERM) end a run within 2 s with exit 130 and keep every trial the report
 ** counts (issue 14, item 5): once at least 8 trials are stored, interrupt; the tuner's
 ** report and the store agree.  (The sanitizer build's exit, with its leak check, takes a
@@ -517,6 +560,7 @@ int main(void)
         cmocka_unit_test(test_short_run_improves_and_records_everything),
         cmocka_unit_test(test_small_budget_reaches_every_task),
         cmocka_unit_test(test_warmup_by_share_and_seeds),
+        cmocka_unit_test(test_cold_start_and_pretrained_start),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

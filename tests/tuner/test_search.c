@@ -1,0 +1,152 @@
+/* tests/tuner/test_search.c -- the evolutionary search of one task (tuner/tn_search.c), in
+** process, with a real cost model trained on real features:
+**
+**   - scoring a population in several threads picks exactly what one thread picks (the same
+**     programs, in the same order, with the same features);
+**   - a widened round (tn__search_set_widen, issue 16 item 2) picks more programs at random:
+**     eps_greedy + 0.1 per level, capped at TN_SEARCH_MAX_WIDEN, and still never a program
+**     it picked before. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost_model/cost_model.h"
+#include "kernels/kernels.h"
+#include "tuner/tuner_int.h"
+
+static ss_hw hw;
+
+static ss_dag *dag_of(const char *spec)
+{
+    ss_dag *dag;
+    char err[512];
+    if (kn_op_build(spec, &dag, err, sizeof err) != AT_OK)
+        fail_msg("%s: %s", spec, err);
+    return dag;
+}
+
+/* A model trained on 96 random programs whose "cost" is a deterministic function of their
+** loop structure (its printed text's hash): what it learns does not matter here, only that
+** its scores are real XGBoost predictions on real features. */
+static cm_model *trained_model(ss_dag *dag)
+{
+    ss_space *sp;
+    cm_model *m;
+    cm_params p;
+    cm_sample smp[96];
+    ss_state *st[96];
+    at_rng rng;
+    char err[512];
+    int n = 0;
+    at_rng_seed(&rng, 7);
+    assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+    for (int tries = 0; n < 96 && tries < 1000; tries++) {
+        at_buf b;
+        if (ss_space_sample(sp, &rng, &st[n]) != AT_OK)
+            continue;
+        at_buf_init(&b);
+        ss_state_print(st[n], &b);
+        memset(&smp[n], 0, sizeof smp[n]);
+        smp[n].task = "t";
+        smp[n].state = st[n];
+        smp[n].cost_s = 1e-3 * (1 + (double)(at_hash64(b.data, b.len) % 1000));
+        at_buf_fini(&b);
+        n++;
+    }
+    assert_int_equal(n, 96);
+    cm_params_default(&p);
+    p.n_threads = 1;
+    assert_int_equal(cm_model_new(&p, &m), AT_OK);
+    assert_int_equal(cm_model_update(m, smp, n, err, sizeof err), AT_OK);
+    assert_int_equal(cm_model_get_state(m), CM_MODEL_TRAINED);
+    for (int i = 0; i < n; i++)
+        ss_state_free(st[i]);
+    ss_space_free(sp);
+    return m;
+}
+
+/* One round of n_pick from a fresh search (seed 11): the picked programs' texts, joined. */
+static char *round_text(ss_dag *dag, cm_model *m, int n_threads, int widen, int n_pick,
+                        tn_search_stats *stats)
+{
+    tn_search_cfg cfg;
+    tn_search *s;
+    ss_state *out[64];
+    cm_feats *feats[64];
+    int n = 0;
+    at_buf b;
+    char err[512];
+    tn__search_cfg_default(&cfg);
+    cfg.population = 512;
+    cfg.n_threads = n_threads;
+    assert_int_equal(tn__search_new(dag, &hw, &cfg, 11, &s, err, sizeof err), AT_OK);
+    tn__search_set_widen(s, widen);
+    assert_int_equal(tn__search_round(s, m, n_pick, out, feats, &n, stats), AT_OK);
+    assert_int_equal(n, n_pick);
+    at_buf_init(&b);
+    for (int i = 0; i < n; i++) {
+        ss_state_print(out[i], &b);
+        /* the features travel with the program: the same ones as its own lowering */
+        assert_non_null(feats[i]);
+        at_buf_printf(&b, "|rows %d %.6g\n", feats[i]->n_rows,
+                      feats[i]->n_rows ? (double)feats[i]->rows[0] : 0.0);
+        ss_state_free(out[i]);
+        cm_feats_fini(feats[i]);
+        at_free(feats[i]);
+    }
+    tn__search_free(s);
+    return at_buf_take(&b);
+}
+
+static void test_threads_pick_the_same(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=128,N=128,K=128");
+    cm_model *m = trained_model(dag);
+    tn_search_stats s1, s4;
+    char *one, *four;
+    (void)unused;
+    one = round_text(dag, m, 1, 0, 16, &s1);
+    four = round_text(dag, m, 4, 0, 16, &s4);
+    assert_non_null(one);
+    assert_non_null(four);
+    assert_string_equal(one, four);
+    assert_int_equal(s1.n_scored, s4.n_scored);
+    assert_true(s1.n_scored >= 512);
+    at_free(one);
+    at_free(four);
+    cm_model_free(m);
+    ss_dag_unref(dag);
+}
+
+static void test_widen_picks_more_at_random(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=128,N=128,K=128");
+    cm_model *m = trained_model(dag);
+    tn_search_stats st;
+    int want[] = {1, 3, 5, 7, 7}; /* floor((0.05 + 0.1 w) x 20), w capped at 3 */
+    (void)unused;
+    for (int w = 0; w <= 4; w++) {
+        char *t = round_text(dag, m, 2, w, 20, &st);
+        assert_int_equal(st.n_picked_random, want[w]);
+        assert_int_equal(st.n_picked_model, 20 - want[w]);
+        at_free(t);
+    }
+    cm_model_free(m);
+    ss_dag_unref(dag);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_threads_pick_the_same),
+        cmocka_unit_test(test_widen_picks_more_at_random),
+    };
+    ss_hw_cpu(&hw, 2, 32, 32768, 1 << 20);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
