@@ -133,6 +133,15 @@ bench-tune: deps
 	$(Q)$(MAKE) --no-print-directory -j$$(nproc) all build/rel/tests/bench/bench_vendor
 	$(Q)scripts/bench_tune.sh $(TRIALS)
 
+# 'make bench-search [TRIALS=N] [PRE_TRIALS=M]': how many trials the search needs to find
+# matmul 1024^3's and the ResNet conv2d's best, from scratch and starting from the other
+# task's store (scripts/bench_search.sh; docs/tuning.md).  About 15 minutes.
+PRE_TRIALS ?= 300
+.PHONY: bench-search
+bench-search: deps
+	$(Q)$(MAKE) --no-print-directory -j$$(nproc) all
+	$(Q)TRIALS=$(TRIALS) PRE_TRIALS=$(PRE_TRIALS) scripts/bench_search.sh
+
 clean:
 	rm -rf build
 

@@ -672,6 +672,38 @@ static int n_lowered(const cm_data *d)
     return n;
 }
 
+/* Did the last 'n_new' programs of 'd' bring a task to 'warmup' programs?  Then a model
+** trained before (on other tasks: a store's other networks, a run's other tasks) has not
+** seen this task yet, however little the data grew as a whole: 16 matmul programs next to
+** 1,000 of a convolution are 1.6 %, and without a retraining the convolution's model went
+** on picking the matmul's programs. */
+static int task_reached_warmup(const cm_data *d, int n_new, int warmup)
+{
+    int nt = cm_data_n_tasks(d), n = cm_data_count(d), hit = 0;
+    int *cnt, *fresh;
+    if (n_new <= 0 || nt <= 0)
+        return 0;
+    cnt = at_calloc((size_t)nt, sizeof *cnt);
+    fresh = at_calloc((size_t)nt, sizeof *fresh);
+    if (cnt == NULL || fresh == NULL) {
+        at_free(cnt);
+        at_free(fresh);
+        return 1; /* cannot tell: retrain */
+    }
+    for (int i = 0; i < n; i++) {
+        int t = cm_data_task_of(d, i);
+        if (t >= 0 && t < nt) {
+            cnt[t]++;
+            fresh[t] += i >= n - n_new;
+        }
+    }
+    for (int t = 0; t < nt && !hit; t++)
+        hit = fresh[t] > 0 && cnt[t] >= warmup && cnt[t] - fresh[t] < warmup;
+    at_free(cnt);
+    at_free(fresh);
+    return hit;
+}
+
 at_err cm_model_update(cm_model *m, const cm_sample *s, int n, char *errmsg, size_t errmsg_size)
 {
     at_err err;
@@ -684,7 +716,8 @@ at_err cm_model_update(cm_model *m, const cm_sample *s, int n, char *errmsg, siz
     if (have < m->p.warmup)
         return AT_OK; /* warm-up (or the loaded model) until there is enough data */
     if (m->boost && m->p.retrain_growth_pct > 0 &&
-        (double)m->data->n < m->n_trained_on * (1 + m->p.retrain_growth_pct / 100.0))
+        (double)m->data->n < m->n_trained_on * (1 + m->p.retrain_growth_pct / 100.0) &&
+        !task_reached_warmup(m->data, n, m->p.warmup))
         return AT_OK;
     return train(m, errmsg, errmsg_size);
 }

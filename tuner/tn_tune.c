@@ -559,6 +559,7 @@ static at_err start_round(run *r, int ti)
     ttask *t = &r->tasks[ti];
     int64_t left = r->budget - r->total_trials;
     int m = (int)AT_MIN((int64_t)(t->rounds == 0 ? t->warm : r->o->per_round), left), n = 0;
+    int cold = 0;
     ss_state **cands;
     cm_feats **feats;
     tn_search_stats stats;
@@ -569,11 +570,17 @@ static at_err start_round(run *r, int ti)
     m = (int)AT_MIN((int64_t)m, left);
     if (m <= 0)
         return AT_OK;
-    if (t->rounds == 0 && r->model && cm_model_get_state(r->model) == CM_MODEL_WARMUP &&
-        m > TN_COLD_ROUND && r->n_jobs == 0) {
-        /* the run's very first round, with a cold model: a short random one */
+    if (t->rounds == 0 && r->model && m > TN_COLD_ROUND && r->n_jobs == 0 &&
+        tn__search_n_seen(t->search) == 0) {
+        /* the run's very first round, on a task with nothing measured: 16 random programs,
+        ** whatever the model.  A cold model learns from them; a model trained elsewhere (a
+        ** saved one, or on the store's other tasks) is refined on this task's own
+        ** measurements before it picks: matmul 1024^3's model, which picked conv2d
+        ** programs at 82 GFLOPS where 64 trials from scratch found 225, is not trusted on a
+        ** conv2d before the conv2d has a say */
         m = TN_COLD_ROUND;
         t->warm = m;
+        cold = 1;
     }
     cands = at_calloc((size_t)m, sizeof *cands);
     feats = at_calloc((size_t)m, sizeof *feats);
@@ -587,7 +594,7 @@ static at_err start_round(run *r, int ti)
     {
         double t0 = at_time_mono_s();
         tn__search_set_widen(t->search, t->flat);
-        err = tn__search_round(t->search, r->model, m, cands, feats, &n, &stats);
+        err = tn__search_round(t->search, cold ? NULL : r->model, m, cands, feats, &n, &stats);
         r->search_s += at_time_mono_s() - t0;
     }
     if (err != AT_OK) {

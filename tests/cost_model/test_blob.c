@@ -412,6 +412,45 @@ static void test_warmup_and_retraining(void **unused)
     cm_model_free(m);
 }
 
+/* A task of its own reaching the warm-up count retrains the model however little the data
+** grew as a whole (a store's 1,000 programs of other tasks, then 16 of a new one): 32
+** programs of "t", then 15 of "u" (47 < 64: no retraining), then one more: 16 of "u". */
+static void test_new_task_retrains(void **unused)
+{
+    cm_params p = params;
+    cm_model *m;
+    cm_sample s[N_STATES], u[16];
+    cm_feats f[N_STATES];
+    cm_train_info ti;
+    char err[512];
+    (void)unused;
+    p.warmup = 16;
+    p.retrain_growth_pct = 100;
+    assert_int_equal(cm_model_new(&p, &m), AT_OK);
+    for (int i = 0; i < N_STATES; i++) {
+        cm_feats_init(&f[i]);
+        f[i].rows = (float *)cm_data_rows(data, i, &f[i].n_rows);
+        memset(&s[i], 0, sizeof s[i]);
+        s[i].task = "t";
+        s[i].feats = &f[i];
+        s[i].cost_s = cm_data_cost(data, i);
+    }
+    for (int i = 0; i < 16; i++) {
+        u[i] = s[i];
+        u[i].task = "u";
+    }
+    assert_int_equal(cm_model_update(m, s, N_STATES, err, sizeof err), AT_OK);
+    cm_model_train_info(m, &ti);
+    assert_int_equal(ti.n_programs, 32);
+    assert_int_equal(cm_model_update(m, u, 15, err, sizeof err), AT_OK);
+    cm_model_train_info(m, &ti);
+    assert_int_equal(ti.n_programs, 32);
+    assert_int_equal(cm_model_update(m, u + 15, 1, err, sizeof err), AT_OK);
+    cm_model_train_info(m, &ti);
+    assert_int_equal(ti.n_programs, 48);
+    cm_model_free(m);
+}
+
 static int setup(void **unused)
 {
     static const char *specs[] = {"matmul:M=64,N=64,K=64"};
@@ -459,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_store_models),
         cmocka_unit_test(test_pretrain_and_refine),
         cmocka_unit_test(test_warmup_and_retraining),
+        cmocka_unit_test(test_new_task_retrains),
     };
     tn_fleet_prepare(); /* the embedded agent's launcher, before any thread */
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# 'make bench-search [TRIALS=N] [PRE_TRIALS=M]': how fast the search finds the best (issue 16,
+# item 4), on the embedded default as a user runs it ('tuner --trials N --threads 2').
+#
+# For matmul 1024^3 and the ResNet conv2d (N=1, C=K=64, 56x56, 3x3, pad 1):
+#   - from scratch: one run of TRIALS trials (default 1000) in an empty store: its best is the
+#     reference; the best after 64 trials, and the trials it took to reach 90% and 100% of
+#     its own final best;
+#   - pre-trained on another task: a run of PRE_TRIALS trials (default 300) in a copy of the
+#     *other* task's store (its records and the cost model that run saved, which the run
+#     starts from: docs/tuning.md, "Learn"): the trials it took to reach 90% and 100% of the
+#     from-scratch best, and its best after 64 trials.
+# Lines ("bench NAME VALUE UNIT"; a target not reached within the run prints its trials
+# followed by '+', e.g. "300+"):
+#   bench search_TASK_scratch_best G GFLOPS                  after TRIALS trials
+#   bench search_TASK_scratch_best_64 G GFLOPS               after 64
+#   bench search_TASK_scratch_best_64/scratch_best R x       issue 16 asks for >= 0.9
+#   bench search_TASK_scratch_trials_to_90pct N trials       and _to_100pct
+#   bench search_TASK_pretrained_trials_to_90pct N trials    of the from-scratch best; _to_100pct
+#   bench search_TASK_pretrained_best_64/scratch_best R x
+#   bench search_TASK_scratch_s S s, search_TASK_pretrained_s S s
+# Run it with nothing else on the machine: every kernel is timed here, on these cores.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+trials=${TRIALS:-1000}
+pre_trials=${PRE_TRIALS:-300}
+seed=${SEED:-1}
+tuner=build/rel/bin/tuner
+[ -x "$tuner" ] || { echo "bench-search: build first (make)" >&2; exit 1; }
+work=$(mktemp -d /tmp/bench_search.XXXXXX)
+# KEEP=1 keeps the stores (the directory is printed)
+if [ -n "${KEEP:-}" ]; then echo "# stores kept in $work" >&2; else trap 'rm -rf "$work"' EXIT; fi
+echo "# cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs; $trials trials from scratch, $pre_trials pre-trained, seed $seed" >&2
+
+names=(matmul1024 resnet_conv)
+specs=("matmul:M=1024,N=1024,K=1024" "conv2d:N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1")
+status=0
+
+# tune NAME SPEC DB TRIALS OUT: one run; prints its wall seconds
+tune() {
+  local t0 t1
+  t0=$(date +%s.%N)
+  if ! "$tuner" --trials "$4" --threads 2 --seed "$seed" --db "$3" "$2" >"$5.out" 2>"$5.err"; then
+    echo "bench-search: tuning $2 failed:" >&2; tail -5 "$5.err" >&2; status=1; return 1
+  fi
+  t1=$(date +%s.%N)
+  grep -E '^cost model:|trials in|^time:' "$5.err" "$5.out" | sed "s/^[^:]*:/# $1: /" >&2
+  python3 -c "print('%.0f' % ($t1 - $t0))"
+}
+
+# curve DB KEY: the task's trials as "trial cost" lines (failed trials cost 0), in trial order
+curve() {
+  "$tuner" history --db "$1" --task "$2" --json | python3 -c '
+import json, sys
+g = json.load(sys.stdin)["groups"][0]
+print(g["flops"])
+for p in g["points"]:
+    print(p["trial"], p["cost"] if p["error_code"] == 0 else 0)'
+}
+
+# figures SCRATCH_CURVE PRE_CURVE NAME
+figures() {
+  python3 - "$1" "$2" "$3" <<'EOF'
+import sys
+def load(path):
+    lines = open(path).read().split("\n")
+    flops = float(lines[0])
+    pts = [tuple(map(float, l.split())) for l in lines[1:] if l.strip()]
+    return flops, [c for _, c in sorted(pts)]
+def bests(costs):
+    b, out = float("inf"), []
+    for c in costs:
+        if c > 0 and c < b:
+            b = c
+        out.append(b)
+    return out
+def reach(b, target):
+    for i, c in enumerate(b):
+        if c <= target * (1 + 1e-9):
+            return str(i + 1)
+    return "%d+" % len(b)
+flops, sc = load(sys.argv[1])
+_, pc = load(sys.argv[2])
+name = sys.argv[3]
+sb, pb = bests(sc), bests(pc)
+best = sb[-1]
+gf = lambda c: flops / c * 1e-9
+print(f"bench search_{name}_scratch_best {gf(best):.1f} GFLOPS")
+b64 = sb[min(63, len(sb) - 1)]
+print(f"bench search_{name}_scratch_best_64 {gf(b64):.1f} GFLOPS")
+print(f"bench search_{name}_scratch_best_64/scratch_best {best / b64:.3f} x")
+print(f"bench search_{name}_scratch_trials_to_90pct {reach(sb, best / 0.9)} trials")
+print(f"bench search_{name}_scratch_trials_to_100pct {reach(sb, best)} trials")
+print(f"bench search_{name}_pretrained_trials_to_90pct {reach(pb, best / 0.9)} trials")
+print(f"bench search_{name}_pretrained_trials_to_100pct {reach(pb, best)} trials")
+p64 = pb[min(63, len(pb) - 1)]
+print(f"bench search_{name}_pretrained_best_64 {gf(p64):.1f} GFLOPS")
+print(f"bench search_{name}_pretrained_best_64/scratch_best {best / p64:.3f} x")
+print(f"bench search_{name}_pretrained_best {gf(pb[-1]):.1f} GFLOPS")
+EOF
+}
+
+# from scratch, both tasks first (each pre-trained run uses the other task's store)
+for i in 0 1; do
+  echo "# ${names[$i]}: ${specs[$i]}, $trials trials from scratch" >&2
+  s=$(tune "${names[$i]}" "${specs[$i]}" "$work/${names[$i]}.db" "$trials" "$work/${names[$i]}") || continue
+  echo "bench search_${names[$i]}_scratch_s $s s"
+done
+for i in 0 1; do
+  o=$((1 - i))
+  [ -f "$work/${names[$i]}.db" ] && [ -f "$work/${names[$o]}.db" ] || continue
+  # the task's workload key: the only task of its from-scratch store
+  key=$("$tuner" history --db "$work/${names[$i]}.db" --json |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["groups"][0]["workload_key"])')
+  cp "$work/${names[$o]}.db" "$work/${names[$i]}_pre.db"
+  echo "# ${names[$i]}: $pre_trials trials in a copy of ${names[$o]}'s store" >&2
+  s=$(tune "${names[$i]}" "${specs[$i]}" "$work/${names[$i]}_pre.db" "$pre_trials" "$work/${names[$i]}_pre") || continue
+  echo "bench search_${names[$i]}_pretrained_s $s s"
+  if curve "$work/${names[$i]}.db" "$key" >"$work/${names[$i]}.curve" &&
+     curve "$work/${names[$i]}_pre.db" "$key" >"$work/${names[$i]}_pre.curve"; then
+    figures "$work/${names[$i]}.curve" "$work/${names[$i]}_pre.curve" "${names[$i]}"
+  else
+    echo "bench-search: no history for ${names[$i]}" >&2; status=1
+  fi
+done
+exit $status
