@@ -51,7 +51,9 @@ typedef struct cg {
     LLVMValueRef *var;      /* value of each loop variable in the current function */
     LLVMValueRef *buf;      /* pointer of each buffer in the current function */
     int vec_var, lanes;     /* the vectorized loop variable, its lane count (0: none) */
-    int vec_zero;           /* emit the vector variable as scalar 0 (base address) */
+    int vec_zero;           /* emit the vector variable as its first lane (base address) */
+    int64_t vec_base;       /* the first lane's value (emit_stmt: a long reduction update
+                            ** vectorized as register-wide pieces) */
     LLVMValueRef ws, par;   /* workspace and kn_rt_par pointers in the current function */
     LLVMValueRef status;    /* i32 alloca: first failing launch result */
     int64_t *buf_off;       /* workspace offset of each large temporary */
@@ -441,7 +443,7 @@ static val emit(cg *c, const ss_expr *e)
     case SS_E_VAR:
         if (c->lanes && e->id == c->vec_var) {
             if (c->vec_zero) {
-                r.v = ci64(c, 0);
+                r.v = ci64(c, c->vec_base);
                 return r;
             }
             {
@@ -451,7 +453,7 @@ static val emit(cg *c, const ss_expr *e)
                     return r;
                 }
                 for (int l = 0; l < c->lanes; l++)
-                    lanes[l] = ci64(c, l);
+                    lanes[l] = ci64(c, c->vec_base + l);
                 r.v = LLVMConstVector(lanes, (unsigned)c->lanes);
                 r.vec = 1;
                 at_free(lanes);
@@ -889,10 +891,30 @@ static void emit_stmt(cg *c, const kn_stmt *s)
         return;
     }
     if (s->for_kind == KN_FOR_VECTORIZE && c->lanes == 0 && kn_stmt_vectorizable(s->body, s->var)) {
+        /* One vector of 'extent' lanes; but one longer than a register and not a power of
+        ** two goes in pieces of a register and a power-of-two rest, in lane order (no
+        ** dependence across lanes: any in-order grouping computes the same).  LLVM
+        ** legalizes a loop-carried <56 x float> into 4-lane pieces rebuilt with vinsertps
+        ** and stack reloads every iteration: an NCHW convolution's 4 x 56 register block
+        ** (kn_hand_conv_nchw) ran at 11 GFLOPS as one vector, 305 in pieces. */
+        int64_t reg = c->tgt->vector_bytes >= 4 ? c->tgt->vector_bytes / 4 : 0, left = s->extent;
+        int split = reg > 0 && s->extent > reg && (s->extent & (s->extent - 1)) != 0;
         c->vec_var = s->var;
-        c->lanes = (int)s->extent;
         c->var[s->var] = NULL;
-        emit_stmt(c, s->body);
+        c->vec_base = 0;
+        while (left > 0 && !c->err) {
+            int64_t piece = left;
+            if (split) {
+                piece = reg;
+                while (piece > left)
+                    piece /= 2;
+            }
+            c->lanes = (int)piece;
+            emit_stmt(c, s->body);
+            c->vec_base += piece;
+            left -= piece;
+        }
+        c->vec_base = 0;
         c->lanes = 0;
         c->vec_var = -1;
         return;

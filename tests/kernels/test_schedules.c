@@ -484,6 +484,63 @@ static void test_hand_conv_nhwc(void **unused)
     }
 }
 
+/* kn_hand_conv_nchw on NCHW convolutions (3x3 with padding and an epilogue, 1x1 without
+** padding, a stride-2 one, rows and channels that the tiles do not divide, a grouped one)
+** computes what the naive state computes (its rows of 56, 37, 17... are vectors longer
+** than a register and not a power of two: the code generator's pieces); NHWC, depthwise
+** and a matmul are refused with the state untouched. */
+static void test_hand_conv_nchw(void **unused)
+{
+    static const char *const specs[] = {
+        "conv2d:N=1,C=16,H=14,W=56,K=24,R=3,S=3,pad=1,bias=1,relu=1",
+        "conv2d:N=2,C=8,H=9,W=11,K=12,R=1,S=1",
+        "conv2d:N=1,C=3,H=17,W=34,K=10,R=3,S=3,stride=2,pad=1",
+        "conv2d:N=1,C=8,H=10,W=37,K=6,R=3,S=3,pad=2,dilation=2,bias=1",
+        "conv2d:N=1,C=8,H=8,W=8,K=8,R=3,S=3,pad=1,groups=2",
+    };
+    static const char *const refused[] = {
+        "conv2d:layout=NHWC,N=1,C=4,H=8,W=8,K=8,R=3,S=3,pad=1",
+        "conv2d:N=1,C=8,H=8,W=8,K=8,R=3,S=3,pad=1,groups=8",
+        "matmul:M=8,N=8,K=8",
+    };
+    char err[512];
+    (void)unused;
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        ss_dag *dag = op_dag(specs[i]);
+        ss_state *naive, *hand;
+        kn_bufset ref, bs;
+        assert_int_equal(ss_state_new(dag, &naive), AT_OK);
+        assert_int_equal(ss_state_new(dag, &hand), AT_OK);
+        if (kn_hand_conv_nchw(hand, host.vector_bytes, err, sizeof err) != AT_OK)
+            fail_msg("%s: kn_hand_conv_nchw: %s", specs[i], err);
+        check_json_roundtrip(dag, hand);
+        assert_int_equal(run_state(naive, &ref, kn_rt_serial_par(), err, sizeof err), AT_OK);
+        if (run_state(hand, &bs, kn_rt_pool_par(pool), err, sizeof err) != AT_OK)
+            fail_msg("%s: the hand-written state does not lower: %s", specs[i], err);
+        for (int o = dag->n_inputs; o < dag->n_args; o++) {
+            double e = kn_rt_rel_err(bs.ptr[o], ref.ptr[o], AT_DT_F32, bs.n_elems[o]);
+            if (!(e <= 1e-5))
+                fail_msg("%s: output %d differs from the naive lowering: rel err %g", specs[i],
+                         o, e);
+        }
+        kn_bufset_free(&bs);
+        kn_bufset_free(&ref);
+        ss_state_free(hand);
+        ss_state_free(naive);
+        ss_dag_unref(dag);
+    }
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        ss_dag *dag = op_dag(refused[i]);
+        ss_state *st;
+        assert_int_equal(ss_state_new(dag, &st), AT_OK);
+        assert_int_equal(kn_hand_conv_nchw(st, host.vector_bytes, err, sizeof err), AT_EINVAL);
+        assert_non_null(strstr(err, "NCHW conv2d"));
+        assert_int_equal(st->n_steps, 0);
+        ss_state_free(st);
+        ss_dag_unref(dag);
+    }
+}
+
 static int setup(void **unused)
 {
     (void)unused;
@@ -508,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_naive_vs_c_conv2d),
         cmocka_unit_test(test_naive_vs_c_softmax),
         cmocka_unit_test(test_hand_conv_nhwc),
+        cmocka_unit_test(test_hand_conv_nchw),
         cmocka_unit_test(test_hand_rowwise),
         cmocka_unit_test(test_hand_bmm),
         cmocka_unit_test(test_matmul),
