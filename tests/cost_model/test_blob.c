@@ -354,6 +354,19 @@ static void test_pretrain_and_refine(void **unused)
 
 /* Warm-up: too few programs give uniform random scores in [0, 1) (a state that does not
 ** lower: -inf); enough of them train a model; retrain_growth_pct holds retraining back. */
+/* The data set's programs as samples of task "t" (their features borrowed from 'data'). */
+static void samples_of_data(cm_sample *s, cm_feats *f)
+{
+    for (int i = 0; i < N_STATES; i++) {
+        cm_feats_init(&f[i]);
+        f[i].rows = (float *)cm_data_rows(data, i, &f[i].n_rows);
+        memset(&s[i], 0, sizeof s[i]);
+        s[i].task = "t";
+        s[i].feats = &f[i];
+        s[i].cost_s = cm_data_cost(data, i);
+    }
+}
+
 static void test_warmup_and_retraining(void **unused)
 {
     cm_params p = params;
@@ -368,15 +381,9 @@ static void test_warmup_and_retraining(void **unused)
     p.warmup = 16;
     p.retrain_growth_pct = 50;
     assert_int_equal(cm_model_new(&p, &m), AT_OK);
-    for (int i = 0; i < N_STATES; i++) {
-        cm_feats_init(&f[i]);
-        f[i].rows = (float *)cm_data_rows(data, i, &f[i].n_rows);
-        memset(&s[i], 0, sizeof s[i]);
-        s[i].task = "t";
-        s[i].feats = &f[i];
-        s[i].cost_s = cm_data_cost(data, i);
+    samples_of_data(s, f);
+    for (int i = 0; i < N_STATES; i++)
         fp[i] = &f[i];
-    }
     assert_int_equal(cm_model_update(m, s, 10, err, sizeof err), AT_OK);
     assert_int_equal(cm_model_get_state(m), CM_MODEL_WARMUP);
     assert_int_equal(cm_model_predict_feats(m, fp, N_STATES, sc), AT_OK);
@@ -427,14 +434,7 @@ static void test_new_task_retrains(void **unused)
     p.warmup = 16;
     p.retrain_growth_pct = 100;
     assert_int_equal(cm_model_new(&p, &m), AT_OK);
-    for (int i = 0; i < N_STATES; i++) {
-        cm_feats_init(&f[i]);
-        f[i].rows = (float *)cm_data_rows(data, i, &f[i].n_rows);
-        memset(&s[i], 0, sizeof s[i]);
-        s[i].task = "t";
-        s[i].feats = &f[i];
-        s[i].cost_s = cm_data_cost(data, i);
-    }
+    samples_of_data(s, f);
     for (int i = 0; i < 16; i++) {
         u[i] = s[i];
         u[i].task = "u";

@@ -272,6 +272,25 @@ static void test_naive_vs_c_softmax(void **unused)
 
 /* ---- hand-written schedules ---- */
 
+/* A hand-written state: its JSON round-trips, and run in threads it computes what the naive
+** state computes serially (every output within 1e-5). */
+static void expect_as_naive(const char *what, ss_dag *dag, ss_state *naive, ss_state *hand)
+{
+    kn_bufset ref, bs;
+    char err[512];
+    check_json_roundtrip(dag, hand);
+    assert_int_equal(run_state(naive, &ref, kn_rt_serial_par(), err, sizeof err), AT_OK);
+    if (run_state(hand, &bs, kn_rt_pool_par(pool), err, sizeof err) != AT_OK)
+        fail_msg("%s: the hand-written state does not lower: %s", what, err);
+    for (int o = dag->n_inputs; o < dag->n_args; o++) {
+        double e = kn_rt_rel_err(bs.ptr[o], ref.ptr[o], AT_DT_F32, bs.n_elems[o]);
+        if (!(e <= 1e-5))
+            fail_msg("%s: output %d differs from the naive lowering: rel err %g", what, o, e);
+    }
+    kn_bufset_free(&bs);
+    kn_bufset_free(&ref);
+}
+
 /* kn_hand_conv_nhwc on NHWC convolutions (depthwise, 1x1, a 3-channel stride-2 stem, with
 ** and without an epilogue, extents that 8 and the vector do not divide) computes what the
 ** naive state computes; an NCHW convolution and a matmul are refused. */
@@ -296,7 +315,6 @@ static void test_hand_rowwise(void **unused)
         const char *what = i < sizeof specs / sizeof specs[0] ? specs[i] : text;
         ss_dag *dag = NULL;
         ss_state *naive, *hand;
-        kn_bufset ref, bs;
         if (what == text)
             assert_int_equal(ss_dag_parse(text, strlen(text), &dag, err, sizeof err), AT_OK);
         else
@@ -315,17 +333,7 @@ static void test_hand_rowwise(void **unused)
             }
             fail_msg("%s: kn_hand_rowwise: %s", what, err);
         }
-        check_json_roundtrip(dag, hand);
-        assert_int_equal(run_state(naive, &ref, kn_rt_serial_par(), err, sizeof err), AT_OK);
-        if (run_state(hand, &bs, kn_rt_pool_par(pool), err, sizeof err) != AT_OK)
-            fail_msg("%s: the hand-written state does not lower: %s", what, err);
-        for (int o = dag->n_inputs; o < dag->n_args; o++) {
-            double e = kn_rt_rel_err(bs.ptr[o], ref.ptr[o], AT_DT_F32, bs.n_elems[o]);
-            if (!(e <= 1e-5))
-                fail_msg("%s: output %d differs from the naive lowering: rel err %g", what, o, e);
-        }
-        kn_bufset_free(&bs);
-        kn_bufset_free(&ref);
+        expect_as_naive(what, dag, naive, hand);
         ss_state_free(hand);
         ss_state_free(naive);
         ss_dag_unref(dag);
@@ -366,7 +374,6 @@ static void test_hand_bmm(void **unused)
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         ss_dag *dag = NULL;
         ss_state *naive, *hand;
-        kn_bufset ref, bs;
         if (strchr(texts[i], '\n'))
             assert_int_equal(ss_dag_parse(texts[i], strlen(texts[i]), &dag, err, sizeof err),
                              AT_OK);
@@ -384,18 +391,7 @@ static void test_hand_bmm(void **unused)
             }
             fail_msg("%s: kn_hand_bmm: %s", texts[i], err);
         }
-        check_json_roundtrip(dag, hand);
-        assert_int_equal(run_state(naive, &ref, kn_rt_serial_par(), err, sizeof err), AT_OK);
-        if (run_state(hand, &bs, kn_rt_pool_par(pool), err, sizeof err) != AT_OK)
-            fail_msg("%s: the hand-written state does not lower: %s", texts[i], err);
-        for (int o = dag->n_inputs; o < dag->n_args; o++) {
-            double e = kn_rt_rel_err(bs.ptr[o], ref.ptr[o], AT_DT_F32, bs.n_elems[o]);
-            if (!(e <= 1e-5))
-                fail_msg("%s: output %d differs from the naive lowering: rel err %g", texts[i],
-                         o, e);
-        }
-        kn_bufset_free(&bs);
-        kn_bufset_free(&ref);
+        expect_as_naive(texts[i], dag, naive, hand);
         ss_state_free(hand);
         ss_state_free(naive);
         ss_dag_unref(dag);
@@ -445,7 +441,6 @@ static void test_hand_conv_nhwc(void **unused)
         const char *what = i < 2 ? texts[i] : specs[i - 2];
         ss_dag *dag = NULL;
         ss_state *naive, *hand;
-        kn_bufset ref, bs;
         if (i < 2)
             assert_int_equal(ss_dag_parse(texts[i], strlen(texts[i]), &dag, err, sizeof err),
                              AT_OK);
@@ -455,17 +450,7 @@ static void test_hand_conv_nhwc(void **unused)
         assert_int_equal(ss_state_new(dag, &hand), AT_OK);
         if (kn_hand_conv_nhwc(hand, host.vector_bytes, err, sizeof err) != AT_OK)
             fail_msg("%s: kn_hand_conv_nhwc: %s", what, err);
-        check_json_roundtrip(dag, hand);
-        assert_int_equal(run_state(naive, &ref, kn_rt_serial_par(), err, sizeof err), AT_OK);
-        if (run_state(hand, &bs, kn_rt_pool_par(pool), err, sizeof err) != AT_OK)
-            fail_msg("%s: the hand-written state does not lower: %s", what, err);
-        for (int o = dag->n_inputs; o < dag->n_args; o++) {
-            double e = kn_rt_rel_err(bs.ptr[o], ref.ptr[o], AT_DT_F32, bs.n_elems[o]);
-            if (!(e <= 1e-5))
-                fail_msg("%s: output %d differs from the naive lowering: rel err %g", what, o, e);
-        }
-        kn_bufset_free(&bs);
-        kn_bufset_free(&ref);
+        expect_as_naive(what, dag, naive, hand);
         ss_state_free(hand);
         ss_state_free(naive);
         ss_dag_unref(dag);
@@ -508,23 +493,11 @@ static void test_hand_conv_nchw(void **unused)
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         ss_dag *dag = op_dag(specs[i]);
         ss_state *naive, *hand;
-        kn_bufset ref, bs;
         assert_int_equal(ss_state_new(dag, &naive), AT_OK);
         assert_int_equal(ss_state_new(dag, &hand), AT_OK);
         if (kn_hand_conv_nchw(hand, host.vector_bytes, err, sizeof err) != AT_OK)
             fail_msg("%s: kn_hand_conv_nchw: %s", specs[i], err);
-        check_json_roundtrip(dag, hand);
-        assert_int_equal(run_state(naive, &ref, kn_rt_serial_par(), err, sizeof err), AT_OK);
-        if (run_state(hand, &bs, kn_rt_pool_par(pool), err, sizeof err) != AT_OK)
-            fail_msg("%s: the hand-written state does not lower: %s", specs[i], err);
-        for (int o = dag->n_inputs; o < dag->n_args; o++) {
-            double e = kn_rt_rel_err(bs.ptr[o], ref.ptr[o], AT_DT_F32, bs.n_elems[o]);
-            if (!(e <= 1e-5))
-                fail_msg("%s: output %d differs from the naive lowering: rel err %g", specs[i],
-                         o, e);
-        }
-        kn_bufset_free(&bs);
-        kn_bufset_free(&ref);
+        expect_as_naive(specs[i], dag, naive, hand);
         ss_state_free(hand);
         ss_state_free(naive);
         ss_dag_unref(dag);
