@@ -492,16 +492,19 @@ static void seed_from_similar(run *r, ttask *t)
     ss_state *hand = NULL;
     if (t->n_trials > 0)
         return;
-    /* the Winograd transforms, the NHWC convolutions and the row-wise operators start from
-    ** their hand-written schedule too: structures the sampler draws rarely
-    ** (kn_hand_winograd: the transforms' a-term reductions in registers; kn_hand_conv_nhwc:
+    /* the matmuls, the Winograd transforms, the convolutions and the row-wise operators
+    ** start from their hand-written schedule too: structures the sampler draws rarely
+    ** (kn_hand_matmul_tiled: the 1,000-trial best's register tiles summed over all of K,
+    ** B in their order, 4.7-5.0 ms on matmul 1024^3 at trial 0 as the re-measured
+    ** 1,000-trial bests; kn_hand_winograd: the transforms' a-term reductions in registers; kn_hand_conv_nhwc:
     ** a depthwise convolution's taps into a register tile, 2-2.5x faster than 1,500 trials
     ** found on MobileNetV2's first ones; kn_hand_conv_nchw: an NCHW convolution's block of
     ** output channels x a row, 305 GFLOPS on the ResNet conv2d where 64 trials found 225-320; kn_hand_rowwise: a softmax or layer norm a row at a
     ** time with vector accumulators, 1.3-1.6x faster than 128 trials found on BERT's;
     ** kn_hand_bmm: a batched product's register tiles, which 8 random trials miss) */
     if (!r->hw.is_gpu && ss_state_new(t->dag, &hand) == AT_OK &&
-        (kn_hand_winograd(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
+        (kn_hand_matmul_tiled(hand, r->hw.vector_bytes, r->hw.layout_rewrite, NULL, 0) == AT_OK ||
+         kn_hand_winograd(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
          kn_hand_conv_nhwc(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
          kn_hand_conv_nchw(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
          kn_hand_rowwise(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||

@@ -514,6 +514,48 @@ static void test_hand_conv_nchw(void **unused)
     }
 }
 
+/* kn_hand_matmul_tiled (the tuner's first-round matmul): matmuls whose extents the tile
+** sizes divide and do not divide, with B rewritten to the tiles' order and read in place,
+** compute what the naive state computes; a convolution is refused untouched. */
+static void test_hand_matmul_tiled(void **unused)
+{
+    static const char *const specs[] = {
+        "matmul:M=128,N=128,K=128", "matmul:M=64,N=96,K=80", "matmul:M=37,N=50,K=23",
+        "matmul:M=1,N=1000,K=64",
+    };
+    char err[512];
+    (void)unused;
+    for (size_t i = 0; i < 2 * (sizeof specs / sizeof specs[0]); i++) {
+        const char *spec = specs[i / 2];
+        int lr = (int)(i % 2);
+        ss_dag *dag = op_dag(spec);
+        ss_state *naive, *hand;
+        char what[128];
+        snprintf(what, sizeof what, "%s, layout rewrite %d", spec, lr);
+        assert_int_equal(ss_state_new(dag, &naive), AT_OK);
+        assert_int_equal(ss_state_new(dag, &hand), AT_OK);
+        if (kn_hand_matmul_tiled(hand, host.vector_bytes, lr, err, sizeof err) != AT_OK)
+            fail_msg("%s: kn_hand_matmul_tiled: %s", what, err);
+        /* the layout rewrite is the last step when asked for, absent otherwise */
+        assert_int_equal(hand->steps[hand->n_steps - 1].kind == SS_STEP_LAYOUT_REWRITE, lr);
+        expect_as_naive(what, dag, naive, hand);
+        ss_state_free(hand);
+        ss_state_free(naive);
+        ss_dag_unref(dag);
+    }
+    {
+        ss_dag *dag = op_dag("conv2d:N=1,C=8,H=8,W=8,K=8,R=3,S=3,pad=1");
+        ss_state *st;
+        assert_int_equal(ss_state_new(dag, &st), AT_OK);
+        assert_int_equal(kn_hand_matmul_tiled(st, host.vector_bytes, 1, err, sizeof err),
+                         AT_EINVAL);
+        assert_non_null(strstr(err, "matmul"));
+        assert_int_equal(st->n_steps, 0);
+        ss_state_free(st);
+        ss_dag_unref(dag);
+    }
+}
+
 static int setup(void **unused)
 {
     (void)unused;
@@ -539,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_naive_vs_c_softmax),
         cmocka_unit_test(test_hand_conv_nhwc),
         cmocka_unit_test(test_hand_conv_nchw),
+        cmocka_unit_test(test_hand_matmul_tiled),
         cmocka_unit_test(test_hand_rowwise),
         cmocka_unit_test(test_hand_bmm),
         cmocka_unit_test(test_matmul),
