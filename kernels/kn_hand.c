@@ -72,16 +72,22 @@ at_err kn_hand_matmul(ss_state *st, const kn_target *t, char *errmsg, size_t err
     return AT_OK;
 }
 
-/* The tuner's first-round matmul: the structure of the fastest of 1,000 trials on
+/* The tuner's first-round matmuls: the structure of the fastest of 1,000 trials on
 ** matmul 1024^3 (two runs, 499 and 505 GFLOPS at 2 threads on Zen 5; 330 for
-** kn_hand_matmul) as a rule.  C.local is written per task in register tiles of mr = 8 rows
-** x 2 vectors, each summed over all of K (k unrolled by 2, the tile's accumulators stay in
-** registers) while the task walks its block of mb x (4 tiles) from the tiles' panel of B
-** (L2) and its rows of A (L1); B is stored in the order the tiles read it (layout rewrite,
-** done once) when 'layout_rewrite', else read in place. */
-at_err kn_hand_matmul_tiled(ss_state *st, int vector_bytes, int layout_rewrite, char *errmsg,
-                            size_t errmsg_size)
+** kn_hand_matmul) as a rule.  C.local is written per task in register tiles of mr rows
+** x nv vectors (variant 0: 8 x 2), each summed over all of K (k unrolled by 2, the tile's
+** accumulators stay in registers) while the task walks its block of mb x 4 tiles from the
+** tiles' panel of B (L2) and its rows of A (L1); B is stored in the order the tiles read it
+** (layout rewrite, done once) when 'layout_rewrite', else read in place.  Variants 1-3
+** change the block (8 x 4, 16 x 8, 16 x 2 tiles): on matmul 1024^3 the four measure within
+** the noise of each other (5.0-6.2 ms at 2 threads, four runs); the first round measures all
+** four, so one unlucky measurement does not set the task's start. */
+at_err kn_hand_matmul_tiled(ss_state *st, int vector_bytes, int layout_rewrite, int variant,
+                            char *errmsg, size_t errmsg_size)
 {
+    /* the variants: rows per tile, vectors per tile row, tiles per block column and row */
+    static const int64_t var[KN_HAND_MATMUL_VARIANTS][4] = {
+        {8, 2, 32, 4}, {8, 2, 8, 4}, {8, 2, 16, 8}, {8, 2, 16, 2}};
     const ss_op *c;
     int64_t M, N, K, vw, mr, nv, jt, kr, mb, split_i, split_j;
     if (st->n_steps != 0 || st->n_stages != 3 || st->dag->ops[2].kind != SS_OP_COMPUTE ||
@@ -91,14 +97,19 @@ at_err kn_hand_matmul_tiled(ss_state *st, int vector_bytes, int layout_rewrite, 
                         "kn_hand_matmul_tiled: expects the naive state of a matmul (A, B, C)");
     c = &st->dag->ops[2];
     M = c->axes[0].extent, N = c->axes[1].extent, K = c->axes[2].extent;
+    if (variant < 0 || variant >= KN_HAND_MATMUL_VARIANTS)
+        return kn__fail(errmsg, errmsg_size, AT_EINVAL, "kn_hand_matmul_tiled: no variant %d",
+                        variant);
     vw = divisor_le(N, vector_bytes >= 4 ? vector_bytes / 4 : 1);
-    nv = divisor_le(N / vw, 2);           /* vectors per tile row */
-    jt = divisor_le(N / (vw * nv), 4);    /* tiles per block row */
-    mr = divisor_le(M, 8);
+    nv = divisor_le(N / vw, var[variant][1]); /* vectors per tile row */
+    jt = divisor_le(N / (vw * nv), var[variant][3]); /* tiles per block row */
+    /* 8 x 2 vectors is 16 accumulators: half of AVX-512's 32 registers; with 16 (AVX2),
+    ** tiles of half the rows */
+    mr = divisor_le(M, vector_bytes >= 64 ? var[variant][0] : var[variant][0] / 2);
     kr = divisor_le(K, 2);
-    /* rows per block: 32 tiles of 8 where M allows, fewer so that the blocks give every
-    ** thread of a large machine a few (M / (mr * i1) x N / (vw * nv * jt) of them) */
-    mb = divisor_le(M / mr, 32);
+    /* tiles per block column: as many as the variant asks where M allows (the blocks,
+    ** M / (mr * mb) x N / (vw * nv * jt) of them, are the parallel tasks) */
+    mb = divisor_le(M / mr, var[variant][2]);
     /* 0 A, 1 B, 2 C.local, 3 C; C.local's loops: i j k, then
     ** i.0 i.1 i.2 i.3, j.0 j.1 j.2 j.3, k.0 k.1 */
     STEP(ss_state_cache_write(st, 2, "local", errmsg, errmsg_size));

@@ -484,6 +484,18 @@ static void plan_warmup(run *r)
 
 /* ---- rounds ---- */
 
+/* Offer a hand-written state to a task's first round: 1 if the search took it. */
+static int offer_state(ttask *t, const ss_state *st)
+{
+    at_buf b;
+    int n;
+    at_buf_init(&b);
+    ss_state_to_json(st, &b);
+    n = !b.err && tn__search_seed(t->search, b.data) > 0;
+    at_buf_fini(&b);
+    return n;
+}
+
 /* A task's first round here: offer it the best programs of the tasks of its tag that ran
 ** before it (this run's, and what the store held for them), replayed on its DAG. */
 static void seed_from_similar(run *r, ttask *t)
@@ -495,27 +507,33 @@ static void seed_from_similar(run *r, ttask *t)
     /* the matmuls, the Winograd transforms, the convolutions and the row-wise operators
     ** start from their hand-written schedule too: structures the sampler draws rarely
     ** (kn_hand_matmul_tiled: the 1,000-trial best's register tiles summed over all of K,
-    ** B in their order, 4.7-5.0 ms on matmul 1024^3 at trial 0 as the re-measured
-    ** 1,000-trial bests; kn_hand_winograd: the transforms' a-term reductions in registers; kn_hand_conv_nhwc:
-    ** a depthwise convolution's taps into a register tile, 2-2.5x faster than 1,500 trials
-    ** found on MobileNetV2's first ones; kn_hand_conv_nchw: an NCHW convolution's block of
-    ** output channels x a row, 305 GFLOPS on the ResNet conv2d where 64 trials found 225-320; kn_hand_rowwise: a softmax or layer norm a row at a
-    ** time with vector accumulators, 1.3-1.6x faster than 128 trials found on BERT's;
-    ** kn_hand_bmm: a batched product's register tiles, which 8 random trials miss) */
-    if (!r->hw.is_gpu && ss_state_new(t->dag, &hand) == AT_OK &&
-        (kn_hand_matmul_tiled(hand, r->hw.vector_bytes, r->hw.layout_rewrite, NULL, 0) == AT_OK ||
-         kn_hand_winograd(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
+    ** B in their order, in four block sizes, 4.7-5.4 ms on matmul 1024^3 where the
+    ** 1,000-trial bests re-measure at 4.5-4.9; kn_hand_winograd: the transforms' a-term
+    ** reductions in registers; kn_hand_conv_nhwc: a depthwise convolution's taps into a
+    ** register tile, 2-2.5x faster than 1,500 trials found on MobileNetV2's first ones;
+    ** kn_hand_conv_nchw: an NCHW convolution's block of output channels x a row, 305 GFLOPS
+    ** on the ResNet conv2d where 64 trials found 225-320; kn_hand_rowwise: a softmax or
+    ** layer norm a row at a time with vector accumulators, 1.3-1.6x faster than 128 trials
+    ** found on BERT's; kn_hand_bmm: a batched product's register tiles, which 8 random
+    ** trials miss) */
+    for (int v = 0; !r->hw.is_gpu && v < KN_HAND_MATMUL_VARIANTS; v++) {
+        /* every variant of a matmul: the first round measures them all */
+        if (ss_state_new(t->dag, &hand) != AT_OK)
+            break;
+        if (kn_hand_matmul_tiled(hand, r->hw.vector_bytes, r->hw.layout_rewrite, v, NULL, 0) !=
+            AT_OK)
+            break;
+        offered += offer_state(t, hand);
+        ss_state_free(hand);
+        hand = NULL;
+    }
+    if (offered == 0 && hand && hand->n_steps == 0 &&
+        (kn_hand_winograd(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
          kn_hand_conv_nhwc(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
          kn_hand_conv_nchw(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
          kn_hand_rowwise(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
-         kn_hand_bmm(hand, r->hw.vector_bytes, NULL, 0) == AT_OK)) {
-        at_buf b;
-        at_buf_init(&b);
-        ss_state_to_json(hand, &b);
-        if (!b.err && tn__search_seed(t->search, b.data) > 0)
-            offered++;
-        at_buf_fini(&b);
-    }
+         kn_hand_bmm(hand, r->hw.vector_bytes, NULL, 0) == AT_OK))
+        offered += offer_state(t, hand);
     ss_state_free(hand);
     if (t->tag == NULL) {
         t->n_seeded = offered;

@@ -514,9 +514,10 @@ static void test_hand_conv_nchw(void **unused)
     }
 }
 
-/* kn_hand_matmul_tiled (the tuner's first-round matmul): matmuls whose extents the tile
-** sizes divide and do not divide, with B rewritten to the tiles' order and read in place,
-** compute what the naive state computes; a convolution is refused untouched. */
+/* kn_hand_matmul_tiled (the tuner's first-round matmuls), every variant: matmuls whose
+** extents the tile sizes divide and do not divide, with B rewritten to the tiles' order and
+** read in place, compute what the naive state computes; a convolution and a variant out of
+** range are refused untouched. */
 static void test_hand_matmul_tiled(void **unused)
 {
     static const char *const specs[] = {
@@ -525,16 +526,16 @@ static void test_hand_matmul_tiled(void **unused)
     };
     char err[512];
     (void)unused;
-    for (size_t i = 0; i < 2 * (sizeof specs / sizeof specs[0]); i++) {
-        const char *spec = specs[i / 2];
-        int lr = (int)(i % 2);
+    for (size_t i = 0; i < 2 * KN_HAND_MATMUL_VARIANTS * (sizeof specs / sizeof specs[0]); i++) {
+        const char *spec = specs[i / (2 * KN_HAND_MATMUL_VARIANTS)];
+        int lr = (int)(i / KN_HAND_MATMUL_VARIANTS % 2), variant = (int)(i % KN_HAND_MATMUL_VARIANTS);
         ss_dag *dag = op_dag(spec);
         ss_state *naive, *hand;
         char what[128];
-        snprintf(what, sizeof what, "%s, layout rewrite %d", spec, lr);
+        snprintf(what, sizeof what, "%s, layout rewrite %d, variant %d", spec, lr, variant);
         assert_int_equal(ss_state_new(dag, &naive), AT_OK);
         assert_int_equal(ss_state_new(dag, &hand), AT_OK);
-        if (kn_hand_matmul_tiled(hand, host.vector_bytes, lr, err, sizeof err) != AT_OK)
+        if (kn_hand_matmul_tiled(hand, host.vector_bytes, lr, variant, err, sizeof err) != AT_OK)
             fail_msg("%s: kn_hand_matmul_tiled: %s", what, err);
         /* the layout rewrite is the last step when asked for, absent otherwise */
         assert_int_equal(hand->steps[hand->n_steps - 1].kind == SS_STEP_LAYOUT_REWRITE, lr);
@@ -547,9 +548,18 @@ static void test_hand_matmul_tiled(void **unused)
         ss_dag *dag = op_dag("conv2d:N=1,C=8,H=8,W=8,K=8,R=3,S=3,pad=1");
         ss_state *st;
         assert_int_equal(ss_state_new(dag, &st), AT_OK);
-        assert_int_equal(kn_hand_matmul_tiled(st, host.vector_bytes, 1, err, sizeof err),
+        assert_int_equal(kn_hand_matmul_tiled(st, host.vector_bytes, 1, 0, err, sizeof err),
                          AT_EINVAL);
         assert_non_null(strstr(err, "matmul"));
+        assert_int_equal(st->n_steps, 0);
+        ss_state_free(st);
+        ss_dag_unref(dag);
+        dag = op_dag("matmul:M=8,N=8,K=8");
+        assert_int_equal(ss_state_new(dag, &st), AT_OK);
+        assert_int_equal(kn_hand_matmul_tiled(st, host.vector_bytes, 1, KN_HAND_MATMUL_VARIANTS,
+                                              err, sizeof err),
+                         AT_EINVAL);
+        assert_non_null(strstr(err, "no variant"));
         assert_int_equal(st->n_steps, 0);
         ss_state_free(st);
         ss_dag_unref(dag);
