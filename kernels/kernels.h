@@ -370,8 +370,12 @@ at_err kn_hand_winograd(ss_state *st, int vector_bytes, char *errmsg, size_t err
 ** for another DAG. */
 at_err kn_hand_conv_nhwc(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size);
 /* The same for an NCHW convolution summing over input channels (kn_hand.c): a register
-** block of output channels x a row of output pixels, w vectorized, per parallel tile. */
-at_err kn_hand_conv_nchw(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size);
+** block of output channels x a row of output pixels, w vectorized, per parallel tile, in
+** KN_HAND_CONV_NCHW_VARIANTS block shapes (0 <= variant; 0 is the best 1,000 trials found
+** on the ResNet conv2d). */
+#define KN_HAND_CONV_NCHW_VARIANTS 3
+at_err kn_hand_conv_nchw(ss_state *st, int vector_bytes, int variant, char *errmsg,
+                         size_t errmsg_size);
 /* A row-wise operator (softmax, layer norm: reductions over the last axis and the
 ** elementwise stages around them, the output elementwise over [rows..., j]): the rows fused
 ** and parallel, every other stage computed at the row, each j loop vector-wide, each

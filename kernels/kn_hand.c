@@ -309,7 +309,8 @@ at_err kn_hand_conv_nhwc(ss_state *st, int vector_bytes, char *errmsg, size_t er
 ** holds).  The structure of the best ResNet conv2d (C=K=64, 56x56, 3x3) 1,000 trials found
 ** here (410 GFLOPS at 2 threads, Zen 5), which the sampler draws rarely: 64 trials had
 ** 0.56-0.79 of it; this state measures 305 GFLOPS in the first round. */
-at_err kn_hand_conv_nchw(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size)
+at_err kn_hand_conv_nchw(ss_state *st, int vector_bytes, int variant, char *errmsg,
+                         size_t errmsg_size)
 {
     const ss_dag *dag = st->dag;
     int conv = ss_dag_find(dag, "conv"), pad = ss_dag_find(dag, "pad"), out, nr;
@@ -332,12 +333,18 @@ at_err kn_hand_conv_nchw(ss_state *st, int vector_bytes, char *errmsg, size_t er
     if (pad >= 0 && (dag->ops[pad].kind != SS_OP_COMPUTE || dag->ops[pad].n_axes != 4))
         return kn__fail(errmsg, errmsg_size, AT_EINVAL,
                         "kn_hand_conv_nchw: the padding stage is not a 4-d copy");
+    if (variant < 0 || variant >= KN_HAND_CONV_NCHW_VARIANTS)
+        return kn__fail(errmsg, errmsg_size, AT_EINVAL, "kn_hand_conv_nchw: no variant %d",
+                        variant);
     nr = c->n_raxes;
     K = c->axes[1].extent;
     OW = c->axes[3].extent;
-    wt = divisor_le(OW, 4 * vw);
+    /* variant 0: a row of up to 4 vectors x as many channels as half the register file
+    ** holds; 1: half those channels; 2: up to 2 vectors of the row, twice the channels */
+    wt = divisor_le(OW, (variant == 2 ? 2 : 4) * vw);
     nregs = vector_bytes >= 64 ? 32 : 16;
-    kt = divisor_le(K, AT_MAX(1, (nregs / 2) / ((wt + vw - 1) / vw)));
+    kt = AT_MAX(1, (nregs / 2) / ((wt + vw - 1) / vw));
+    kt = divisor_le(K, variant == 1 ? AT_MAX(1, kt / 2) : kt);
     for (int s = conv + 1; s < st->n_stages - 1; s++)
         STEP(ss_state_compute_inline(st, s, errmsg, errmsg_size));
     if (conv == st->n_stages - 1)

@@ -517,11 +517,14 @@ static void seed_from_similar(run *r, ttask *t)
     ** found on BERT's; kn_hand_bmm: a batched product's register tiles, which 8 random
     ** trials miss) */
     for (int v = 0; !r->hw.is_gpu && v < KN_HAND_MATMUL_VARIANTS; v++) {
-        /* every variant of a matmul: the first round measures them all */
+        /* every variant of a matmul, or of an NCHW convolution: the first round measures
+        ** them all, so one unlucky measurement does not set the task's start */
         if (ss_state_new(t->dag, &hand) != AT_OK)
             break;
         if (kn_hand_matmul_tiled(hand, r->hw.vector_bytes, r->hw.layout_rewrite, v, NULL, 0) !=
-            AT_OK)
+                AT_OK &&
+            (hand->n_steps != 0 || v >= KN_HAND_CONV_NCHW_VARIANTS ||
+             kn_hand_conv_nchw(hand, r->hw.vector_bytes, v, NULL, 0) != AT_OK))
             break;
         offered += offer_state(t, hand);
         ss_state_free(hand);
@@ -530,7 +533,6 @@ static void seed_from_similar(run *r, ttask *t)
     if (offered == 0 && hand && hand->n_steps == 0 &&
         (kn_hand_winograd(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
          kn_hand_conv_nhwc(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
-         kn_hand_conv_nchw(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
          kn_hand_rowwise(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
          kn_hand_bmm(hand, r->hw.vector_bytes, NULL, 0) == AT_OK))
         offered += offer_state(t, hand);

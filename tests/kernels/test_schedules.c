@@ -472,8 +472,9 @@ static void test_hand_conv_nhwc(void **unused)
 /* kn_hand_conv_nchw on NCHW convolutions (3x3 with padding and an epilogue, 1x1 without
 ** padding, a stride-2 one, rows and channels that the tiles do not divide, a grouped one)
 ** computes what the naive state computes (its rows of 56, 37, 17... are vectors longer
-** than a register and not a power of two: the code generator's pieces); NHWC, depthwise
-** and a matmul are refused with the state untouched. */
+** than a register and not a power of two: the code generator's pieces), in every variant;
+** NHWC, depthwise, a matmul and a variant out of range are refused with the state
+** untouched. */
 static void test_hand_conv_nchw(void **unused)
 {
     static const char *const specs[] = {
@@ -490,24 +491,32 @@ static void test_hand_conv_nchw(void **unused)
     };
     char err[512];
     (void)unused;
-    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
-        ss_dag *dag = op_dag(specs[i]);
+    for (size_t i = 0; i < KN_HAND_CONV_NCHW_VARIANTS * (sizeof specs / sizeof specs[0]); i++) {
+        const char *spec = specs[i / KN_HAND_CONV_NCHW_VARIANTS];
+        int variant = (int)(i % KN_HAND_CONV_NCHW_VARIANTS);
+        ss_dag *dag = op_dag(spec);
         ss_state *naive, *hand;
+        char what[160];
+        snprintf(what, sizeof what, "%s, variant %d", spec, variant);
         assert_int_equal(ss_state_new(dag, &naive), AT_OK);
         assert_int_equal(ss_state_new(dag, &hand), AT_OK);
-        if (kn_hand_conv_nchw(hand, host.vector_bytes, err, sizeof err) != AT_OK)
-            fail_msg("%s: kn_hand_conv_nchw: %s", specs[i], err);
-        expect_as_naive(specs[i], dag, naive, hand);
+        if (kn_hand_conv_nchw(hand, host.vector_bytes, variant, err, sizeof err) != AT_OK)
+            fail_msg("%s: kn_hand_conv_nchw: %s", what, err);
+        expect_as_naive(what, dag, naive, hand);
         ss_state_free(hand);
         ss_state_free(naive);
         ss_dag_unref(dag);
     }
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        ss_dag *dag = op_dag(refused[i]);
+    for (size_t i = 0; i <= sizeof refused / sizeof refused[0]; i++) {
+        int bad_variant = i == sizeof refused / sizeof refused[0];
+        ss_dag *dag = op_dag(bad_variant ? specs[0] : refused[i]);
         ss_state *st;
         assert_int_equal(ss_state_new(dag, &st), AT_OK);
-        assert_int_equal(kn_hand_conv_nchw(st, host.vector_bytes, err, sizeof err), AT_EINVAL);
-        assert_non_null(strstr(err, "NCHW conv2d"));
+        assert_int_equal(kn_hand_conv_nchw(st, host.vector_bytes,
+                                           bad_variant ? KN_HAND_CONV_NCHW_VARIANTS : 0, err,
+                                           sizeof err),
+                         AT_EINVAL);
+        assert_non_null(strstr(err, bad_variant ? "no variant" : "NCHW conv2d"));
         assert_int_equal(st->n_steps, 0);
         ss_state_free(st);
         ss_dag_unref(dag);
