@@ -496,6 +496,18 @@ static int offer_state(ttask *t, const ss_state *st)
     return n;
 }
 
+/* Variant v of the hand-written schedule of a matmul or an NCHW convolution, applied to
+** the naive state 'st' (both refuse the other's DAG untouched); AT_EINVAL when neither
+** applies or there is no variant v. */
+static at_err hand_variant(const run *r, ss_state *st, int v)
+{
+    if (kn_hand_matmul_tiled(st, r->hw.vector_bytes, r->hw.layout_rewrite, v, NULL, 0) == AT_OK)
+        return AT_OK;
+    if (st->n_steps != 0 || v >= KN_HAND_CONV_NCHW_VARIANTS)
+        return AT_EINVAL;
+    return kn_hand_conv_nchw(st, r->hw.vector_bytes, v, NULL, 0);
+}
+
 /* A task's first round here: offer it the best programs of the tasks of its tag that ran
 ** before it (this run's, and what the store held for them), replayed on its DAG. */
 static void seed_from_similar(run *r, ttask *t)
@@ -519,12 +531,7 @@ static void seed_from_similar(run *r, ttask *t)
     for (int v = 0; !r->hw.is_gpu && v < KN_HAND_MATMUL_VARIANTS; v++) {
         /* every variant of a matmul, or of an NCHW convolution: the first round measures
         ** them all, so one unlucky measurement does not set the task's start */
-        if (ss_state_new(t->dag, &hand) != AT_OK)
-            break;
-        if (kn_hand_matmul_tiled(hand, r->hw.vector_bytes, r->hw.layout_rewrite, v, NULL, 0) !=
-                AT_OK &&
-            (hand->n_steps != 0 || v >= KN_HAND_CONV_NCHW_VARIANTS ||
-             kn_hand_conv_nchw(hand, r->hw.vector_bytes, v, NULL, 0) != AT_OK))
+        if (ss_state_new(t->dag, &hand) != AT_OK || hand_variant(r, hand, v) != AT_OK)
             break;
         offered += offer_state(t, hand);
         ss_state_free(hand);
