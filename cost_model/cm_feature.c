@@ -916,6 +916,17 @@ static void do_store(ex *x, const kn_stmt *st)
                            (s->acc[a].coef[inner] == 0 || s->acc[a].coef[inner] == 1);
                 r[CM_F_INNER_UNIT] = unit;
             }
+            /* group 9: lanes the store's arithmetic runs on, ours or LLVM's, and the
+            ** vector instructions that makes */
+            {
+                double el = 1;
+                if (vl >= 0 && lanes > 1)
+                    el = (double)s->loops[vl].extent / ceil((double)s->loops[vl].extent / per_reg);
+                else if (r[CM_F_INNER_UNIT] > 0)
+                    el = AT_MIN((double)s->loops[inner].extent, per_reg);
+                r[CM_F_EFF_LANES] = el;
+                r[CM_F_LANE_OPS] += fops * outer / el;
+            }
             r[CM_F_INNER_FOOT] = inner >= 0 ? level_bytes[inner] : level_bytes[0];
             r[CM_F_AI_L1] = r[CM_F_AI_L2] = 0;
             for (int l = n; l >= 0; l--) {

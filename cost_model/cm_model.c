@@ -105,6 +105,8 @@ void cm_params_default(cm_params *p)
     p->valid_frac = 0.15;
     p->n_partners = 32;
     p->pair_weight = 0;
+    p->min_pair_ratio = 1.10;
+    p->monotone = 1;
     p->warmup = 64;
     p->n_threads = 1;
     p->retrain_growth_pct = 20;
@@ -286,6 +288,18 @@ static at_err set_params(const cm_model *m, BoosterHandle h, uint64_t seed, char
     P("seed", "%llu", (unsigned long long)(seed & 0x7fffffff))
     P("disable_default_eval_metric", "%d", 1)
 #undef P
+    if (err == AT_OK && m->p.monotone) {
+        /* "(0,...,-1,...,1,...)": one entry per feature */
+        char mc[2 * CM_N_FEATS + 4 * 2 + 3];
+        int o = 0;
+        mc[o++] = '(';
+        for (int f = 0; f < CM_N_FEATS; f++)
+            o += snprintf(mc + o, sizeof mc - (size_t)o, "%s%s", f ? "," : "",
+                          f == CM_F_LANE_OPS ? "-1" : f == CM_F_EFF_LANES ? "1" : "0");
+        mc[o++] = ')';
+        mc[o] = 0;
+        err = set_param(h, "monotone_constraints", mc, errmsg, n);
+    }
     return err;
 }
 
@@ -439,9 +453,12 @@ static double sigmoid_neg(double d) /* 1 / (1 + exp(d)) */
     return 1 / (1 + exp(d));
 }
 
-static void pair_grad(tset *s, int a, int b, double pw)
+static void pair_grad(tset *s, int a, int b, double pw, double min_ratio)
 {
     int hi = s->y[a] > s->y[b] ? a : b, lo = hi == a ? b : a;
+    /* labels are best/cost: their ratio is the costs' (a failure, 0, is always a pair) */
+    if (s->y[hi] <= s->y[lo] * min_ratio)
+        return;
     double rho = sigmoid_neg(s->score[hi] - s->score[lo]);
     double w = pw > 0 ? pow(s->y[hi] - s->y[lo], pw) : 1;
     double hh = w * rho * (1 - rho);
@@ -464,6 +481,7 @@ static void tset_gradients(const cm_model *m, tset *s, at_rng *rng)
         }
     } else {
         int np = m->p.n_partners > 0 ? m->p.n_partners : 1;
+        double min_ratio = m->p.min_pair_ratio > 1 ? m->p.min_pair_ratio : 1;
         for (int t = 0; t < s->n_tasks; t++) {
             int a0 = s->task_start[t], cnt = s->task_start[t + 1] - a0;
             if (cnt < 2)
@@ -472,8 +490,7 @@ static void tset_gradients(const cm_model *m, tset *s, at_rng *rng)
                 for (int a = 0; a < cnt; a++)
                     for (int b = a + 1; b < cnt; b++) {
                         int i = s->by_task[a0 + a], j = s->by_task[a0 + b];
-                        if (s->y[i] != s->y[j])
-                            pair_grad(s, i, j, m->p.pair_weight);
+                        pair_grad(s, i, j, m->p.pair_weight, min_ratio);
                     }
                 continue;
             }
@@ -484,8 +501,7 @@ static void tset_gradients(const cm_model *m, tset *s, at_rng *rng)
                     int j;
                     b += b >= a;
                     j = s->by_task[a0 + b];
-                    if (s->y[i] != s->y[j])
-                        pair_grad(s, i, j, m->p.pair_weight);
+                    pair_grad(s, i, j, m->p.pair_weight, min_ratio);
                 }
             }
         }

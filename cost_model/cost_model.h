@@ -38,7 +38,8 @@
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 3 /* 2: group 7, GPU launches; 3: group 8, registers and caches */
+#define CM_FEATURE_VERSION 4 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
+                                ** 4: group 9, lanes */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */
@@ -215,7 +216,15 @@
     X(INNER_UNIT, "inner_unit", 0,                                                         \
       "1 when the innermost loop that stays a loop, not vectorized, moves the store by 1 "  \
       "and every load by 0 or 1 element: LLVM's unroller and SLP vectorizer can still "     \
-      "make vectors of its iterations")
+      "make vectors of its iterations")                                                     \
+    /* group 9: lanes */                                                                    \
+    X(EFF_LANES, "eff_lanes", 0,                                                           \
+      "float lanes the store's arithmetic runs on: its vectorized loop's extent over the "   \
+      "registers it fills, or the innermost loop's (at most a register) when inner_unit, "  \
+      "else 1")                                                                             \
+    X(LANE_OPS, "lane_ops", 1,                                                             \
+      "float ops of the store over the whole nest / eff_lanes: the vector instructions "    \
+      "its arithmetic takes")
 
 typedef enum cm_feat {
 #define X(id, name, lg, doc) CM_F_##id,
@@ -363,6 +372,10 @@ typedef struct cm_params {
     double pair_weight;      /* rank: a pair's loss is weighted by |y_i - y_j|^pair_weight
                              ** (labels best/cost: pairs near the task's best weigh most);
                              ** 0: every pair alike */
+    double min_pair_ratio;   /* rank: pairs whose costs differ by this ratio or less are not
+                             ** trained on (measurement noise; default 1.10; 0: every pair) */
+    int monotone;            /* 1 (default): scores fall as lane_ops grows and rise with
+                             ** eff_lanes, all else equal (XGBoost monotone constraints) */
     int warmup;              /* programs needed before a model trained here is used;
                              ** fewer: random scores (a loaded model is used at once) */
     int n_threads;           /* XGBoost threads (default 1; 0: online CPUs) */

@@ -425,7 +425,8 @@ int main(int argc, char **argv)
     cm_model *m;
     char err[1024];
     int quality_only = 0;
-    double pair_weight = -1;
+    double pair_weight = -1, min_pair_ratio = -1;
+    int monotone = -1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--states") == 0 && i + 1 < argc)
             n_states = atoi(argv[++i]);
@@ -435,6 +436,10 @@ int main(int argc, char **argv)
             budget_s = atof(argv[++i]);
         else if (strcmp(argv[i], "--pair-weight") == 0 && i + 1 < argc)
             pair_weight = atof(argv[++i]);
+        else if (strcmp(argv[i], "--min-pair-ratio") == 0 && i + 1 < argc)
+            min_pair_ratio = atof(argv[++i]);
+        else if (strcmp(argv[i], "--monotone") == 0 && i + 1 < argc)
+            monotone = atoi(argv[++i]) != 0;
         else if (strcmp(argv[i], "--quality-only") == 0)
             quality_only = 1;
         else if (strcmp(argv[i], "--splits") == 0 && i + 1 < argc &&
@@ -442,7 +447,8 @@ int main(int argc, char **argv)
             ;
         else
             die("usage", "bench_cost_model [--states N] [--budget-s S] [--db FILE] "
-                         "[--pair-weight W] [--splits N (1-64)] [--quality-only]");
+                         "[--pair-weight W] [--min-pair-ratio R] [--monotone 0|1] "
+                         "[--splits N (1-64)] [--quality-only]");
     }
     at_log_set_level(AT_LOG_WARN);
     tn_fleet_prepare(); /* the embedded agent's launcher, before any thread */
@@ -458,6 +464,10 @@ int main(int argc, char **argv)
     p.n_threads = 1;
     if (pair_weight >= 0)
         p.pair_weight = pair_weight;
+    if (min_pair_ratio >= 0)
+        p.min_pair_ratio = min_pair_ratio;
+    if (monotone >= 0)
+        p.monotone = monotone;
     if (cm_model_new(&p, &m) != AT_OK || cm_model_fit(m, d, err, sizeof err) != AT_OK)
         die("training", err);
     if (!quality_only) {

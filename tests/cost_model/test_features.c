@@ -70,7 +70,7 @@ static void test_feature_list(void **unused)
     char *doc = NULL, err[256];
     size_t n;
     (void)unused;
-    assert_int_equal(CM_N_FEATS, 183);
+    assert_int_equal(CM_N_FEATS, 185);
     assert_int_equal(CM_BUF_STRIDE, 20);
     assert_int_equal(CM_F_B4_VEC_GATHER + 1, CM_F_CURVE_0);
     for (int i = 0; i < CM_N_FEATS; i++) {
@@ -251,6 +251,9 @@ static void test_annotated_matmul(void **unused)
     assert_feat(&f, r, CM_F_AI_L1, 2.0 * 16 * 64 * 4 / 16896);
     assert_feat(&f, r, CM_F_AI_L2, 2.0 * 64 * 64 * 64 / 49152);
     assert_feat(&f, r, CM_F_INNER_UNIT, 0);
+    /* group 9: the arithmetic runs on j.1's 4 lanes: 2 x 64^3 float ops in 4-lane vectors */
+    assert_feat(&f, r, CM_F_EFF_LANES, 4);
+    assert_feat(&f, r, CM_F_LANE_OPS, 2.0 * 64 * 64 * 64 / 4);
     kn_ir_free(ir);
     ss_state_free(st);
     ss_dag_unref(dag);
@@ -278,6 +281,9 @@ static void test_unit_stride_inner(void **unused)
     assert_feat(&f, 0, CM_F_INNER_REDUCE, 0);
     assert_feat(&f, 0, CM_F_ACC_REGS, 1); /* one accumulator, one register */
     assert_feat(&f, 0, CM_F_BLOCK_LOADS, 3); /* C, A, B: scalar loads per scalar update */
+    /* LLVM vectorizes j's 64 iterations 16 lanes (64-byte registers) at a time */
+    assert_feat(&f, 0, CM_F_EFF_LANES, 16);
+    assert_feat(&f, 0, CM_F_LANE_OPS, 2.0 * 64 * 64 * 64 / 16);
     kn_ir_free(ir);
     ss_state_free(st);
     /* the same with i innermost: C and A move by 64, not a unit stride */
@@ -285,6 +291,8 @@ static void test_unit_stride_inner(void **unused)
     assert_int_equal(ss_state_reorder(st, 2, 3, (int64_t[]){1, 2, 0}, err, sizeof err), AT_OK);
     lower_extract(st, &ir, &f);
     assert_feat(&f, 0, CM_F_INNER_UNIT, 0);
+    assert_feat(&f, 0, CM_F_EFF_LANES, 1); /* scalar: one lane */
+    assert_feat(&f, 0, CM_F_LANE_OPS, 2.0 * 64 * 64 * 64);
     kn_ir_free(ir);
     ss_state_free(st);
     ss_dag_unref(dag);
