@@ -63,6 +63,12 @@ typedef struct ttask {
     int n_uses;                /* uses with a choice of alternatives (tn_tune_use), or 0 */
     const tn_tune_use *uses;
     int n_seeded;              /* programs of similar tasks offered to its first round */
+    char *first_best;          /* JSON of its first round's best in this run: measured again
+                               ** in its second round (the first measurements of a run are
+                               ** the likeliest to be slow: docs/tuning.md, "Re-timing") */
+    double first_best_cost;
+    int64_t first_best_trial;
+    int retime;                /* 0: nothing to re-time, 1: due, 2: done */
 } ttask;
 
 typedef struct job {
@@ -75,6 +81,7 @@ typedef struct job {
     cm_feats *feats;    /* its features from the search's scoring, or NULL */
     kn_artifact *art;
     int built, measured;
+    int retime;         /* a program measured before, timed again (no search, no training) */
 } job;
 
 typedef struct tround {
@@ -117,6 +124,7 @@ typedef struct run {
     double search_s;    /* in the evolutionary search (this process) */
     double build_cpu_s; /* summed over the builds (in the workers) */
     int64_t n_builds;
+    int n_retimed, n_retimed_faster; /* first rounds' bests timed again; how many faster */
     int tty;
     char errmsg[512];
     at_err err;
@@ -253,6 +261,22 @@ static void result_for(run *r, job *j, int status, double cost)
     if (j->measured)
         return;
     j->measured = 1;
+    if (j->retime) {
+        /* not a trial: the same program timed again; the store keeps the faster of the two
+        ** measurements (rec_put), and so does the task */
+        r->n_retimed++;
+        if (status == AT_MEASURE_NO_ERROR) {
+            r->n_retimed_faster += cost < t->first_best_cost;
+            if (cost < t->first_best_cost * 0.95)
+                say(r, "task %s: its first round's best, timed again, took %.3f ms where it "
+                       "first took %.3f ms", t->name, cost * 1e3, t->first_best_cost * 1e3);
+            if (cost < t->best_cost)
+                t->best_cost = cost;
+        }
+        if (rd)
+            rd->n_done++;
+        return;
+    }
     t->n_trials++;
     r->total_trials++;
     t->n_errors[status >= 0 && status < AT_N_MEASURE ? status : AT_N_MEASURE]++;
@@ -262,6 +286,12 @@ static void result_for(run *r, job *j, int status, double cost)
             t->best_cost = cost;
             t->best_trial = t->n_trials;
             t->last_improve = t->n_trials;
+            if (t->rounds == 0 && j->state != NULL) {
+                at_free(t->first_best);
+                t->first_best = at_strdup(j->state);
+                t->first_best_cost = cost;
+                t->first_best_trial = j->trial;
+            }
         }
     }
     add_sample(r, j, cost, status);
@@ -591,7 +621,7 @@ static at_err start_round(run *r, int ti)
     ttask *t = &r->tasks[ti];
     int64_t left = r->budget - r->total_trials;
     int m = (int)AT_MIN((int64_t)(t->rounds == 0 ? t->warm : r->o->per_round), left), n = 0;
-    int cold = 0;
+    int cold = 0, retime;
     ss_state **cands;
     cm_feats **feats;
     tn_search_stats stats;
@@ -602,6 +632,8 @@ static at_err start_round(run *r, int ti)
     m = (int)AT_MIN((int64_t)m, left);
     if (m <= 0)
         return AT_OK;
+    /* the first round's best, timed again first thing in the second round (not a trial) */
+    retime = t->retime == 1 && t->rounds >= 1;
     if (t->rounds == 0 && r->model && m > TN_COLD_ROUND && r->n_jobs == 0 &&
         tn__search_n_seen(t->search) == 0) {
         /* the run's very first round, on a task with nothing measured: 16 random programs,
@@ -647,8 +679,8 @@ static at_err start_round(run *r, int ti)
     rd->task = ti;
     rd->first_job = r->n_jobs;
     rd->t_start = at_time_mono_s();
-    if (r->n_jobs + n > r->cap_jobs) {
-        int cap = AT_MAX(2 * r->cap_jobs, r->n_jobs + n + 64);
+    if (r->n_jobs + n + retime > r->cap_jobs) {
+        int cap = AT_MAX(2 * r->cap_jobs, r->n_jobs + n + retime + 64);
         job *p = at_realloc(r->jobs, (size_t)cap * sizeof *p);
         if (p == NULL) {
             for (int i = 0; i < n; i++) {
@@ -662,6 +694,25 @@ static at_err start_round(run *r, int ti)
         }
         r->jobs = p;
         r->cap_jobs = cap;
+    }
+    if (retime) {
+        job *j = &r->jobs[r->n_jobs];
+        memset(j, 0, sizeof *j);
+        j->task = ti;
+        j->tround = (int)r->n_rounds_done;
+        j->trial = t->first_best_trial; /* the program's trial: its record keeps it */
+        j->retime = 1;
+        snprintf(j->id, sizeof j->id, "%s-%d", r->uuid, r->n_jobs);
+        j->state = at_strdup(t->first_best);
+        t->retime = 2;
+        if (j->state != NULL &&
+            tn_builder_submit(r->builder, &(tn_build_req){r->n_jobs, r->target.text,
+                                                          t->dag_text, j->state, NULL}) == AT_OK) {
+            r->n_jobs++;
+            rd->n_jobs++;
+        } else {
+            job_forget(j);
+        }
     }
     for (int i = 0; i < n; i++) {
         job *j = &r->jobs[r->n_jobs];
@@ -762,8 +813,10 @@ static void finish_round(run *r, int k)
     memmove(t->hist, t->hist + 1, sizeof t->hist - sizeof t->hist[0]);
     t->hist[3] = isfinite(t->best_cost) ? t->best_cost : 1.0;
     t->flat = t->rounds >= 2 && !(t->hist[3] < t->hist[2] * (1 - 1e-3)) ? t->flat + 1 : 0;
-    if (t->rounds == 1)
+    if (t->rounds == 1) {
         t->first_round_best = t->best_cost;
+        t->retime = t->first_best != NULL;
+    }
     r->n_rounds_done++;
     train(r);
     progress(r, t, rd);
@@ -812,6 +865,10 @@ static void report(run *r)
            "measuring %.1f s on the agents\n", r->search_s, r->build_cpu_s,
            r->o->build_workers, r->o->build_workers == 1 ? "" : "s", (long long)r->n_builds,
            r->n_builds ? r->build_cpu_s / (double)r->n_builds : 0, r->measure_s);
+    if (r->n_retimed > 0)
+        printf("re-timed the first round's best of %d task%s: %d faster the second time (the "
+               "store keeps the faster)\n",
+               r->n_retimed, r->n_retimed == 1 ? "" : "s", r->n_retimed_faster);
     {
         /* each trial is lowered once here (by the search's scoring, whose features training
         ** reuses, or by training when the search did not score it) and its JSON never
@@ -1068,6 +1125,7 @@ out:
     cm_model_free(r.model);
     for (int i = 0; i < n_tasks; i++) {
         tn__search_free(r.tasks[i].search);
+        at_free(r.tasks[i].first_best);
         ss_dag_unref(r.tasks[i].dag);
         at_free(r.tasks[i].dag_text);
     }

@@ -271,6 +271,10 @@ static void test_short_run_improves_and_records_everything(void **unused)
         assert_non_null(strstr(out, "matmul:M=128,N=128,K=64"));
         assert_non_null(strstr(out, "120 trials"));
         check_lowered_once(out, 0);
+        /* the first round's best was timed again in the second round: one more build and
+        ** measurement, not a trial (120 records, each trial once, above) */
+        assert_non_null(strstr(out, "re-timed the first round's best of 1 task:"));
+        assert_non_null(strstr(out, "(121 builds,"));
         at_free(out);
         assert_int_equal(RUN("best", 120, "best", "--db", "improve.db"), 0);
         assert_int_equal(RUN("plot", 120, "plot", "--db", "improve.db", "-o", "curve.png"), 0);
