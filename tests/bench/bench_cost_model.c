@@ -13,6 +13,9 @@
 **   bench cost_model_TASK_top5_recall_OBJ R           recall, for OBJ rank and reg, median of
 **   bench cost_model_TASK_pairwise_acc/reg R x        21 random 80/20 splits (--splits); rank
 **   bench cost_model_TASK_top5_recall_mean_OBJ R      over reg; _mean_: means over the splits
+**   bench cost_model_TASK_pairwise_acc_with_others A  rank, the same splits trained with every
+**   bench cost_model_TASK_top5_recall_mean_with_others R  record of the other task too (a
+**                                                      tuning run trains on its whole store)
 **   bench cost_model_TASK_records N records           measured records of the task used
 ** TASK is matmul1024 (matmul 1024^3) or resnet_conv (N=1, C=K=64, 56x56, 3x3, pad 1).
 **
@@ -338,11 +341,21 @@ static void bench_noise_ceiling(rec_store *st, int t)
             n);
 }
 
+/* 0, 1, ... cm_data_count(d) - 1 (for appending a whole set) */
+static const int *oidx_all(const cm_data *d)
+{
+    static int v[8192];
+    for (int i = 0; i < cm_data_count(d) && i < 8192; i++)
+        v[i] = i;
+    return v;
+}
+
 static void bench_quality(rec_store *st, const cm_data *all, const cm_params *base)
 {
     for (int t = 0; t < N_TASKS; t++) {
-        cm_data *d;
-        int idx[8192], n = 0;
+        cm_data *d, *others;
+        int idx[8192], n = 0, oidx[8192], no = 0;
+        double xacc[MAX_SPLITS], xr5[MAX_SPLITS];
         double acc[CM_N_OBJS][MAX_SPLITS], r1[CM_N_OBJS][MAX_SPLITS], r5[CM_N_OBJS][MAX_SPLITS];
         double s1[CM_N_OBJS][MAX_SPLITS], s5[CM_N_OBJS][MAX_SPLITS];
         double med_acc[CM_N_OBJS];
@@ -351,12 +364,15 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
         /* the data's tasks are named "workload key|target|fingerprint" */
         if (kn_op_build(tasks[t].spec, &dag, err, sizeof err) != AT_OK)
             die(tasks[t].spec, err);
-        for (int i = 0; i < cm_data_count(all) && n < 8192; i++)
+        for (int i = 0; i < cm_data_count(all) && n < 8192 && no < 8192; i++)
             if (strncmp(cm_data_task_name(all, cm_data_task_of(all, i)), dag->key,
                         REC_KEY_LEN) == 0)
                 idx[n++] = i;
+            else
+                oidx[no++] = i;
         ss_dag_unref(dag);
-        if (cm_data_new(&d) != AT_OK || cm_data_append(d, all, idx, n) != AT_OK)
+        if (cm_data_new(&d) != AT_OK || cm_data_append(d, all, idx, n) != AT_OK ||
+            cm_data_new(&others) != AT_OK || cm_data_append(others, all, oidx, no) != AT_OK)
             die("data", "out of memory");
         for (int o = 0; o < CM_N_OBJS; o++) {
             for (int r = 0; r < n_splits; r++) {
@@ -377,6 +393,31 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
                     die("predict", "XGBoost failed");
                 cm_metrics_eval(te, sc, 1.05, &mt);
                 acc[o][r] = mt.pairwise_acc;
+                if (o == CM_OBJ_RANK) {
+                    /* the same split, trained with every record of the other tasks too (as a
+                    ** tuning run trains on its whole store) */
+                    cm_data *tr2;
+                    cm_model *m2;
+                    cm_metrics m2t;
+                    int *all_tr = malloc((size_t)cm_data_count(tr) * sizeof *all_tr);
+                    for (int i = 0; i < cm_data_count(tr); i++)
+                        all_tr[i] = i;
+                    if (all_tr == NULL || cm_data_new(&tr2) != AT_OK ||
+                        cm_data_append(tr2, tr, all_tr, cm_data_count(tr)) != AT_OK ||
+                        cm_data_append(tr2, others, oidx_all(others), AT_MIN(cm_data_count(others), 8192)) != AT_OK ||
+                        cm_model_new(&p, &m2) != AT_OK)
+                        die("split", "out of memory");
+                    free(all_tr);
+                    if (cm_model_fit(m2, tr2, err, sizeof err) != AT_OK)
+                        die("training", err);
+                    if (cm_model_predict_data(m2, te, sc) != AT_OK)
+                        die("predict", "XGBoost failed");
+                    cm_metrics_eval(te, sc, 1.05, &m2t);
+                    xacc[r] = m2t.pairwise_acc;
+                    xr5[r] = m2t.top5_recall;
+                    cm_model_free(m2);
+                    cm_data_free(tr2);
+                }
                 r1[o][r] = mt.top1_recall;
                 r5[o][r] = mt.top5_recall;
                 s1[o][r] = mt.top1_score;
@@ -405,11 +446,18 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
             printf("bench cost_model_%s_top5_score_%s %.3f\n", tasks[t].name,
                    cm_objective_name((cm_objective)o), median(s5[o], n_splits));
         }
+        if (no > 0) {
+            printf("bench cost_model_%s_top5_recall_mean_with_others %.3f\n", tasks[t].name,
+                   mean(xr5, n_splits));
+            printf("bench cost_model_%s_pairwise_acc_with_others %.3f\n", tasks[t].name,
+                   median(xacc, n_splits));
+        }
         printf("bench cost_model_%s_pairwise_acc/reg %.2f x\n", tasks[t].name,
                med_acc[CM_OBJ_RANK] / med_acc[CM_OBJ_REG]);
         printf("bench cost_model_%s_records %d records\n", tasks[t].name, n);
         bench_noise_ceiling(st, t);
         cm_data_free(d);
+        cm_data_free(others);
     }
 }
 
