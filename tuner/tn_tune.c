@@ -616,6 +616,39 @@ static void job_forget(job *j)
 ** first round of 64, in 20-29 s against 32-58 s. */
 #define TN_COLD_ROUND 16
 
+/* Append a job of round 'rd' (capacity reserved) and hand it to the builders; it owns
+** 'state', 'st' and 'feats' (freed here when it cannot be built).  A re-time measures a
+** program again: no search, no training, not a trial. */
+static at_err add_job(run *r, tround *rd, int64_t trial, char *state, ss_state *st,
+                      cm_feats *feats, int retime)
+{
+    const ttask *t = &r->tasks[rd->task];
+    job *j = &r->jobs[r->n_jobs];
+    at_err err;
+    memset(j, 0, sizeof *j);
+    j->task = rd->task;
+    j->tround = (int)r->n_rounds_done;
+    j->trial = trial;
+    j->retime = retime;
+    snprintf(j->id, sizeof j->id, "%s-%d", r->uuid, r->n_jobs);
+    j->state = state;
+    j->st = st;
+    j->feats = feats;
+    if (j->state == NULL) {
+        job_forget(j);
+        return AT_ENOMEM;
+    }
+    err = tn_builder_submit(r->builder, &(tn_build_req){r->n_jobs, r->target.text,
+                                                         t->dag_text, j->state, NULL});
+    if (err != AT_OK) {
+        job_forget(j);
+        return err;
+    }
+    r->n_jobs++;
+    rd->n_jobs++;
+    return AT_OK;
+}
+
 static at_err start_round(run *r, int ti)
 {
     ttask *t = &r->tasks[ti];
@@ -696,50 +729,15 @@ static at_err start_round(run *r, int ti)
         r->cap_jobs = cap;
     }
     if (retime) {
-        job *j = &r->jobs[r->n_jobs];
-        memset(j, 0, sizeof *j);
-        j->task = ti;
-        j->tround = (int)r->n_rounds_done;
-        j->trial = t->first_best_trial; /* the program's trial: its record keeps it */
-        j->retime = 1;
-        snprintf(j->id, sizeof j->id, "%s-%d", r->uuid, r->n_jobs);
-        j->state = at_strdup(t->first_best);
+        /* the program's trial: its record keeps it */
+        add_job(r, rd, t->first_best_trial, at_strdup(t->first_best), NULL, NULL, 1);
         t->retime = 2;
-        if (j->state != NULL &&
-            tn_builder_submit(r->builder, &(tn_build_req){r->n_jobs, r->target.text,
-                                                          t->dag_text, j->state, NULL}) == AT_OK) {
-            r->n_jobs++;
-            rd->n_jobs++;
-        } else {
-            job_forget(j);
-        }
     }
     for (int i = 0; i < n; i++) {
-        job *j = &r->jobs[r->n_jobs];
         at_buf json;
-        memset(j, 0, sizeof *j);
-        j->task = ti;
-        j->tround = (int)r->n_rounds_done;
-        j->trial = t->next_trial++;
-        snprintf(j->id, sizeof j->id, "%s-%d", r->uuid, r->n_jobs);
         at_buf_init(&json);
         ss_state_to_json(cands[i], &json);
-        j->state = at_buf_take(&json);
-        j->st = cands[i];
-        j->feats = feats[i];
-        if (j->state == NULL) {
-            err = AT_ENOMEM;
-            job_forget(j);
-            continue;
-        }
-        err = tn_builder_submit(r->builder, &(tn_build_req){r->n_jobs, r->target.text,
-                                                             t->dag_text, j->state, NULL});
-        if (err != AT_OK) {
-            job_forget(j);
-            continue;
-        }
-        r->n_jobs++;
-        rd->n_jobs++;
+        err = add_job(r, rd, t->next_trial++, at_buf_take(&json), cands[i], feats[i], 0);
     }
     at_free(cands);
     at_free(feats);

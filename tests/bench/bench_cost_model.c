@@ -341,19 +341,10 @@ static void bench_noise_ceiling(rec_store *st, int t)
             n);
 }
 
-/* 0, 1, ... cm_data_count(d) - 1 (for appending a whole set) */
-static const int *oidx_all(const cm_data *d)
-{
-    static int v[8192];
-    for (int i = 0; i < cm_data_count(d) && i < 8192; i++)
-        v[i] = i;
-    return v;
-}
-
 static void bench_quality(rec_store *st, const cm_data *all, const cm_params *base)
 {
     for (int t = 0; t < N_TASKS; t++) {
-        cm_data *d, *others;
+        cm_data *d;
         int idx[8192], n = 0, oidx[8192], no = 0;
         double xacc[MAX_SPLITS], xr5[MAX_SPLITS];
         double acc[CM_N_OBJS][MAX_SPLITS], r1[CM_N_OBJS][MAX_SPLITS], r5[CM_N_OBJS][MAX_SPLITS];
@@ -371,8 +362,7 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
             else
                 oidx[no++] = i;
         ss_dag_unref(dag);
-        if (cm_data_new(&d) != AT_OK || cm_data_append(d, all, idx, n) != AT_OK ||
-            cm_data_new(&others) != AT_OK || cm_data_append(others, all, oidx, no) != AT_OK)
+        if (cm_data_new(&d) != AT_OK || cm_data_append(d, all, idx, n) != AT_OK)
             die("data", "out of memory");
         for (int o = 0; o < CM_N_OBJS; o++) {
             for (int r = 0; r < n_splits; r++) {
@@ -404,7 +394,7 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
                         all_tr[i] = i;
                     if (all_tr == NULL || cm_data_new(&tr2) != AT_OK ||
                         cm_data_append(tr2, tr, all_tr, cm_data_count(tr)) != AT_OK ||
-                        cm_data_append(tr2, others, oidx_all(others), AT_MIN(cm_data_count(others), 8192)) != AT_OK ||
+                        cm_data_append(tr2, all, oidx, no) != AT_OK ||
                         cm_model_new(&p, &m2) != AT_OK)
                         die("split", "out of memory");
                     free(all_tr);
@@ -457,7 +447,6 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
         printf("bench cost_model_%s_records %d records\n", tasks[t].name, n);
         bench_noise_ceiling(st, t);
         cm_data_free(d);
-        cm_data_free(others);
     }
 }
 
