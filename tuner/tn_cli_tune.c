@@ -279,6 +279,7 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     int trials = 1000, timeout_s = 10, resume = 0, per_round = 0, number = 1, repeat = 3,
         flush = 0, early_stop = 0, build_workers = -1, build_timeout_s = 60, wait_s = 600,
         priority = 1, threads = 0, population = 2048, no_model = 0, quiet = 0, no_layout = 0,
+        no_retime = 0,
         n_pos, help, rc;
     at_opt_list dim_l = {0};
     at_opt opts[] = {
@@ -303,6 +304,8 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         {"cutoff", 0, AT_OPT_NUM, &cutoff, "X",
          "a candidate whose checked run takes over X times the task's best is not repeated "
          "(10; 0: off)"},
+        {"no-retime", 0, AT_OPT_BOOL, &no_retime, NULL, "do not time a task's first-round best "
+         "again in its second round"},
         {"min-repeat-ms", 0, AT_OPT_STR, &min_ms, "MS", "a repeat lasts at least this (default 0)"},
         {"flush-cache", 0, AT_OPT_BOOL, &flush, NULL, "evict inputs from the caches before each "
                                                       "repeat"},
@@ -457,6 +460,7 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     o.flush_cache = flush;
     o.timeout_ms = timeout_s * 1000;
     o.cutoff = cutoff;
+    o.no_retime = no_retime;
     o.early_stop = early_stop;
     {
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);

@@ -666,7 +666,7 @@ static at_err start_round(run *r, int ti)
     if (m <= 0)
         return AT_OK;
     /* the first round's best, timed again first thing in the second round (not a trial) */
-    retime = t->retime == 1 && t->rounds >= 1;
+    retime = t->retime == 1 && t->rounds >= 1 && !r->o->no_retime;
     if (t->rounds == 0 && r->model && m > TN_COLD_ROUND && r->n_jobs == 0 &&
         tn__search_n_seen(t->search) == 0) {
         /* the run's very first round, on a task with nothing measured: 16 random programs,

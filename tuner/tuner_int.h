@@ -195,6 +195,7 @@ typedef struct tn_tune_opts {
     double cutoff;           /* a candidate whose checked run is over this many times the
                              ** task's best so far is not repeated (0: off; default 10) */
     int early_stop;          /* a task stops after this many trials without a new best (0: off) */
+    int no_retime;           /* 1: a task's first-round best is not timed again */
     int build_workers;       /* build worker processes (0: build in this process) */
     int build_timeout_ms;
     const char *build_worker_exe; /* NULL: this program */
