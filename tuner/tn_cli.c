@@ -76,12 +76,15 @@ static const tn_cmd commands[] = {
      "agent in this process unless --tracker is given), check them against the naive reference,\n"
      "store every result in the records store, and print their times.",
      tn__cmd_measure},
-    {"dataset", "--random N --task TASK | --pretrain | --eval [--db FILE] [flags]",
+    {"dataset", "--random N --task TASK | --corpus N | --pretrain | --eval [--db FILE] [flags]",
      "measure random schedules for the cost model; pre-train or evaluate it",
      "Build the cost model's data: with --random N, sample N distinct random schedules of\n"
      "TASK, measure each on this host (checked against the naive schedule) and store the\n"
-     "results.  With --pretrain, train a cost model on every record of the store and save\n"
-     "it there for the target, so a new run starts with it.  With --eval, train on 80% of\n"
+     "results.  With --corpus N, do that for each workload of the pre-training corpus\n"
+     "(common vision and language layers) until the store holds N of each: a new store's\n"
+     "cost model then starts from what they teach.  With --pretrain, train a cost model on\n"
+     "every record of the store and save it there for the target, so a new run starts with\n"
+     "it.  With --eval, train on 80% of\n"
      "the records and print ranking metrics on the other 20%.  docs/cost_model.md.",
      tn_cmd_dataset},
     {"tasks", "[-o FILE] [-v] [--dim N] MODEL", "the tasks of a model (ONNX) or task list",

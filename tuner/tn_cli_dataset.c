@@ -2,6 +2,7 @@
 ** for the cost model, pre-train a model on a store, or evaluate one on held-out records.
 **
 **   tuner dataset --db F --task SPEC|KEY|FILE --random N     measure N random states here
+**   tuner dataset --db F --corpus N                          N of each corpus workload
 **   tuner dataset --db F --pretrain [--target T]             train on every record, save
 **   tuner dataset --db F --eval                              80/20 held-out metrics
 **
@@ -80,6 +81,22 @@ static void command_line(int argc, char **argv, char *out, size_t n)
         len += (size_t)snprintf(out + len, n - len, " %s", argv[i]);
 }
 
+/* The target of --random and --corpus: parsed, and this host unless a tracker measures. */
+static int measure_target(const tn_cmd *cmd, const tn_measure_cfg *cfg, kn_target *t)
+{
+    char err[512];
+    if (kn_target_parse(cfg->target, t, err, sizeof err) != AT_OK) {
+        tn__err(cmd, "--target: %s", err);
+        return TN_EXIT_USAGE;
+    }
+    if (!t->is_host && cfg->tracker == NULL) {
+        tn__err(cmd, "--target '%s' is not this host: without --tracker the data set is "
+                "measured here", cfg->target);
+        return TN_EXIT_USAGE;
+    }
+    return TN_EXIT_OK;
+}
+
 static int do_random(const tn_cmd *cmd, rec_store *st, const char *db, const char *task,
                      int n, int seed, const tn_measure_cfg *cfg, int quiet)
 {
@@ -90,15 +107,8 @@ static int do_random(const tn_cmd *cmd, rec_store *st, const char *db, const cha
     char err[1024];
     at_err e;
     int rc;
-    if (kn_target_parse(cfg->target, &t, err, sizeof err) != AT_OK) {
-        tn__err(cmd, "--target: %s", err);
-        return TN_EXIT_USAGE;
-    }
-    if (!t.is_host && cfg->tracker == NULL) {
-        tn__err(cmd, "--target '%s' is not this host: without --tracker the data set is "
-                "measured here", cfg->target);
-        return TN_EXIT_USAGE;
-    }
+    if ((rc = measure_target(cmd, cfg, &t)) != TN_EXIT_OK)
+        return rc;
     if ((dag = task_dag(cmd, st, task, &rc)) == NULL)
         return rc;
     if ((e = tn_measurer_open(st, cfg, &m, err, sizeof err)) != AT_OK) {
@@ -129,6 +139,35 @@ static int do_random(const tn_cmd *cmd, rec_store *st, const char *db, const cha
         rec_best_free(best);
     }
     ss_dag_unref(dag);
+    return TN_EXIT_OK;
+}
+
+static int do_corpus(const tn_cmd *cmd, rec_store *st, const char *db, int n, int seed,
+                     const tn_measure_cfg *cfg, int quiet)
+{
+    kn_target t;
+    tn_measurer *m;
+    tn_corpus_stats s;
+    char err[1024];
+    at_err e;
+    int rc;
+    if ((rc = measure_target(cmd, cfg, &t)) != TN_EXIT_OK)
+        return rc;
+    if ((e = tn_measurer_open(st, cfg, &m, err, sizeof err)) != AT_OK) {
+        tn__err(cmd, "%s", err);
+        return TN_EXIT_FAIL;
+    }
+    e = tn_dataset_corpus(m, n, (uint64_t)seed, NULL, 0, &s, err, sizeof err);
+    tn_measurer_close(m, e != AT_OK);
+    if (e != AT_OK) {
+        tn__err(cmd, "%s%s(%s; %d records were stored)", err, err[0] ? " " : "", at_strerror(e),
+               s.n_measured);
+        return TN_EXIT_FAIL;
+    }
+    if (!quiet)
+        printf("corpus of %d workloads in %s: %d random states measured (%d failed), %d were "
+               "there before, %.1f s; 'tuner dataset --pretrain' trains on them\n",
+               s.n_workloads, db, s.n_measured, s.n_failed, s.n_present, s.seconds);
     return TN_EXIT_OK;
 }
 
@@ -220,8 +259,8 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = DEFAULT_DB, *task = NULL, *target = "llvm -mcpu=native";
     const char *device = "local", *objective = "rank", *tracker = NULL, *key_path = NULL;
-    int n = -1, seed = 1, threads = 0, repeat = 5, min_ms = 1, no_check = 0, quiet = 0;
-    int pretrain = 0, eval = 0, build_workers = -1, n_pos, help, rc, modes;
+    int n = -1, n_corpus = -1, seed = 1, threads = 0, repeat = 5, min_ms = 1, no_check = 0, quiet = 0;
+    int pretrain = 0, eval = 0, measuring, build_workers = -1, n_pos, help, rc, modes;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     char cmdline[1024];
     at_wire_key key;
@@ -235,6 +274,9 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
          "an operator spec (matmul:M=128,N=128,K=128), a DAG text file, or the workload key "
          "of a task the store has records of"},
         {"random", 0, AT_OPT_INT, &n, "N", "measure N distinct random states of the task"},
+        {"corpus", 0, AT_OPT_INT, &n_corpus, "N",
+         "measure random states of the pre-training corpus's workloads until the store holds "
+         "N of each (docs/cost_model.md)"},
         {"seed", 0, AT_OPT_INT, &seed, "S", "random seed of the states and of --eval's split "
                                              "(default 1)"},
         {"target", 0, AT_OPT_STR, &target, "T",
@@ -270,9 +312,10 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
         tn__err(cmd, "unexpected argument '%s' (see 'tuner %s --help')", argv[1], cmd->name);
         return TN_EXIT_USAGE;
     }
-    modes = (n >= 0) + pretrain + eval;
+    modes = (n >= 0) + (n_corpus >= 0) + pretrain + eval;
     if (modes != 1) {
-        tn__err(cmd, "give exactly one of --random N, --pretrain and --eval (see 'tuner %s "
+        tn__err(cmd, "give exactly one of --random N, --corpus N, --pretrain and --eval (see "
+               "'tuner %s "
                "--help')", cmd->name);
         return TN_EXIT_USAGE;
     }
@@ -312,7 +355,12 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
     mc.build_workers = build_workers >= 0 ? build_workers : (int)(ncpu > 0 ? ncpu : 1);
     mc.command_line = cmdline;
     mc.quiet = quiet;
-    if (n >= 0 && tracker) {
+    if (n_corpus >= 0 && n_corpus > 100000) {
+        tn__err(cmd, "--corpus must be 0..100000, not %d", n_corpus);
+        return TN_EXIT_USAGE;
+    }
+    measuring = n >= 0 || n_corpus >= 0;
+    if (measuring && tracker) {
         char err[512];
         if (key_path == NULL) key_path = getenv("AT_FLEET_KEY");
         if (key_path == NULL) {
@@ -326,18 +374,20 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
         mc.tracker = tracker;
         mc.keys = &key;
         mc.n_keys = 1;
-    } else if (n >= 0) {
+    } else if (measuring) {
         tn_fleet_prepare(); /* the embedded agent's launcher, while we have one thread */
     }
     {
         char err[1024];
-        int flags = n >= 0 ? REC_OPEN_CREATE : pretrain ? 0 : REC_OPEN_READONLY;
+        int flags = measuring ? REC_OPEN_CREATE : pretrain ? 0 : REC_OPEN_READONLY;
         if (rec_store_open(db, flags, &st, err, sizeof err) != AT_OK) {
             tn__err(cmd, "%s", err);
             return TN_EXIT_FAIL;
         }
     }
-    if (n >= 0)
+    if (n_corpus >= 0)
+        rc = do_corpus(cmd, st, db, n_corpus, seed, &mc, quiet);
+    else if (n >= 0)
         rc = do_random(cmd, st, db, task, n, seed, &mc, quiet);
     else if (pretrain)
         rc = do_pretrain(cmd, st, db, &p, target, quiet);

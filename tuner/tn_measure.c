@@ -463,3 +463,111 @@ out:
         ss_state_free(batch[i]);
     return err;
 }
+
+/* ---- the pre-training corpus ------------------------------------------------------------- */
+
+/* Workloads common in vision and language models, each quick to measure (at most about a
+** GFLOP), none of them the benchmarks' own (bench_cost_model's matmul 1024^3 and ResNet
+** conv2d 64->64 56x56): the layers of ResNet-18 and MobileNetV2 at other widths, and the
+** projections and attention products of a BERT-base layer.  docs/cost_model.md lists them
+** with why; changing the list changes what a store's corpus holds, so append only. */
+static const char *const corpus_specs[] = {
+    "conv2d:N=1,C=64,H=56,W=56,K=128,R=3,S=3,pad=1,stride=2",
+    "conv2d:N=1,C=128,H=28,W=28,K=128,R=3,S=3,pad=1",
+    "conv2d:N=1,C=128,H=28,W=28,K=256,R=3,S=3,pad=1,stride=2",
+    "conv2d:N=1,C=256,H=14,W=14,K=256,R=3,S=3,pad=1",
+    "conv2d:N=1,C=512,H=7,W=7,K=512,R=3,S=3,pad=1",
+    "conv2d:N=1,C=64,H=56,W=56,K=128,R=1,S=1,stride=2",
+    "conv2d:N=1,C=3,H=224,W=224,K=64,R=7,S=7,pad=3,stride=2",
+    "conv2d:N=1,C=24,H=56,W=56,K=144,R=1,S=1",
+    "conv2d:N=1,C=144,H=56,W=56,K=24,R=1,S=1",
+    "depthwise_conv2d:N=1,C=144,H=56,W=56,R=3,S=3,pad=1",
+    "depthwise_conv2d:N=1,C=96,H=112,W=112,R=3,S=3,pad=1,stride=2",
+    "matmul:M=512,N=512,K=512",
+    "dense:M=128,N=768,K=768",
+    "dense:M=128,N=3072,K=768",
+    "matmul:M=256,N=2048,K=512",
+    "batch_matmul:B=12,M=128,N=128,K=64",
+};
+
+int tn_corpus_count(void)
+{
+    return (int)AT_ARRAY_LEN(corpus_specs);
+}
+
+const char *tn_corpus_spec(int i)
+{
+    return i >= 0 && i < tn_corpus_count() ? corpus_specs[i] : NULL;
+}
+
+at_err tn_dataset_corpus(tn_measurer *m, int n, uint64_t seed, const char *const *skip_keys,
+                         int n_skip, tn_corpus_stats *stats, char *errmsg, size_t errmsg_size)
+{
+    tn_corpus_stats local;
+    double t0 = at_time_mono_s();
+    at_err err = AT_OK;
+    if (stats == NULL)
+        stats = &local;
+    memset(stats, 0, sizeof *stats);
+    if (errmsg && errmsg_size)
+        errmsg[0] = 0;
+    if (n < 0)
+        return AT_EINVAL;
+    for (int w = 0; w < tn_corpus_count() && err == AT_OK; w++) {
+        ss_dag *dag = NULL;
+        rec_filter f;
+        rec_iter *it = NULL;
+        const rec_record *r;
+        int64_t have = 0;
+        int skip = 0;
+        tn_dataset_stats s;
+        char e2[512];
+        if ((err = kn_op_build(corpus_specs[w], &dag, e2, sizeof e2)) != AT_OK) {
+            if (errmsg)
+                snprintf(errmsg, errmsg_size, "corpus workload %s: %s", corpus_specs[w], e2);
+            break;
+        }
+        for (int k = 0; k < n_skip; k++)
+            skip |= skip_keys[k] && strcmp(skip_keys[k], dag->key) == 0;
+        if (skip) {
+            stats->n_skipped++;
+            ss_dag_unref(dag);
+            continue;
+        }
+        /* what the store already holds of it, here: the corpus tops up */
+        f.workload_key = dag->key;
+        f.target = m->target.text;
+        f.device_key = m->cfg.device_key ? m->cfg.device_key : "local";
+        f.fingerprint = NULL;
+        if (rec_iter_open(m->st, &f, REC_ORDER_ID, &it) != AT_OK) {
+            if (errmsg)
+                snprintf(errmsg, errmsg_size, "%s", rec_store_errmsg(m->st));
+            ss_dag_unref(dag);
+            err = AT_EIO;
+            break;
+        }
+        while (rec_iter_next(it, &r) == AT_OK && r)
+            have++;
+        rec_iter_close(it);
+        stats->n_workloads++;
+        if (have >= n) {
+            stats->n_present += (int)have;
+            ss_dag_unref(dag);
+            continue;
+        }
+        stats->n_present += (int)have;
+        /* a different sample per workload and per top-up */
+        err = tn_dataset_random(m, dag, (int)(n - have),
+                                seed + 1000003u * (uint64_t)(w + 1) + (uint64_t)have, &s,
+                                errmsg, errmsg_size);
+        stats->n_measured += s.n_measured;
+        stats->n_failed += s.n_failed;
+        if (!m->cfg.quiet)
+            fprintf(stderr, "tuner: corpus %d/%d %s: %d measured (%d failed, %lld there "
+                    "before) in %.1f s\n", w + 1, tn_corpus_count(), corpus_specs[w],
+                    s.n_measured, s.n_failed, (long long)have, s.seconds);
+        ss_dag_unref(dag);
+    }
+    stats->seconds = at_time_mono_s() - t0;
+    return err;
+}

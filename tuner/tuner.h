@@ -244,6 +244,26 @@ typedef struct tn_dataset_stats {
 at_err tn_dataset_random(tn_measurer *m, ss_dag *dag, int n, uint64_t seed,
                          tn_dataset_stats *stats, char *errmsg, size_t errmsg_size);
 
+typedef struct tn_corpus_stats {
+    int n_workloads; /* corpus workloads measured or found complete (not skipped) */
+    int n_skipped;   /* workloads whose key was in skip_keys */
+    int n_present;   /* records of them the store held before */
+    int n_measured;  /* records written */
+    int n_failed;    /* of which failed */
+    double seconds;
+} tn_corpus_stats;
+
+/* The pre-training corpus (docs/cost_model.md): a fixed list of operator specs of common
+** vision and language workloads.  tn_corpus_spec(i) for i in [0, tn_corpus_count()). */
+int tn_corpus_count(void);
+const char *tn_corpus_spec(int i);
+/* Top every corpus workload up to 'n' random states measured with 'm' (records of its
+** target and device already in the store count), skipping workloads whose key is one of
+** skip_keys[0..n_skip).  A progress line per workload on stderr unless the measurer is
+** quiet.  Stops at the first error (what was measured stays). */
+at_err tn_dataset_corpus(tn_measurer *m, int n, uint64_t seed, const char *const *skip_keys,
+                         int n_skip, tn_corpus_stats *stats, char *errmsg, size_t errmsg_size);
+
 /* ---- the cost model's data sets (tn_cli_dataset.c) ---------------------------------- */
 
 /* 'tuner dataset': measure random states of a task into a store, pre-train a cost model on

@@ -16,6 +16,10 @@
 **   bench cost_model_TASK_pairwise_acc_with_others A  rank, the same splits trained with every
 **   bench cost_model_TASK_top5_recall_mean_with_others R  record of the other task too (a
 **                                                      tuning run trains on its whole store)
+**   bench cost_model_TASK_pairwise_acc_with_corpus A  rank, the same splits trained with the
+**   bench cost_model_TASK_top1_recall_mean_with_corpus R  pre-training corpus too (--corpus N
+**   bench cost_model_TASK_top5_recall_mean_with_corpus R  random states of each of its
+**   bench cost_model_TASK_top1_score_mean_with_corpus R   workloads, none of them TASK; 0: off)
 **   bench cost_model_TASK_records N records           measured records of the task used
 ** TASK is matmul1024 (matmul 1024^3) or resnet_conv (N=1, C=K=64, 56x56, 3x3, pad 1).
 **
@@ -23,7 +27,9 @@
 ** 200, or as many as --budget-s seconds per task allow, default 240) are measured here once
 ** (through the embedded tracker and agent, as every measurement: 2 kernel threads, 3 repeats
 ** of >= 0.5 ms; a state whose first run takes over 0.25 s is timed once; no output check) into build/rel/bench/cost_model.db and reused by later runs, which measure
-** only what is missing (delete the file to measure again).  The counts used are printed.  The 10,000 programs for the
+** only what is missing (delete the file to measure again).  The corpus (default 200 states
+** of each workload of tn_corpus_spec, the same settings) is cached the same way in
+** build/rel/bench/corpus.db (--corpus-db): about 10 minutes the first time.  The counts used are printed.  The 10,000 programs for the
 ** training time are random states of both tasks, lowered and featurized for real, labelled
 ** by a model trained on the measured data: training time does not depend on where labels
 ** come from, and measuring 10,000 big kernels would take hours. */
@@ -101,6 +107,22 @@ static int sample(ss_space *sp, uint64_t seed, ss_state **out, int n)
     return k;
 }
 
+/* How the data set and the corpus are measured: through the embedded fleet, 2 kernel
+** threads, 3 repeats of >= 0.5 ms, a state over 0.25 s timed once, no output check (the
+** naive matmul 1024 alone takes seconds; tests check correctness). */
+static void measure_cfg(tn_measure_cfg *o)
+{
+    memset(o, 0, sizeof *o);
+    o->embedded_threads = 2;
+    o->repeat = 3;
+    o->min_repeat_ms = 0.5;
+    o->cutoff_s = 0.25;
+    o->timeout_ms = 60000;
+    o->no_check = 1;
+    o->build_worker_exe = access("build/rel/bin/tuner", X_OK) == 0 ? "build/rel/bin/tuner" : NULL;
+    o->build_workers = o->build_worker_exe ? 2 : 0;
+}
+
 /* Records of each task in the cached store; measure what is missing. */
 static rec_store *dataset(const char *path, int n_states, double budget_s)
 {
@@ -113,15 +135,7 @@ static rec_store *dataset(const char *path, int n_states, double budget_s)
     mkdir("build/rel/bench", 0777);
     if (rec_store_open(path, REC_OPEN_CREATE, &st, err, sizeof err) != AT_OK)
         die(path, err);
-    memset(&o, 0, sizeof o);
-    o.embedded_threads = 2;
-    o.repeat = 3;
-    o.min_repeat_ms = 0.5;
-    o.cutoff_s = 0.25;
-    o.timeout_ms = 60000;
-    o.no_check = 1; /* the naive matmul 1024 alone takes seconds; tests check correctness */
-    o.build_worker_exe = access("build/rel/bin/tuner", X_OK) == 0 ? "build/rel/bin/tuner" : NULL;
-    o.build_workers = o.build_worker_exe ? 2 : 0;
+    measure_cfg(&o);
     o.command_line = "bench_cost_model";
     o.quiet = 1;
     if (tn_measurer_open(st, &o, &ms, err, sizeof err) != AT_OK)
@@ -166,6 +180,42 @@ static rec_store *dataset(const char *path, int n_states, double budget_s)
         ss_dag_unref(dag);
     }
     tn_measurer_close(ms, 0);
+    return st;
+}
+
+/* The pre-training corpus (tn_dataset_corpus: random states of other workloads, none of
+** them one of ours), measured as the data set is into its own cached store. */
+static rec_store *corpus(const char *path, int n)
+{
+    rec_store *st;
+    char err[1024];
+    const char *skip[N_TASKS];
+    ss_dag *dags[N_TASKS];
+    tn_measure_cfg o;
+    tn_measurer *ms;
+    tn_corpus_stats s;
+    if (rec_store_open(path, REC_OPEN_CREATE, &st, err, sizeof err) != AT_OK)
+        die(path, err);
+    for (int t = 0; t < N_TASKS; t++) {
+        if (kn_op_build(tasks[t].spec, &dags[t], err, sizeof err) != AT_OK)
+            die(tasks[t].spec, err);
+        skip[t] = dags[t]->key;
+    }
+    measure_cfg(&o);
+    o.command_line = "bench_cost_model --corpus";
+    o.quiet = 1;
+    if (tn_measurer_open(st, &o, &ms, err, sizeof err) != AT_OK)
+        die(path, err);
+    if (tn_dataset_corpus(ms, n, 1, skip, N_TASKS, &s, err, sizeof err) != AT_OK)
+        die("corpus", err);
+    tn_measurer_close(ms, 0);
+    if (s.n_measured)
+        fprintf(stderr, "# corpus %s: measured %d random states (%d failed) in %.0f s; kept "
+                "for later runs\n", path, s.n_measured, s.n_failed, s.seconds);
+    fprintf(stderr, "# corpus %s: %d workloads, %d records\n", path, s.n_workloads,
+            s.n_present + s.n_measured);
+    for (int t = 0; t < N_TASKS; t++)
+        ss_dag_unref(dags[t]);
     return st;
 }
 
@@ -341,12 +391,39 @@ static void bench_noise_ceiling(rec_store *st, int t)
             n);
 }
 
-static void bench_quality(rec_store *st, const cm_data *all, const cm_params *base)
+/* Train on tr plus the programs xi[0..nx) of 'extra' (xi NULL: its first nx), score te. */
+static void eval_with(const cm_data *tr, const cm_data *extra, const int *xi, int nx,
+                      const cm_data *te, const cm_params *p, double *sc, cm_metrics *mt)
+{
+    cm_data *tr2;
+    cm_model *m2;
+    char err[512];
+    int n = AT_MAX(cm_data_count(tr), nx);
+    int *ix = malloc((size_t)(n + 1) * sizeof *ix);
+    for (int i = 0; ix && i < n; i++)
+        ix[i] = i;
+    if (ix == NULL || cm_data_new(&tr2) != AT_OK ||
+        cm_data_append(tr2, tr, ix, cm_data_count(tr)) != AT_OK ||
+        cm_data_append(tr2, extra, xi ? xi : ix, nx) != AT_OK || cm_model_new(p, &m2) != AT_OK)
+        die("split", "out of memory");
+    free(ix);
+    if (cm_model_fit(m2, tr2, err, sizeof err) != AT_OK)
+        die("training", err);
+    if (cm_model_predict_data(m2, te, sc) != AT_OK)
+        die("predict", "XGBoost failed");
+    cm_metrics_eval(te, sc, 1.05, mt);
+    cm_model_free(m2);
+    cm_data_free(tr2);
+}
+
+static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp,
+                          const cm_params *base)
 {
     for (int t = 0; t < N_TASKS; t++) {
         cm_data *d;
         int idx[8192], n = 0, oidx[8192], no = 0;
         double xacc[MAX_SPLITS], xr5[MAX_SPLITS];
+        double cacc[MAX_SPLITS], cr1[MAX_SPLITS], cr5[MAX_SPLITS], cs1[MAX_SPLITS];
         double acc[CM_N_OBJS][MAX_SPLITS], r1[CM_N_OBJS][MAX_SPLITS], r5[CM_N_OBJS][MAX_SPLITS];
         double s1[CM_N_OBJS][MAX_SPLITS], s5[CM_N_OBJS][MAX_SPLITS];
         double med_acc[CM_N_OBJS];
@@ -386,27 +463,18 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
                 if (o == CM_OBJ_RANK) {
                     /* the same split, trained with every record of the other tasks too (as a
                     ** tuning run trains on its whole store) */
-                    cm_data *tr2;
-                    cm_model *m2;
                     cm_metrics m2t;
-                    int *all_tr = malloc((size_t)cm_data_count(tr) * sizeof *all_tr);
-                    for (int i = 0; i < cm_data_count(tr); i++)
-                        all_tr[i] = i;
-                    if (all_tr == NULL || cm_data_new(&tr2) != AT_OK ||
-                        cm_data_append(tr2, tr, all_tr, cm_data_count(tr)) != AT_OK ||
-                        cm_data_append(tr2, all, oidx, no) != AT_OK ||
-                        cm_model_new(&p, &m2) != AT_OK)
-                        die("split", "out of memory");
-                    free(all_tr);
-                    if (cm_model_fit(m2, tr2, err, sizeof err) != AT_OK)
-                        die("training", err);
-                    if (cm_model_predict_data(m2, te, sc) != AT_OK)
-                        die("predict", "XGBoost failed");
-                    cm_metrics_eval(te, sc, 1.05, &m2t);
+                    eval_with(tr, all, oidx, no, te, &p, sc, &m2t);
                     xacc[r] = m2t.pairwise_acc;
                     xr5[r] = m2t.top5_recall;
-                    cm_model_free(m2);
-                    cm_data_free(tr2);
+                    if (corp) {
+                        /* and with the pre-training corpus instead: other workloads */
+                        eval_with(tr, corp, NULL, cm_data_count(corp), te, &p, sc, &m2t);
+                        cacc[r] = m2t.pairwise_acc;
+                        cr1[r] = m2t.top1_recall;
+                        cr5[r] = m2t.top5_recall;
+                        cs1[r] = m2t.top1_score;
+                    }
                 }
                 r1[o][r] = mt.top1_recall;
                 r5[o][r] = mt.top5_recall;
@@ -442,6 +510,16 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
             printf("bench cost_model_%s_pairwise_acc_with_others %.3f\n", tasks[t].name,
                    median(xacc, n_splits));
         }
+        if (corp) {
+            printf("bench cost_model_%s_top1_recall_mean_with_corpus %.3f\n", tasks[t].name,
+                   mean(cr1, n_splits));
+            printf("bench cost_model_%s_top5_recall_mean_with_corpus %.3f\n", tasks[t].name,
+                   mean(cr5, n_splits));
+            printf("bench cost_model_%s_top1_score_mean_with_corpus %.3f\n", tasks[t].name,
+                   mean(cs1, n_splits));
+            printf("bench cost_model_%s_pairwise_acc_with_corpus %.3f\n", tasks[t].name,
+                   median(cacc, n_splits));
+        }
         printf("bench cost_model_%s_pairwise_acc/reg %.2f x\n", tasks[t].name,
                med_acc[CM_OBJ_RANK] / med_acc[CM_OBJ_REG]);
         printf("bench cost_model_%s_records %d records\n", tasks[t].name, n);
@@ -453,7 +531,10 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_params *ba
 int main(int argc, char **argv)
 {
     const char *path = "build/rel/bench/cost_model.db";
-    int n_states = 200;
+    const char *corpus_path = "build/rel/bench/corpus.db";
+    int n_states = 200, n_corpus = 200;
+    rec_store *cst = NULL;
+    cm_data *corp = NULL;
     double budget_s = 240;
     rec_store *st;
     cm_data *d;
@@ -463,29 +544,37 @@ int main(int argc, char **argv)
     char err[1024];
     int quality_only = 0;
     double pair_weight = -1, min_pair_ratio = -1;
-    int monotone = -1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--states") == 0 && i + 1 < argc)
-            n_states = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)
-            path = argv[++i];
-        else if (strcmp(argv[i], "--budget-s") == 0 && i + 1 < argc)
-            budget_s = atof(argv[++i]);
-        else if (strcmp(argv[i], "--pair-weight") == 0 && i + 1 < argc)
-            pair_weight = atof(argv[++i]);
-        else if (strcmp(argv[i], "--min-pair-ratio") == 0 && i + 1 < argc)
-            min_pair_ratio = atof(argv[++i]);
-        else if (strcmp(argv[i], "--monotone") == 0 && i + 1 < argc)
-            monotone = atoi(argv[++i]) != 0;
-        else if (strcmp(argv[i], "--quality-only") == 0)
-            quality_only = 1;
-        else if (strcmp(argv[i], "--splits") == 0 && i + 1 < argc &&
-                 (n_splits = atoi(argv[++i])) >= 1 && n_splits <= MAX_SPLITS)
-            ;
-        else
-            die("usage", "bench_cost_model [--states N] [--budget-s S] [--db FILE] "
-                         "[--pair-weight W] [--min-pair-ratio R] [--monotone 0|1] "
-                         "[--splits N (1-64)] [--quality-only]");
+    int monotone = -1, rounds = -1, depth = -1, partners = -1;
+    double eta = -1;
+    {
+        int n_pos = 0, help = 0;
+        at_opt opts[] = {
+            {"states", 0, AT_OPT_INT, &n_states, "N", "random states of each task (200)"},
+            {"db", 0, AT_OPT_STR, &path, "FILE", "the data set's store"},
+            {"corpus", 0, AT_OPT_INT, &n_corpus, "N",
+             "random states of each corpus workload (200; 0: no corpus lines)"},
+            {"corpus-db", 0, AT_OPT_STR, &corpus_path, "FILE", "the corpus's store"},
+            {"budget-s", 0, AT_OPT_NUM, &budget_s, "S", "seconds of measuring per task (240)"},
+            {"pair-weight", 0, AT_OPT_NUM, &pair_weight, "W", "cm_params.pair_weight"},
+            {"min-pair-ratio", 0, AT_OPT_NUM, &min_pair_ratio, "R", "cm_params.min_pair_ratio"},
+            {"monotone", 0, AT_OPT_INT, &monotone, "0|1", "cm_params.monotone"},
+            {"rounds", 0, AT_OPT_INT, &rounds, "N", "cm_params.max_rounds"},
+            {"depth", 0, AT_OPT_INT, &depth, "N", "cm_params.max_depth"},
+            {"eta", 0, AT_OPT_NUM, &eta, "X", "cm_params.eta"},
+            {"partners", 0, AT_OPT_INT, &partners, "N", "cm_params.n_partners"},
+            {"splits", 0, AT_OPT_INT, &n_splits, "N", "held-out splits, 1-64 (21)"},
+            {"quality-only", 0, AT_OPT_BOOL, &quality_only, NULL, "only the held-out figures"},
+        };
+        if (at_opts_parse("bench_cost_model", opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos,
+                          &help) != 0 ||
+            at_opt_range("bench_cost_model", "--splits", n_splits, 1, MAX_SPLITS) != 0 ||
+            at_opt_range("bench_cost_model", "--monotone", monotone, -1, 1) != 0)
+            return 2;
+        if (help || n_pos) {
+            fprintf(help ? stdout : stderr, "usage: bench_cost_model [flags]\n\nflags:\n");
+            at_opts_help(help ? stdout : stderr, opts, (int)AT_ARRAY_LEN(opts));
+            return help ? 0 : 2;
+        }
     }
     at_log_set_level(AT_LOG_WARN);
     tn_fleet_prepare(); /* the embedded agent's launcher, before any thread */
@@ -497,6 +586,14 @@ int main(int argc, char **argv)
         die(path, err);
     fprintf(stderr, "# data set %s: %lld records (%lld failed) of %d tasks\n", path,
             (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
+    if (n_corpus > 0) {
+        cst = corpus(corpus_path, n_corpus);
+        if (cm_data_new(&corp) != AT_OK ||
+            cm_data_load_store(corp, cst, NULL, &ls, err, sizeof err) != AT_OK)
+            die(corpus_path, err);
+        fprintf(stderr, "# corpus %s: %lld records (%lld failed) of %d tasks\n", corpus_path,
+                (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
+    }
     cm_params_default(&p);
     p.n_threads = 1;
     if (pair_weight >= 0)
@@ -505,15 +602,26 @@ int main(int argc, char **argv)
         p.min_pair_ratio = min_pair_ratio;
     if (monotone >= 0)
         p.monotone = monotone;
+    if (rounds > 0)
+        p.max_rounds = rounds;
+    if (depth > 0)
+        p.max_depth = depth;
+    if (eta > 0)
+        p.eta = eta;
+    if (partners > 0)
+        p.n_partners = partners;
     if (cm_model_new(&p, &m) != AT_OK || cm_model_fit(m, d, err, sizeof err) != AT_OK)
         die("training", err);
     if (!quality_only) {
         bench_throughput(m);
         bench_training(m, &p);
     }
-    bench_quality(st, d, &p);
+    bench_quality(st, d, corp, &p);
     cm_model_free(m);
     cm_data_free(d);
+    cm_data_free(corp);
+    if (cst)
+        rec_store_close(cst);
     rec_store_close(st);
     return 0;
 }

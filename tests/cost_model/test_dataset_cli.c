@@ -1,6 +1,7 @@
 /* tests/cost_model/test_dataset_cli.c -- 'tuner dataset': --help lists every flag, bad
 ** command lines exit 2 with a message naming the problem, and the three modes work on a
-** real store: --random (operator spec, DAG file, workload key), --pretrain, --eval. */
+** real store: --random (operator spec, DAG file, workload key), --pretrain, --eval, and
+** --corpus (every corpus workload measured, topped up, not measured twice). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -94,7 +95,7 @@ static void test_help(void **unused)
                                   "--device", "--threads", "--repeat", "--min-repeat-ms",
                                   "--no-check", "--pretrain", "--eval", "--objective",
                                   "--quiet", "--help", "--tracker", "--fleet-key",
-                                  "--build-workers"};
+                                  "--build-workers", "--corpus"};
     char *out = NULL;
     (void)unused;
     assert_int_equal(tuner(&out, NULL, "dataset", "--help", NULL), TN_EXIT_OK);
@@ -128,6 +129,10 @@ static void test_bad_command_lines(void **unused)
           "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76"}, "not this host"},
         {{"dataset", "--random", "2", "--task", "matmul", "--device", ""}, "--device"},
         {{"dataset", "--random", "2", "--task", "matmul", "extra"}, "unexpected argument"},
+        {{"dataset", "--corpus", "2", "--random", "2", "--task", "matmul"}, "exactly one of"},
+        {{"dataset", "--corpus", "2", "--task", "matmul"}, "--task goes with --random"},
+        {{"dataset", "--corpus", "many"}, "--corpus needs a whole number"},
+        {{"dataset", "--corpus", "1000000"}, "--corpus must be 0..100000"},
     };
     (void)unused;
     for (size_t i = 0; i < AT_ARRAY_LEN(cases); i++) {
@@ -267,6 +272,49 @@ static void test_random_pretrain_eval(void **unused)
     at_free(out);
 }
 
+/* --corpus N: N random states of every corpus workload, each its own task; a second run
+** finds them there and measures nothing. */
+static void test_corpus(void **unused)
+{
+    char *out = NULL, *err = NULL, dbflag[PATH_MAX + 8], cdb[PATH_MAX], e[512];
+    rec_store *st;
+    int64_t n_rec = -1, n_tasks = -1;
+    (void)unused;
+    snprintf(cdb, sizeof cdb, "%s/corpus.db", dir);
+    snprintf(dbflag, sizeof dbflag, "--db=%s", cdb);
+    assert_true(tn_corpus_count() >= 10);
+    assert_null(tn_corpus_spec(tn_corpus_count()));
+    assert_int_equal(tuner(&out, &err, "dataset", dbflag, "--corpus", "1", "--threads", "1",
+                           "--repeat", "1", "--min-repeat-ms", "0", "--no-check",
+                           "--build-workers", "0", NULL),
+                     TN_EXIT_OK);
+    if (out == NULL || strstr(out, "random states measured") == NULL)
+        fail_msg("stdout: %s\nstderr: %s", out ? out : "", err ? err : "");
+    /* a progress line per workload, naming it */
+    assert_non_null(strstr(err, tn_corpus_spec(0)));
+    assert_non_null(strstr(err, tn_corpus_spec(tn_corpus_count() - 1)));
+    at_free(out);
+    at_free(err);
+    assert_int_equal(rec_store_open(cdb, REC_OPEN_READONLY, &st, e, sizeof e), AT_OK);
+    assert_int_equal(rec_store_count(st, &n_rec, &n_tasks, NULL, NULL), AT_OK);
+    rec_store_close(st);
+    assert_int_equal(n_rec, tn_corpus_count());
+    assert_int_equal(n_tasks, tn_corpus_count());
+    /* topped up already: nothing measured */
+    assert_int_equal(tuner(&out, NULL, "dataset", dbflag, "--corpus", "1", "--threads", "1",
+                           "--repeat", "1", "--min-repeat-ms", "0", "--no-check",
+                           "--build-workers", "0", NULL),
+                     TN_EXIT_OK);
+    assert_non_null(out);
+    if (strstr(out, ": 0 random states measured") == NULL)
+        fail_msg("second run: %s", out);
+    at_free(out);
+    assert_int_equal(rec_store_open(cdb, REC_OPEN_READONLY, &st, e, sizeof e), AT_OK);
+    assert_int_equal(rec_store_count(st, &n_rec, NULL, NULL, NULL), AT_OK);
+    rec_store_close(st);
+    assert_int_equal(n_rec, tn_corpus_count());
+}
+
 static int setup(void **unused)
 {
     (void)unused;
@@ -288,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_bad_command_lines),
         cmocka_unit_test(test_random_pretrain_eval),
+        cmocka_unit_test(test_corpus),
     };
     tn_fleet_prepare(); /* the embedded agent's launcher, before any thread */
     return cmocka_run_group_tests(tests, setup, teardown);
