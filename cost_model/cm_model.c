@@ -32,6 +32,8 @@ struct cm_model {
     int64_t base_records;
     BoosterHandle boost;             /* trained here, on top of base */
     int n_trained_on;                /* programs in 'data' at the last training */
+    int *task_trained;               /* programs of each task of 'data' at the last training */
+    int n_task_trained;
     int n_trainings;
     at_rng rng;                      /* warm-up scores */
     cm_train_info info;
@@ -143,6 +145,7 @@ void cm_model_free(cm_model *m)
     if (m->boost)
         XGBoosterFree(m->boost);
     cm_data_free(m->data);
+    at_free(m->task_trained);
     cm_feats_fini(&m->feats);
     at_free(m->pbuf);
     at_free(m->prow);
@@ -660,6 +663,20 @@ static at_err train(cm_model *m, char *errmsg, size_t errmsg_size)
     m->boost = h;
     h = NULL;
     m->n_trained_on = d->n;
+    {
+        /* each task's programs now, for the retraining rule (cm_model_update) */
+        int *tt = at_calloc((size_t)d->n_tasks + 1, sizeof *tt);
+        if (tt) {
+            for (int i = 0; i < d->n; i++) {
+                int t = cm_data_task_of(d, i);
+                if (t >= 0 && t < d->n_tasks)
+                    tt[t]++;
+            }
+            at_free(m->task_trained);
+            m->task_trained = tt;
+            m->n_task_trained = d->n_tasks;
+        }
+    }
     m->n_trainings++;
     m->info.n_rounds = rounds;
     m->info.n_programs = n_all;
@@ -688,14 +705,22 @@ static int n_lowered(const cm_data *d)
     return n;
 }
 
-/* Did the last 'n_new' programs of 'd' bring a task to 'warmup' programs?  Then a model
-** trained before (on other tasks: a store's other networks, a run's other tasks) has not
-** seen this task yet, however little the data grew as a whole: 16 matmul programs next to
-** 1,000 of a convolution are 1.6 %, and without a retraining the convolution's model went
-** on picking the matmul's programs. */
-static int task_reached_warmup(const cm_data *d, int n_new, int warmup)
+/* Has a task grown enough since the last training that the model must see it, however
+** little the data grew as a whole?  Two cases:
+** - the last 'n_new' programs brought a task to 'warmup' programs: a model trained before
+**   (on other tasks: a store's other networks, a run's other tasks) has not seen it yet
+**   (16 matmul programs next to 1,000 of a convolution are 1.6 %, and without a retraining
+**   the convolution's model went on picking the matmul's programs);
+** - a task has CM_RETRAIN_TASK_NEW programs more than at the last training, and grew by
+**   retrain_growth_pct of its own count: a run in a store holding a corpus of thousands of
+**   other programs would otherwise learn nothing more of its own task for several rounds
+**   (64 new programs against 3,200 are 2 %). */
+#define CM_RETRAIN_TASK_NEW 64
+static int task_needs_training(const cm_model *m, int n_new)
 {
-    int nt = cm_data_n_tasks(d), n = cm_data_count(d), hit = 0;
+    const cm_data *d = m->data;
+    int nt = cm_data_n_tasks(d), n = cm_data_count(d), hit = 0, warmup = m->p.warmup;
+    double g = 1 + m->p.retrain_growth_pct / 100.0;
     int *cnt, *fresh;
     if (n_new <= 0 || nt <= 0)
         return 0;
@@ -713,8 +738,11 @@ static int task_reached_warmup(const cm_data *d, int n_new, int warmup)
             fresh[t] += i >= n - n_new;
         }
     }
-    for (int t = 0; t < nt && !hit; t++)
-        hit = fresh[t] > 0 && cnt[t] >= warmup && cnt[t] - fresh[t] < warmup;
+    for (int t = 0; t < nt && !hit; t++) {
+        int before = t < m->n_task_trained ? m->task_trained[t] : 0;
+        hit = (fresh[t] > 0 && cnt[t] >= warmup && cnt[t] - fresh[t] < warmup) ||
+              (cnt[t] - before >= CM_RETRAIN_TASK_NEW && cnt[t] >= before * g);
+    }
     at_free(cnt);
     at_free(fresh);
     return hit;
@@ -733,7 +761,7 @@ at_err cm_model_update(cm_model *m, const cm_sample *s, int n, char *errmsg, siz
         return AT_OK; /* warm-up (or the loaded model) until there is enough data */
     if (m->boost && m->p.retrain_growth_pct > 0 &&
         (double)m->data->n < m->n_trained_on * (1 + m->p.retrain_growth_pct / 100.0) &&
-        !task_reached_warmup(m->data, n, m->p.warmup))
+        !task_needs_training(m, n))
         return AT_OK;
     return train(m, errmsg, errmsg_size);
 }

@@ -10,6 +10,11 @@
 #     *other* task's store (its records and the cost model that run saved, which the run
 #     starts from: docs/tuning.md, "Learn"): the trials it took to reach 90% and 100% of the
 #     from-scratch best, and its best after 64 trials.
+#   - pre-trained on the corpus: a run of PRE_TRIALS trials in a copy of a store holding only
+#     the pre-training corpus (CORPUS random states of each of its workloads, default 200,
+#     none of them these tasks; 'tuner dataset --corpus', cached in CORPUS_DB, default
+#     build/rel/bench/corpus.db, shared with bench_cost_model: about 11 minutes the first
+#     time on a host), whose records the run trains its first model on: the same figures.
 # Lines ("bench NAME VALUE UNIT"; a target not reached within the run prints its trials
 # followed by '+', e.g. "300+"):
 #   bench search_TASK_scratch_best G GFLOPS                  after TRIALS trials
@@ -18,13 +23,17 @@
 #   bench search_TASK_scratch_trials_to_90pct N trials       and _to_100pct
 #   bench search_TASK_pretrained_trials_to_90pct N trials    of the from-scratch best; _to_100pct
 #   bench search_TASK_pretrained_best_64/scratch_best R x
-#   bench search_TASK_scratch_s S s, search_TASK_pretrained_s S s
+#   bench search_TASK_corpus_trials_to_90pct N trials        the same, pre-trained on the corpus
+#   bench search_TASK_corpus_best_64/scratch_best R x
+#   bench search_TASK_scratch_s S s, search_TASK_pretrained_s S s, search_TASK_corpus_s S s
 # Run it with nothing else on the machine: every kernel is timed here, on these cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 trials=${TRIALS:-1000}
 pre_trials=${PRE_TRIALS:-300}
 seed=${SEED:-1}
+corpus=${CORPUS:-200}
+corpus_db=${CORPUS_DB:-build/rel/bench/corpus.db}
 tuner=build/rel/bin/tuner
 [ -x "$tuner" ] || { echo "bench-search: build first (make)" >&2; exit 1; }
 work=$(mktemp -d /tmp/bench_search.XXXXXX)
@@ -58,9 +67,9 @@ for p in g["points"]:
     print(p["trial"], p["cost"] if p["error_code"] == 0 else 0)'
 }
 
-# figures SCRATCH_CURVE PRE_CURVE NAME
+# figures SCRATCH_CURVE PRE_CURVE NAME MODE (pretrained or corpus)
 figures() {
-  python3 - "$1" "$2" "$3" <<'EOF'
+  python3 - "$1" "$2" "$3" "$4" <<'EOF'
 import sys
 def load(path):
     lines = open(path).read().split("\n")
@@ -81,22 +90,23 @@ def reach(b, target):
     return "%d+" % len(b)
 flops, sc = load(sys.argv[1])
 _, pc = load(sys.argv[2])
-name = sys.argv[3]
+name, mode = sys.argv[3], sys.argv[4]
 sb, pb = bests(sc), bests(pc)
 best = sb[-1]
 gf = lambda c: flops / c * 1e-9
-print(f"bench search_{name}_scratch_best {gf(best):.1f} GFLOPS")
 b64 = sb[min(63, len(sb) - 1)]
-print(f"bench search_{name}_scratch_best_64 {gf(b64):.1f} GFLOPS")
-print(f"bench search_{name}_scratch_best_64/scratch_best {best / b64:.3f} x")
-print(f"bench search_{name}_scratch_trials_to_90pct {reach(sb, best / 0.9)} trials")
-print(f"bench search_{name}_scratch_trials_to_100pct {reach(sb, best)} trials")
-print(f"bench search_{name}_pretrained_trials_to_90pct {reach(pb, best / 0.9)} trials")
-print(f"bench search_{name}_pretrained_trials_to_100pct {reach(pb, best)} trials")
+if mode == "pretrained":  # the from-scratch lines once
+    print(f"bench search_{name}_scratch_best {gf(best):.1f} GFLOPS")
+    print(f"bench search_{name}_scratch_best_64 {gf(b64):.1f} GFLOPS")
+    print(f"bench search_{name}_scratch_best_64/scratch_best {best / b64:.3f} x")
+    print(f"bench search_{name}_scratch_trials_to_90pct {reach(sb, best / 0.9)} trials")
+    print(f"bench search_{name}_scratch_trials_to_100pct {reach(sb, best)} trials")
+print(f"bench search_{name}_{mode}_trials_to_90pct {reach(pb, best / 0.9)} trials")
+print(f"bench search_{name}_{mode}_trials_to_100pct {reach(pb, best)} trials")
 p64 = pb[min(63, len(pb) - 1)]
-print(f"bench search_{name}_pretrained_best_64 {gf(p64):.1f} GFLOPS")
-print(f"bench search_{name}_pretrained_best_64/scratch_best {best / p64:.3f} x")
-print(f"bench search_{name}_pretrained_best {gf(pb[-1]):.1f} GFLOPS")
+print(f"bench search_{name}_{mode}_best_64 {gf(p64):.1f} GFLOPS")
+print(f"bench search_{name}_{mode}_best_64/scratch_best {best / p64:.3f} x")
+print(f"bench search_{name}_{mode}_best {gf(pb[-1]):.1f} GFLOPS")
 EOF
 }
 
@@ -118,9 +128,35 @@ for i in 0 1; do
   echo "bench search_${names[$i]}_pretrained_s $s s"
   if curve "$work/${names[$i]}.db" "$key" >"$work/${names[$i]}.curve" &&
      curve "$work/${names[$i]}_pre.db" "$key" >"$work/${names[$i]}_pre.curve"; then
-    figures "$work/${names[$i]}.curve" "$work/${names[$i]}_pre.curve" "${names[$i]}"
+    figures "$work/${names[$i]}.curve" "$work/${names[$i]}_pre.curve" "${names[$i]}" pretrained
   else
     echo "bench-search: no history for ${names[$i]}" >&2; status=1
   fi
 done
+# pre-trained on the corpus (measured here once per host: records of this target count)
+if [ "$corpus" -gt 0 ]; then
+  mkdir -p "$(dirname "$corpus_db")"
+  echo "# the corpus: $corpus random states of each workload in $corpus_db (measured once)" >&2
+  if ! "$tuner" dataset --corpus "$corpus" --db "$corpus_db" --repeat 3 --no-check --threads 2 \
+       >"$work/corpus.out" 2>"$work/corpus.err"; then
+    echo "bench-search: measuring the corpus failed:" >&2; tail -5 "$work/corpus.err" >&2
+    exit 1
+  fi
+  sed 's/^/# /' "$work/corpus.out" >&2
+  for i in 0 1; do
+    [ -f "$work/${names[$i]}.db" ] || continue
+    key=$("$tuner" history --db "$work/${names[$i]}.db" --json |
+          python3 -c 'import json, sys; print(json.load(sys.stdin)["groups"][0]["workload_key"])')
+    cp "$corpus_db" "$work/${names[$i]}_corpus.db"
+    echo "# ${names[$i]}: $pre_trials trials in a copy of the corpus's store" >&2
+    s=$(tune "${names[$i]}" "${specs[$i]}" "$work/${names[$i]}_corpus.db" "$pre_trials" "$work/${names[$i]}_corpus") || continue
+    echo "bench search_${names[$i]}_corpus_s $s s"
+    if curve "$work/${names[$i]}.db" "$key" >"$work/${names[$i]}.curve" &&
+       curve "$work/${names[$i]}_corpus.db" "$key" >"$work/${names[$i]}_corpus.curve"; then
+      figures "$work/${names[$i]}.curve" "$work/${names[$i]}_corpus.curve" "${names[$i]}" corpus
+    else
+      echo "bench-search: no history for ${names[$i]}" >&2; status=1
+    fi
+  done
+fi
 exit $status

@@ -451,6 +451,47 @@ static void test_new_task_retrains(void **unused)
     cm_model_free(m);
 }
 
+/* A task that gained CM_RETRAIN_TASK_NEW (64) programs since the last training, and grew by
+** retrain_growth_pct of its own, retrains the model however little the data grew as a whole
+** (a run in a store holding a corpus of thousands of other programs): 320 programs of "t",
+** 16 of "u" (warm-up: retrained on 336), 63 more of "u" (399 < 672 and 63 < 64: not
+** retrained), one more (64 new of "u", 80 >= 2 x 16: retrained on 400). */
+static void test_task_growth_retrains(void **unused)
+{
+    cm_params p = params;
+    cm_model *m;
+    cm_sample s[N_STATES], big[10 * N_STATES], u[80];
+    cm_feats f[N_STATES];
+    cm_train_info ti;
+    char err[512];
+    (void)unused;
+    p.warmup = 16;
+    p.retrain_growth_pct = 100;
+    assert_int_equal(cm_model_new(&p, &m), AT_OK);
+    samples_of_data(s, f);
+    for (int i = 0; i < 10 * N_STATES; i++)
+        big[i] = s[i % N_STATES];
+    for (int i = 0; i < 80; i++) {
+        u[i] = s[i % N_STATES];
+        u[i].task = "u";
+    }
+    assert_int_equal(cm_model_update(m, big, 10 * N_STATES, err, sizeof err), AT_OK);
+    cm_model_train_info(m, &ti);
+    assert_int_equal(ti.n_programs, 10 * N_STATES);
+    assert_int_equal(cm_model_update(m, u, 16, err, sizeof err), AT_OK);
+    cm_model_train_info(m, &ti);
+    assert_int_equal(ti.n_programs, 10 * N_STATES + 16);
+    for (int i = 16; i < 79; i += 9) /* in rounds, as a run adds them */
+        assert_int_equal(cm_model_update(m, u + i, AT_MIN(9, 79 - i), err, sizeof err), AT_OK);
+    cm_model_train_info(m, &ti);
+    assert_int_equal(ti.n_programs, 10 * N_STATES + 16);
+    assert_int_equal(cm_data_count(cm_model_data(m)), 10 * N_STATES + 79);
+    assert_int_equal(cm_model_update(m, u + 79, 1, err, sizeof err), AT_OK);
+    cm_model_train_info(m, &ti);
+    assert_int_equal(ti.n_programs, 10 * N_STATES + 80);
+    cm_model_free(m);
+}
+
 static int setup(void **unused)
 {
     static const char *specs[] = {"matmul:M=64,N=64,K=64"};
@@ -499,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_pretrain_and_refine),
         cmocka_unit_test(test_warmup_and_retraining),
         cmocka_unit_test(test_new_task_retrains),
+        cmocka_unit_test(test_task_growth_retrains),
     };
     tn_fleet_prepare(); /* the embedded agent's launcher, before any thread */
     return cmocka_run_group_tests(tests, setup, teardown);
