@@ -996,6 +996,10 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
                     o->db, f.device_key ? "this device key" : "all devices of this target");
             else if (e != AT_ENOTFOUND)
                 at_log_warn("tuner: cannot train the cost model on the recorded trials: %s", err2);
+            else if (n_rec < cm_model_params(r.model)->warmup)
+                say(&r, "no cost model to start from in %s: the first round of each task picks "
+                        "at random ('tuner dataset --corpus 200 --db %s' measures a start for "
+                        "this device once: docs/cost_model.md)", o->db, o->db);
         }
     }
     if ((err = tn_builder_new(o->build_workers, o->build_timeout_ms, o->build_worker_exe,

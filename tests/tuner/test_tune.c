@@ -418,6 +418,9 @@ static void test_cold_start_and_pretrained_start(void **unused)
         fail_msg("want a first round of 16, then the rest: %s", err);
     if (strstr(err, "cost model:") != NULL)
         fail_msg("an empty store has no model to start from: %s", err);
+    if (strstr(err, "no cost model to start from") == NULL ||
+        strstr(err, "tuner dataset --corpus") == NULL)
+        fail_msg("an empty store's run does not point at the corpus: %s", err);
     at_free(err);
 }
 
