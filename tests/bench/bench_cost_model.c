@@ -587,9 +587,11 @@ int main(int argc, char **argv)
     fprintf(stderr, "# data set %s: %lld records (%lld failed) of %d tasks\n", path,
             (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
     if (n_corpus > 0) {
+        /* this host's records only: a store measured on another CPU keeps its records */
+        rec_filter hf = {NULL, host.text, NULL, NULL};
         cst = corpus(corpus_path, n_corpus);
         if (cm_data_new(&corp) != AT_OK ||
-            cm_data_load_store(corp, cst, NULL, &ls, err, sizeof err) != AT_OK)
+            cm_data_load_store(corp, cst, &hf, &ls, err, sizeof err) != AT_OK)
             die(corpus_path, err);
         fprintf(stderr, "# corpus %s: %lld records (%lld failed) of %d tasks\n", corpus_path,
                 (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
