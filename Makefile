@@ -134,8 +134,9 @@ bench-tune: deps
 	$(Q)scripts/bench_tune.sh $(TRIALS)
 
 # 'make bench-search [TRIALS=N] [PRE_TRIALS=M]': how many trials the search needs to find
-# matmul 1024^3's and the ResNet conv2d's best, from scratch and starting from the other
-# task's store (scripts/bench_search.sh; docs/tuning.md).  About 15 minutes.
+# matmul 1024^3's and the ResNet conv2d's best, from scratch, starting from the other
+# task's store and from the pre-training corpus (scripts/bench_search.sh; docs/tuning.md).
+# About 20 minutes, and 11 more the first time on a host (measuring the corpus).
 PRE_TRIALS ?= 300
 .PHONY: bench-search
 bench-search: deps
