@@ -116,22 +116,28 @@ for i in 0 1; do
   s=$(tune "${names[$i]}" "${specs[$i]}" "$work/${names[$i]}.db" "$trials" "$work/${names[$i]}") || continue
   echo "bench search_${names[$i]}_scratch_s $s s"
 done
+# pre_run I SOURCE_DB MODE WHAT: task I tuned PRE_TRIALS trials in a copy of SOURCE_DB, its
+# curve against the from-scratch run's (MODE: pretrained or corpus; WHAT: for the log)
+pre_run() {
+  local i=$1 src=$2 mode=$3 what=$4 n=${names[$1]} key s
+  [ -f "$work/$n.db" ] && [ -f "$src" ] || return 0
+  # the task's workload key: the only task of its from-scratch store
+  key=$("$tuner" history --db "$work/$n.db" --json |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["groups"][0]["workload_key"])')
+  cp "$src" "$work/${n}_$mode.db"
+  echo "# $n: $pre_trials trials in a copy of $what" >&2
+  s=$(tune "$n" "${specs[$i]}" "$work/${n}_$mode.db" "$pre_trials" "$work/${n}_$mode") || return 0
+  echo "bench search_${n}_${mode}_s $s s"
+  if curve "$work/$n.db" "$key" >"$work/$n.curve" &&
+     curve "$work/${n}_$mode.db" "$key" >"$work/${n}_$mode.curve"; then
+    figures "$work/$n.curve" "$work/${n}_$mode.curve" "$n" "$mode"
+  else
+    echo "bench-search: no history for $n" >&2; status=1
+  fi
+}
 for i in 0 1; do
   o=$((1 - i))
-  [ -f "$work/${names[$i]}.db" ] && [ -f "$work/${names[$o]}.db" ] || continue
-  # the task's workload key: the only task of its from-scratch store
-  key=$("$tuner" history --db "$work/${names[$i]}.db" --json |
-        python3 -c 'import json, sys; print(json.load(sys.stdin)["groups"][0]["workload_key"])')
-  cp "$work/${names[$o]}.db" "$work/${names[$i]}_pre.db"
-  echo "# ${names[$i]}: $pre_trials trials in a copy of ${names[$o]}'s store" >&2
-  s=$(tune "${names[$i]}" "${specs[$i]}" "$work/${names[$i]}_pre.db" "$pre_trials" "$work/${names[$i]}_pre") || continue
-  echo "bench search_${names[$i]}_pretrained_s $s s"
-  if curve "$work/${names[$i]}.db" "$key" >"$work/${names[$i]}.curve" &&
-     curve "$work/${names[$i]}_pre.db" "$key" >"$work/${names[$i]}_pre.curve"; then
-    figures "$work/${names[$i]}.curve" "$work/${names[$i]}_pre.curve" "${names[$i]}" pretrained
-  else
-    echo "bench-search: no history for ${names[$i]}" >&2; status=1
-  fi
+  pre_run "$i" "$work/${names[$o]}.db" pretrained "${names[$o]}'s store"
 done
 # pre-trained on the corpus (measured here once per host: records of this target count)
 if [ "$corpus" -gt 0 ]; then
@@ -144,19 +150,7 @@ if [ "$corpus" -gt 0 ]; then
   fi
   sed 's/^/# /' "$work/corpus.out" >&2
   for i in 0 1; do
-    [ -f "$work/${names[$i]}.db" ] || continue
-    key=$("$tuner" history --db "$work/${names[$i]}.db" --json |
-          python3 -c 'import json, sys; print(json.load(sys.stdin)["groups"][0]["workload_key"])')
-    cp "$corpus_db" "$work/${names[$i]}_corpus.db"
-    echo "# ${names[$i]}: $pre_trials trials in a copy of the corpus's store" >&2
-    s=$(tune "${names[$i]}" "${specs[$i]}" "$work/${names[$i]}_corpus.db" "$pre_trials" "$work/${names[$i]}_corpus") || continue
-    echo "bench search_${names[$i]}_corpus_s $s s"
-    if curve "$work/${names[$i]}.db" "$key" >"$work/${names[$i]}.curve" &&
-       curve "$work/${names[$i]}_corpus.db" "$key" >"$work/${names[$i]}_corpus.curve"; then
-      figures "$work/${names[$i]}.curve" "$work/${names[$i]}_corpus.curve" "${names[$i]}" corpus
-    else
-      echo "bench-search: no history for ${names[$i]}" >&2; status=1
-    fi
+    pre_run "$i" "$corpus_db" corpus "the corpus's store"
   done
 fi
 exit $status
