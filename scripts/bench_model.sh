@@ -277,13 +277,17 @@ bench_bert() {
       { echo "bench-model: $tag: a run at seq $s failed" >&2; status=1; return; }
     echo "bench ${tag}_seq${s}_vs_ort_rel_err $(rel_diff "$work/out$s/output_0.bin" "$work/ort$s.bin") x"
   done
-  # REQUESTS requests each at SEQ, in ROUNDS interleaved rounds
-  local per=$(( (requests + rounds - 1) / rounds )) r
+  # REQUESTS requests each at SEQ, in ROUNDS interleaved rounds; in each round also 200/ROUNDS
+  # requests of ours and ORT at SEQ_ODD (between buckets: ours on the next bucket, padded),
+  # so that a slow spell of the host falls on both sides of every comparison
+  local per=$(( (requests + rounds - 1) / rounds )) per_odd=$(( (200 + rounds - 1) / rounds )) r
   for r in $(seq "$rounds"); do
     "$lib_run" "$lib" --threads "$th" --dim "seq=$seq" --inputs "$work/in$seq" --repeat "$per" --warmup 20 --latencies "$work/ours.$r" >/dev/null || { status=1; return; }
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$work/venv/bin/python" "$work/ref_bert.py" ort "$onnx" "$work/in$seq" "$th" "$per" "$work/ort.$r" || { status=1; return; }
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $py "$work/ref_bert.py" "$PWD/scripts" "$onnx" "$work/in$seq" "$th" "$per" "$work/torch.$r" || { status=1; return; }
-    echo "# $tag round $r: p50 ours $(pctl 50 "$work/ours.$r") ms, ort $(pctl 50 "$work/ort.$r") ms, torch $(pctl 50 "$work/torch.$r") ms" >&2
+    "$lib_run" "$lib" --threads "$th" --dim "seq=$seq_odd" --inputs "$work/in$seq_odd" --repeat "$per_odd" --warmup 20 --latencies "$work/ours_odd.$r" >/dev/null || { status=1; return; }
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$work/venv/bin/python" "$work/ref_bert.py" ort "$onnx" "$work/in$seq_odd" "$th" "$per_odd" "$work/ort_odd.$r" || { status=1; return; }
+    echo "# $tag round $r: p50 ours $(pctl 50 "$work/ours.$r") ms, ort $(pctl 50 "$work/ort.$r") ms, torch $(pctl 50 "$work/torch.$r") ms; seq $seq_odd: ours $(pctl 50 "$work/ours_odd.$r") ms, ort $(pctl 50 "$work/ort_odd.$r") ms" >&2
   done
   cat "$work"/ours.[0-9]* > "$work/ours.txt"; cat "$work"/ort.[0-9]* > "$work/ort.txt"; cat "$work"/torch.[0-9]* > "$work/torch.txt"
   local ours=$(pctl 50 "$work/ours.txt") ort=$(pctl 50 "$work/ort.txt") tch=$(pctl 50 "$work/torch.txt")
@@ -295,9 +299,7 @@ bench_bert() {
   echo "bench ${tag}_seq${seq}_torch_p99_ms $(pctl 99 "$work/torch.txt") ms"
   echo "bench ${tag}_seq${seq}/ort $(ratio "$ours" "$ort") x"
   echo "bench ${tag}_seq${seq}/torch $(ratio "$ours" "$tch") x"
-  # a request between buckets (padded to the next one), ours and ORT's at that length
-  "$lib_run" "$lib" --threads "$th" --dim "seq=$seq_odd" --inputs "$work/in$seq_odd" --repeat 200 --warmup 20 --latencies "$work/ours_odd.txt" >/dev/null &&
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$work/venv/bin/python" "$work/ref_bert.py" ort "$onnx" "$work/in$seq_odd" "$th" 200 "$work/ort_odd.txt" || { status=1; return; }
+  cat "$work"/ours_odd.[0-9]* > "$work/ours_odd.txt"; cat "$work"/ort_odd.[0-9]* > "$work/ort_odd.txt"
   local oo=$(pctl 50 "$work/ours_odd.txt") ro=$(pctl 50 "$work/ort_odd.txt")
   echo "bench ${tag}_seq${seq_odd}_p50_ms $oo ms"
   echo "bench ${tag}_seq${seq_odd}_ort_p50_ms $ro ms"
