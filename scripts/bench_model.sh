@@ -33,9 +33,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 trials=${TRIALS:-${BUDGET:-1500}}
 models=${MODELS:-tv_resnet18 tv_mobilenet_v2 tv_bert_base}
-# BERT (tv_bert_base, tv_bert_small): the buckets its sequence length is tuned for, the
+# BERT (tv_bert_base, tv_bert_small): the buckets its sequence length is tuned for (a list,
+# or a range whose buckets the tuner chooses: 16..256 is 12 of them, 1.25x apart), the
 # length of the headline figure, a length between buckets, and the requests timed per runner
-buckets=${BUCKETS:-32,64,96,128,192,256}
+buckets=${BUCKETS:-16..256}
 seq=${SEQ:-128}
 seq_odd=${SEQ_ODD:-77}
 requests=${REQUESTS:-1000}

@@ -69,6 +69,30 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The buckets of a range LO..HI: multiples of 16 (one AVX-512 register of floats, four
+** of NEON), each at most 1.25 times the one before where a step of 16 allows it (a request
+** pads by at most 25 % above 64), the first LO rounded up to 16 (HI where that is above
+** it), the last HI.  16..256: 16 32 48 64 80 96 112 128 160 192 240 256. */
+int tn__dim_range(int64_t lo, int64_t hi, int64_t *out, int max)
+{
+    int n = 0;
+    int64_t b = (lo + 15) / 16 * 16;
+    if (b > hi)
+        b = hi;
+    while (n < max) {
+        int64_t next;
+        out[n++] = b;
+        if (b >= hi)
+            break;
+        next = b + b / 4;
+        next -= next % 16;
+        if (next < b + 16)
+            next = b + 16;
+        b = next < hi ? next : hi;
+    }
+    return n;
+}
+
 int tn__parse_dims(const tn_cmd *cmd, const at_opt_list *l, tn_dims *d)
 {
     memset(d, 0, sizeof *d);
@@ -102,19 +126,34 @@ int tn__parse_dims(const tn_cmd *cmd, const at_opt_list *l, tn_dims *d)
         }
         snprintf(d->name[k], sizeof d->name[k], "%.*s", (int)(eq - v), v);
         for (const char *p = eq + 1;;) {
-            char num[32];
+            char num[48], *dots;
             size_t len = strcspn(p, ",");
-            int64_t x;
-            snprintf(num, sizeof num, "%.*s", (int)(len < 31 ? len : 31), p);
-            if (len == 0 || len > 20 || at_parse_i64(num, &x) != AT_OK || x < 1) {
+            int64_t x, hi, b[TN_MAX_BUCKETS + 1];
+            int nb = 0;
+            snprintf(num, sizeof num, "%.*s", (int)(len < 47 ? len : 47), p);
+            if ((dots = strstr(num, "..")) != NULL) {
+                /* a range: the buckets tn__dim_range chooses */
+                *dots = 0;
+                if (len > 42 || at_parse_i64(num, &x) != AT_OK || at_parse_i64(dots + 2, &hi) != AT_OK ||
+                    x < 1 || hi < x) {
+                    tn__err(cmd, "--dim %s: '%.*s' is not a range LO..HI of whole numbers, 1 <= LO "
+                            "<= HI", v, (int)len, p);
+                    return -1;
+                }
+                nb = tn__dim_range(x, hi, b, TN_MAX_BUCKETS + 1);
+            } else if (len == 0 || len > 20 || at_parse_i64(num, &x) != AT_OK || x < 1) {
                 tn__err(cmd, "--dim %s: '%.*s' is not a whole number >= 1", v, (int)len, p);
                 return -1;
+            } else {
+                b[nb++] = x;
             }
-            if (d->n_values[k] == TN_MAX_BUCKETS) {
-                tn__err(cmd, "--dim %s: more than %d values", v, TN_MAX_BUCKETS);
-                return -1;
+            for (int j = 0; j < nb; j++) {
+                if (d->n_values[k] == TN_MAX_BUCKETS) {
+                    tn__err(cmd, "--dim %s: more than %d values", v, TN_MAX_BUCKETS);
+                    return -1;
+                }
+                d->values[k][d->n_values[k]++] = b[j];
             }
-            d->values[k][d->n_values[k]++] = x;
             if (p[len] == 0)
                 break;
             p += len + 1;

@@ -77,9 +77,12 @@ typedef struct tn_dims {
 } tn_dims;
 /* 0, or -1 after a message naming the bad --dim. */
 int tn__parse_dims(const tn_cmd *cmd, const at_opt_list *l, tn_dims *d);
+/* The buckets '--dim NAME=LO..HI' stands for (at most max of them, ascending): their count. */
+int tn__dim_range(int64_t lo, int64_t hi, int64_t *out, int max);
 /* The model options' dims (out[TN_MAX_DIMS]) with the multi-valued name at its value b. */
 int tn__dims_at(const tn_dims *d, int b, md_dim *out);
-#define TN_DIM_HELP "N, or NAME=V for a symbolic dimension ('seq=128'); " \
+#define TN_DIM_HELP "N, or NAME=V for a symbolic dimension ('seq=128'; buckets 'seq=32,64,128' " \
+    "or a range 'seq=16..256' whose buckets the tuner chooses); " \
     "repeatable"
 
 /* The subcommands over whole models (tn_cli_model.c). */

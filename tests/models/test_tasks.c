@@ -425,8 +425,21 @@ static void test_named_dims(void **unused)
     assert_non_null(strstr(out, "dense:M=16,"));
     at_free(out);
     at_free(errs);
+    /* a range: the tuner chooses its buckets (the rule: tests/tuner/test_search.c) */
+    assert_int_equal(TUNER(&out, &errs, "tasks", "--dim", "seq=3..8,12..16", path), TN_EXIT_OK);
+    assert_non_null(strstr(out, "bucket seq=8: 10 tasks"));  /* 3 rounds up past 8: 8 */
+    assert_non_null(strstr(out, "bucket seq=16: 10 tasks")); /* 12..16: 16 alone */
+    assert_null(strstr(out, "bucket seq=3:"));
+    assert_null(strstr(out, "bucket seq=12:"));
+    at_free(out);
+    at_free(errs);
     {
         static const struct { const char *a, *b, *want; } bad[] = {
+            {"--dim", "seq=40..8", "'40..8' is not a range LO..HI of whole numbers, 1 <= LO <= HI"},
+            {"--dim", "seq=0..8", "'0..8' is not a range"},
+            {"--dim", "seq=8..x", "'8..x' is not a range"},
+            {"--dim", "seq=16..64,32", "32 is given twice"},
+            {"--dim", "seq=1..100000", "more than 32 values"},
             {"--dim", "seq=0", "'0' is not a whole number >= 1"},
             {"--dim", "seq=8,8", "8 is given twice"},
             {"--dim", "seq=8,x", "'x' is not a whole number >= 1"},

@@ -141,11 +141,38 @@ static void test_widen_picks_more_at_random(void **unused)
     ss_dag_unref(dag);
 }
 
+/* '--dim seq=LO..HI': multiples of 16, at most 1.25x apart where a step of 16 allows (a
+** request pays at most 25 % of padding above 64), LO rounded up to 16, HI last. */
+static void test_dim_range(void **unused)
+{
+    static const int64_t want[] = {16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 240, 256};
+    int64_t b[40];
+    int n = tn__dim_range(1, 256, b, 40);
+    (void)unused;
+    assert_int_equal(n, 12);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(b[i], want[i]);
+    for (int64_t len = 65; len <= 256; len++) { /* the bucket of every length above 64 */
+        int k = 0;
+        while (b[k] < len)
+            k++;
+        assert_true(b[k] * 4 <= len * 5);
+    }
+    assert_int_equal(tn__dim_range(16, 256, b, 40), 12);
+    assert_int_equal(tn__dim_range(5, 12, b, 40), 1);
+    assert_int_equal(b[0], 12);
+    assert_int_equal(tn__dim_range(33, 40, b, 40), 1); /* 33 rounds up to 48 > 40: 40 */
+    assert_int_equal(b[0], 40);
+    assert_int_equal(tn__dim_range(1, 9999, b, 8), 8); /* no more than asked for */
+    assert_int_equal(b[7], 128);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_pick_the_same),
         cmocka_unit_test(test_widen_picks_more_at_random),
+        cmocka_unit_test(test_dim_range),
     };
     ss_hw_cpu(&hw, 2, 32, 32768, 1 << 20);
     return cmocka_run_group_tests(tests, NULL, NULL);
