@@ -325,7 +325,7 @@ int tn__cmd_tasks(const tn_cmd *cmd, int argc, char **argv)
         {"out", 'o', AT_OPT_STR, &out, "FILE", "write the tasks as JSON lines ('-': stdout)"},
         {"verbose", 'v', AT_OPT_BOOL, &verbose, NULL, "also the nodes of each use and the DAG"},
         {"dim", 0, AT_OPT_LIST, &dim_l, "D", "symbolic input dimensions: " TN_DIM_HELP
-         "; NAME=V,V,... lists each bucket's tasks"},
+         "; NAME=V,V,... lists each bucket's tasks" TN_DIM_RANGE_HELP},
         {"layout", 0, AT_OPT_STR, &layout, "L", LAYOUT_HELP},
         {"winograd", 0, AT_OPT_STR, &wino, "W", "auto (default: the Winograd tasks listed "
          "after the model's), on or off"},
@@ -730,7 +730,8 @@ int tn__cmd_export_lib(const tn_cmd *cmd, int argc, char **argv)
          "default: the target's cores)"},
         {"keep", 0, AT_OPT_BOOL, &keep, NULL, "keep the objects and the glue source"},
         {"dim", 0, AT_OPT_LIST, &dim_l, "D", "symbolic input dimensions: " TN_DIM_HELP
-         "; NAME=V,V,... builds a bucket of each (default: the buckets the store recorded)"},
+         "; NAME=V,V,... builds a bucket of each (default: the buckets the store recorded)"
+         TN_DIM_RANGE_HELP},
         {"layout", 0, AT_OPT_STR, &layout, "L", LAYOUT_HELP},
         {"winograd", 0, AT_OPT_STR, &wino, "W", WINOGRAD_HELP},
     };

@@ -326,7 +326,7 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         {"layout", 0, AT_OPT_STR, &layout, "L", "models: convolutions' layout, nhwc (default) "
          "or nchw"},
         {"dim", 0, AT_OPT_LIST, &dim_l, "D", "models: symbolic input dimensions: " TN_DIM_HELP
-         "; NAME=V,V,... tunes each value (bucket) of one dimension"},
+         "; NAME=V,V,... tunes each value (bucket) of one dimension" TN_DIM_RANGE_HELP},
         {"winograd", 0, AT_OPT_STR, &wino, "W", "models: 3x3 stride-1 convolutions' Winograd "
          "tasks, auto (default: tuned beside the direct ones), on (only them) or off"},
         {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "no progress and no report"},

@@ -81,9 +81,11 @@ int tn__parse_dims(const tn_cmd *cmd, const at_opt_list *l, tn_dims *d);
 int tn__dim_range(int64_t lo, int64_t hi, int64_t *out, int max);
 /* The model options' dims (out[TN_MAX_DIMS]) with the multi-valued name at its value b. */
 int tn__dims_at(const tn_dims *d, int b, md_dim *out);
-#define TN_DIM_HELP "N, or NAME=V for a symbolic dimension ('seq=128'; buckets 'seq=32,64,128' " \
-    "or a range 'seq=16..256' whose buckets the tuner chooses); " \
+#define TN_DIM_HELP "N, or NAME=V for a symbolic dimension ('seq=128'); " \
     "repeatable"
+/* what a list of values may hold besides numbers (tuning, tasks, export-lib) */
+#define TN_DIM_RANGE_HELP " (an element LO..HI: the buckets the tuner chooses over the range, " \
+    "multiples of 16 at most 1.25x apart: 'seq=16..256')"
 
 /* The subcommands over whole models (tn_cli_model.c). */
 int tn__cmd_tasks(const tn_cmd *cmd, int argc, char **argv);
