@@ -296,6 +296,70 @@ static void test_math_functions(void **unused)
     check_fn("sigmoid", sigmoid_ref, 2e-7, 3e-7);
 }
 
+/* LLVM's partial unrolling stays within its budget (kernels/kn_target.c): a rolled Winograd
+** GEMM of ResNet-18 (auto_unroll_max_step 0) grew from 18 KB of IR to 89 KB at -O3 with the
+** CPU's default budget (512 micro-ops on Zen) and took 4x as long to build; with the budget
+** of 150 it stays under 48 KB (44 KB with LLVM 16).  The size is of the optimised module for a
+** fixed CPU, so the check does not depend on the host.  The kernel must still match the
+** naive GEMM on random inputs. */
+static void test_unroll_budget(void **unused)
+{
+    static const char dag_text[] =
+        "input V[6, 6, 49, 128] float32\n"
+        "const U[6, 6, 128, 128] float32\n"
+        "M[e:6, f:6, p:49, k:128] = sum[c:128](V[e, f, p, c] * U[e, f, c, k])\n";
+    static const char state_json[] =
+        "{\"v\":1,\"steps\":[[\"CHW\",2,\"local\"],[\"SP\",2,4,128,[32],1],"
+        "[\"SP\",2,3,128,[4,1,8],1],[\"SP\",2,2,49,[7,1,7],1],[\"SP\",2,1,6,[1,1,1],1],"
+        "[\"SP\",2,0,6,[2,1,1],1],[\"RE\",2,[0,4,8,12,1,5,9,13,16,2,6,10,14,17,3,7,11,15]],"
+        "[\"FSP\",3,3,2,1],[\"FSP\",3,2,3,1],[\"FSP\",3,1,4,1],[\"FSP\",3,0,5,1],"
+        "[\"RE\",3,[0,2,4,6,1,3,5,7]],[\"CA\",2,3,3],[\"FU\",3,[0,1,2]],[\"AN\",3,0,3],"
+        "[\"PR\",2,0,\"auto_unroll_max_step$0\"],[\"AN\",2,17,2],[\"AN\",3,5,2],[\"LR\",2,1]]}";
+    char err[512];
+    ss_dag *dag = NULL;
+    ss_state *st = NULL;
+    kn_ir *ir = NULL;
+    kn_target zen3;
+    char *raw = NULL, *opt = NULL;
+    kn_bufset bs;
+    (void)unused;
+    OK(ss_dag_parse(dag_text, strlen(dag_text), &dag, err, sizeof err));
+    OK(ss_state_from_json(dag, state_json, strlen(state_json), &st, err, sizeof err));
+    OK(kn_lower(st, &ir, err, sizeof err));
+    OK(kn_target_parse("llvm -mtriple=x86_64-pc-linux-gnu -mcpu=znver3", &zen3, err, sizeof err));
+    OK(kn_build_llvm_text(ir, &zen3, 0, &raw, err, sizeof err));
+    OK(kn_build_llvm_text(ir, &zen3, 1, &opt, err, sizeof err));
+    if (strlen(opt) > 48 * 1024)
+        fail_msg("optimised IR %zu bytes (from %zu): LLVM's partial unrolling is not limited",
+                 strlen(opt), strlen(raw));
+    kn_ir_free(ir);
+    run_state(st, &bs, kn_rt_serial_par());
+    {
+        const float *V = bs.ptr[0], *U = bs.ptr[1], *M = bs.ptr[2];
+        assert_int_equal(bs.n_elems[0], 6 * 6 * 49 * 128);
+        assert_int_equal(bs.n_elems[1], 6 * 6 * 128 * 128);
+        assert_int_equal(bs.n_elems[2], 6 * 6 * 49 * 128);
+        for (int ef = 0; ef < 36; ef++)
+            for (int p = 0; p < 49; p++)
+                for (int k = 0; k < 128; k++) {
+                    double acc = 0, mag = 0;
+                    for (int c = 0; c < 128; c++) {
+                        double t = (double)V[(ef * 49 + p) * 128 + c] * U[(ef * 128 + c) * 128 + k];
+                        acc += t;
+                        mag += fabs(t);
+                    }
+                    double got = M[(ef * 49 + p) * 128 + k];
+                    if (fabs(got - acc) > 1e-5 * mag + 1e-6)
+                        fail_msg("M[%d,%d,%d] = %g, naive %g", ef, p, k, got, acc);
+                }
+    }
+    kn_bufset_free(&bs);
+    at_free(raw);
+    at_free(opt);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -303,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_tiled_matmul),
         cmocka_unit_test(test_layout_rewrite),
         cmocka_unit_test(test_math_functions),
+        cmocka_unit_test(test_unroll_budget),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
