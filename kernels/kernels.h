@@ -347,11 +347,15 @@ int kn_cubin_regs(const uint8_t *cubin, size_t n, const char *entry);
 ** a cache-written block per parallel task, an 8 x (2 vectors) register tile, packed
 ** panels of B.  AT_EINVAL when 'st' is not such a state. */
 at_err kn_hand_matmul(ss_state *st, const kn_target *t, char *errmsg, size_t errmsg_size);
-/* The tuner's first-round matmuls (kn_hand.c): register tiles summed over all of K, walked
-** per parallel block; B stored in their order when 'layout_rewrite'.  Variant 0 (8 rows x
-** 2 vectors, blocks of 32 x 4 tiles) is the fastest of 1,000 trials on matmul 1024^3; the
-** others (0 <= variant < KN_HAND_MATMUL_VARIANTS) change the tile and block sizes.
-** AT_EINVAL when 'st' is not the naive state of a matmul (A, B, C), or for no such variant. */
+/* The tuner's first-round matmuls and dense layers (kn_hand.c): register tiles summed over
+** all of K, walked per parallel block; B (the constant operand read along j) stored in
+** their order when 'layout_rewrite'; an elementwise epilogue (bias, activation, residual
+** add) inlined into the output, which reads the block, a vector at a time.  Variant 0 (8
+** rows x 2 vectors, 4 rows with AVX2's 16 registers; blocks of 32 x 4 tiles) is the fastest
+** of 1,000 trials on matmul 1024^3; the others (0 <= variant < KN_HAND_MATMUL_VARIANTS)
+** change the tile and block sizes.  AT_EINVAL, the state untouched, when 'st' is not the
+** naive state of one sum over k with two spatial axes (its first computed stage) followed
+** only by elementwise stages over the same [i, j], or for no such variant. */
 #define KN_HAND_MATMUL_VARIANTS 4
 at_err kn_hand_matmul_tiled(ss_state *st, int vector_bytes, int layout_rewrite, int variant,
                             char *errmsg, size_t errmsg_size);

@@ -88,14 +88,31 @@ at_err kn_hand_matmul_tiled(ss_state *st, int vector_bytes, int layout_rewrite, 
     /* the variants: rows per tile, vectors per tile row, tiles per block column and row */
     static const int64_t var[KN_HAND_MATMUL_VARIANTS][4] = {
         {8, 2, 32, 4}, {8, 2, 8, 4}, {8, 2, 16, 8}, {8, 2, 16, 2}};
+    const ss_dag *dag = st->dag;
     const ss_op *c;
+    int red = -1, loc, out, epilogue;
     int64_t M, N, K, vw, mr, nv, jt, kr, mb, split_i, split_j;
-    if (st->n_steps != 0 || st->n_stages != 3 || st->dag->ops[2].kind != SS_OP_COMPUTE ||
-        st->dag->ops[2].reduce != SS_RED_SUM || st->dag->ops[2].n_axes != 2 ||
-        st->dag->ops[2].n_raxes != 1)
+    /* one sum over k of two operands read at [i, k] and [k, j] or [j, k] (a matmul, a
+    ** dense layer), then an elementwise epilogue over [i, j] (a bias, an activation, a
+    ** residual add) or none */
+    for (int s = 0; s < dag->n_ops; s++)
+        if (dag->ops[s].kind == SS_OP_COMPUTE) {
+            red = s;
+            break;
+        }
+    c = red >= 0 ? &dag->ops[red] : NULL;
+    if (st->n_steps != 0 || c == NULL || c->reduce != SS_RED_SUM || c->n_axes != 2 ||
+        c->n_raxes != 1 || dag->n_outputs != 1)
         return kn__fail(errmsg, errmsg_size, AT_EINVAL,
-                        "kn_hand_matmul_tiled: expects the naive state of a matmul (A, B, C)");
-    c = &st->dag->ops[2];
+                        "kn_hand_matmul_tiled: expects the naive state of a matmul (A, B, C) "
+                        "or a dense layer with an elementwise epilogue");
+    for (int s = red + 1; s < dag->n_ops; s++)
+        if (dag->ops[s].kind != SS_OP_COMPUTE || dag->ops[s].reduce != SS_RED_NONE ||
+            dag->ops[s].n_axes != 2 || dag->ops[s].axes[0].extent != c->axes[0].extent ||
+            dag->ops[s].axes[1].extent != c->axes[1].extent)
+            return kn__fail(errmsg, errmsg_size, AT_EINVAL,
+                            "kn_hand_matmul_tiled: stage %s after the matmul is not an "
+                            "elementwise epilogue over its [i, j]", dag->ops[s].name);
     M = c->axes[0].extent, N = c->axes[1].extent, K = c->axes[2].extent;
     if (variant < 0 || variant >= KN_HAND_MATMUL_VARIANTS)
         return kn__fail(errmsg, errmsg_size, AT_EINVAL, "kn_hand_matmul_tiled: no variant %d",
@@ -108,30 +125,52 @@ at_err kn_hand_matmul_tiled(ss_state *st, int vector_bytes, int layout_rewrite, 
     mr = divisor_le(M, vector_bytes >= 64 ? var[variant][0] : var[variant][0] / 2);
     kr = divisor_le(K, 2);
     /* tiles per block column: as many as the variant asks where M allows (the blocks,
-    ** M / (mr * mb) x N / (vw * nv * jt) of them, are the parallel tasks) */
+    ** M / (mr * mb) x N / (vw * nv * jt) of them, are the parallel tasks).  A block as
+    ** tall as M (a dense layer of up to 32 tiles of rows: BERT's 128 positions) reads its
+    ** panel of B once: weights streamed from memory once per call, as in a model, where
+    ** they are not in the cache. */
     mb = divisor_le(M / mr, var[variant][2]);
-    /* 0 A, 1 B, 2 C.local, 3 C; C.local's loops: i j k, then
-    ** i.0 i.1 i.2 i.3, j.0 j.1 j.2 j.3, k.0 k.1 */
-    STEP(ss_state_cache_write(st, 2, "local", errmsg, errmsg_size));
-    STEP(ss_state_split(st, 2, 2, 1, (int64_t[]){kr}, errmsg, errmsg_size));
+    /* the block's accumulators: a matmul's C.local (cache write), or the product itself
+    ** when an epilogue follows (inlined into the output, which reads the block) */
+    epilogue = red < st->n_stages - 1;
+    if (!epilogue) {
+        STEP(ss_state_cache_write(st, red, "local", errmsg, errmsg_size));
+    } else {
+        for (int s = red + 1; s < st->n_stages - 1; s++)
+            STEP(ss_state_compute_inline(st, s, errmsg, errmsg_size));
+    }
+    loc = red;
+    out = st->n_stages - 1;
+    /* loc's loops: i j k, then i.0 i.1 i.2 i.3, j.0 j.1 j.2 j.3, k.0 k.1 */
+    STEP(ss_state_split(st, loc, 2, 1, (int64_t[]){kr}, errmsg, errmsg_size));
     split_j = st->n_steps;
-    STEP(ss_state_split(st, 2, 1, 3, (int64_t[]){jt, nv, vw}, errmsg, errmsg_size));
+    STEP(ss_state_split(st, loc, 1, 3, (int64_t[]){jt, nv, vw}, errmsg, errmsg_size));
     split_i = st->n_steps;
-    STEP(ss_state_split(st, 2, 0, 3, (int64_t[]){mb, 1, mr}, errmsg, errmsg_size));
+    STEP(ss_state_split(st, loc, 0, 3, (int64_t[]){mb, 1, mr}, errmsg, errmsg_size));
     /* i.0 j.0 i.1 j.1 k.0 i.2 j.2 k.1 i.3 j.3 */
-    STEP(ss_state_reorder(st, 2, 10, (int64_t[]){0, 4, 1, 5, 8, 2, 6, 9, 3, 7}, errmsg,
+    STEP(ss_state_reorder(st, loc, 10, (int64_t[]){0, 4, 1, 5, 8, 2, 6, 9, 3, 7}, errmsg,
                           errmsg_size));
-    /* C follows the block: i.0 j.0 i.1 j.1, C.local computed at j.0 */
-    STEP(ss_state_follow_split(st, 3, 1, split_j, 1, errmsg, errmsg_size));
-    STEP(ss_state_follow_split(st, 3, 0, split_i, 1, errmsg, errmsg_size));
-    STEP(ss_state_reorder(st, 3, 4, (int64_t[]){0, 2, 1, 3}, errmsg, errmsg_size));
-    STEP(ss_state_compute_at(st, 2, 3, 1, errmsg, errmsg_size));
-    STEP(ss_state_fuse(st, 3, 2, (int64_t[]){0, 1}, errmsg, errmsg_size));
-    STEP(ss_state_annotate(st, 3, 0, SS_ANN_PARALLEL, errmsg, errmsg_size));
-    STEP(ss_state_pragma_unroll(st, 2, 0, 512, errmsg, errmsg_size));
-    STEP(ss_state_annotate(st, 2, 9, SS_ANN_VECTORIZE, errmsg, errmsg_size));
-    if (layout_rewrite)
-        STEP(ss_state_layout_rewrite(st, 2, 1, errmsg, errmsg_size));
+    /* the output follows the block: i.0 j.0 i.1 j.1, loc computed at j.0 */
+    STEP(ss_state_follow_split(st, out, 1, split_j, 1, errmsg, errmsg_size));
+    STEP(ss_state_follow_split(st, out, 0, split_i, 1, errmsg, errmsg_size));
+    STEP(ss_state_reorder(st, out, 4, (int64_t[]){0, 2, 1, 3}, errmsg, errmsg_size));
+    STEP(ss_state_compute_at(st, loc, out, 1, errmsg, errmsg_size));
+    STEP(ss_state_fuse(st, out, 2, (int64_t[]){0, 1}, errmsg, errmsg_size));
+    STEP(ss_state_annotate(st, out, 0, SS_ANN_PARALLEL, errmsg, errmsg_size));
+    if (epilogue && vw > 1) {
+        /* the epilogue (an activation's exp or erf) a vector at a time: j.1 -> j.1.0 j.1.1 */
+        STEP(ss_state_split(st, out, 2, 1, (int64_t[]){vw}, errmsg, errmsg_size));
+        STEP(ss_state_annotate(st, out, 3, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    }
+    STEP(ss_state_pragma_unroll(st, loc, 0, 512, errmsg, errmsg_size));
+    STEP(ss_state_annotate(st, loc, 9, SS_ANN_VECTORIZE, errmsg, errmsg_size));
+    if (layout_rewrite) {
+        /* B: the constant operand read along j (a matmul's B, a dense layer's weight) */
+        for (int p = 0; p < red; p++)
+            if (dag->ops[p].is_const && ss_op_reads(c, p) &&
+                ss_state_layout_rewrite(st, loc, p, NULL, 0) == AT_OK)
+                break;
+    }
     return AT_OK;
 }
 

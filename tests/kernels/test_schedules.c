@@ -523,25 +523,46 @@ static void test_hand_conv_nchw(void **unused)
     }
 }
 
-/* kn_hand_matmul_tiled (the tuner's first-round matmuls), every variant: matmuls whose
-** extents the tile sizes divide and do not divide, with B rewritten to the tiles' order and
-** read in place, compute what the naive state computes; a convolution and a variant out of
-** range are refused untouched. */
+/* kn_hand_matmul_tiled (the tuner's first-round matmuls and dense layers), every variant:
+** matmuls whose extents the tile sizes divide and do not divide, dense layers with and
+** without an epilogue (a bias, BERT's exact GELU, a residual add), with B rewritten to the
+** tiles' order and read in place, compute what the naive state computes; a convolution, a
+** product followed by a reduction and a variant out of range are refused untouched. */
 static void test_hand_matmul_tiled(void **unused)
 {
     static const char *const specs[] = {
         "matmul:M=128,N=128,K=128", "matmul:M=64,N=96,K=80", "matmul:M=37,N=50,K=23",
-        "matmul:M=1,N=1000,K=64",
+        "matmul:M=1,N=1000,K=64", "dense:M=16,N=48,K=40,bias=1",
+        "dense:M=9,N=30,K=17,bias=1,relu=1", "matmul:M=20,N=64,K=24,tb=1",
+        /* BERT's feed-forward up-projection (GELU), its output projection (residual add):
+        ** the dense tasks of a transformer, at a short length */
+        "input X[16, 40] float32\nconst W[96, 40] float32\nconst b[96] float32\n"
+        "dense[i:16, j:96] = sum[k:40](X[i, k] * W[j, k])\n"
+        "bias[i:16, j:96] = dense[i, j] + b[j]\n"
+        "e1[a0:16, a1:96] = bias[a0, a1] / 1.4142135\n"
+        "e2[a0:16, a1:96] = erf(e1[a0, a1])\n"
+        "e3[a0:16, a1:96] = e2[a0, a1] + 1.0\n"
+        "e4[a0:16, a1:96] = bias[a0, a1] * e3[a0, a1]\n"
+        "e5[a0:16, a1:96] = e4[a0, a1] * 0.5\n",
+        "input X[24, 96] float32\nconst W[40, 96] float32\nconst b[40] float32\n"
+        "input R[24, 40] float32\n"
+        "dense[i:24, j:40] = sum[k:96](X[i, k] * W[j, k])\n"
+        "bias[i:24, j:40] = dense[i, j] + b[j]\n"
+        "add[a0:24, a1:40] = bias[a0, a1] + R[a0, a1]\n",
     };
     char err[512];
     (void)unused;
     for (size_t i = 0; i < 2 * KN_HAND_MATMUL_VARIANTS * (sizeof specs / sizeof specs[0]); i++) {
         const char *spec = specs[i / (2 * KN_HAND_MATMUL_VARIANTS)];
         int lr = (int)(i / KN_HAND_MATMUL_VARIANTS % 2), variant = (int)(i % KN_HAND_MATMUL_VARIANTS);
-        ss_dag *dag = op_dag(spec);
+        ss_dag *dag = NULL;
         ss_state *naive, *hand;
         char what[128];
-        snprintf(what, sizeof what, "%s, layout rewrite %d, variant %d", spec, lr, variant);
+        if (strchr(spec, '\n') == NULL)
+            dag = op_dag(spec);
+        else if (ss_dag_parse(spec, strlen(spec), &dag, err, sizeof err) != AT_OK)
+            fail_msg("%.40s: %s", spec, err);
+        snprintf(what, sizeof what, "%.40s, layout rewrite %d, variant %d", spec, lr, variant);
         assert_int_equal(ss_state_new(dag, &naive), AT_OK);
         assert_int_equal(ss_state_new(dag, &hand), AT_OK);
         if (kn_hand_matmul_tiled(hand, host.vector_bytes, lr, variant, err, sizeof err) != AT_OK)
@@ -563,6 +584,21 @@ static void test_hand_matmul_tiled(void **unused)
         assert_int_equal(st->n_steps, 0);
         ss_state_free(st);
         ss_dag_unref(dag);
+        /* a product whose rows are then summed: not an elementwise epilogue */
+        {
+            static const char *const rowsum =
+                "input X[8, 8] float32\nconst W[8, 8] float32\n"
+                "dense[i:8, j:8] = sum[k:8](X[i, k] * W[j, k])\n"
+                "rs[i:8] = sum[j:8](dense[i, j])\n";
+            assert_int_equal(ss_dag_parse(rowsum, strlen(rowsum), &dag, err, sizeof err), AT_OK);
+            assert_int_equal(ss_state_new(dag, &st), AT_OK);
+            assert_int_equal(kn_hand_matmul_tiled(st, host.vector_bytes, 1, 0, err, sizeof err),
+                             AT_EINVAL);
+            assert_non_null(strstr(err, "epilogue"));
+            assert_int_equal(st->n_steps, 0);
+            ss_state_free(st);
+            ss_dag_unref(dag);
+        }
         dag = op_dag("matmul:M=8,N=8,K=8");
         assert_int_equal(ss_state_new(dag, &st), AT_OK);
         assert_int_equal(kn_hand_matmul_tiled(st, host.vector_bytes, 1, KN_HAND_MATMUL_VARIANTS,
