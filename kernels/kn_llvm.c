@@ -61,6 +61,14 @@ typedef struct cg {
     LLVMValueRef *tbaa;     /* access tag per buffer */
     unsigned tbaa_kind;
     int n_tasks_fn;
+    /* scalar index arithmetic emitted so far in the current block (ibin): an unrolled body
+    ** repeats the same terms in every statement */
+    struct memo {
+        int op;
+        LLVMValueRef a, b, r;
+    } *memo;
+    int n_memo;
+    LLVMBasicBlockRef memo_bb;
     char *errmsg;
     size_t errmsg_size;
     at_err err;
@@ -133,6 +141,69 @@ static void widen(cg *c, val *a, val *b)
         a->v = splat(c, a->v);
         a->vec = 1;
     }
+}
+
+/* Scalar i64 arithmetic with the identities folded (x + 0, x * 1, x * 0, x / 1) and each
+** (op, a, b) built once per basic block: our unrolled bodies index every statement with the
+** same sum of loop-invariant terms, which LLVM would otherwise receive tens of thousands of
+** times (a Winograd input transform: 31k lines of IR, 3.3k after optimisation) and spend
+** its first passes folding.  Only values of the current block are reused, so each dominates
+** its new use. */
+#define MEMO_SLOTS 4096
+enum { IB_ADD, IB_SUB, IB_MUL, IB_DIV, IB_MOD };
+static LLVMValueRef ibin(cg *c, int op, LLVMValueRef a, LLVMValueRef b)
+{
+    int ca = LLVMIsAConstantInt(a) != NULL, cb = LLVMIsAConstantInt(b) != NULL;
+    long long ka = ca ? LLVMConstIntGetSExtValue(a) : 0, kb = cb ? LLVMConstIntGetSExtValue(b) : 0;
+    LLVMBasicBlockRef bb = LLVMGetInsertBlock(c->b);
+    LLVMValueRef r;
+    uintptr_t h;
+    struct memo *m = NULL;
+    if (op == IB_ADD && ca && ka == 0) return b;
+    if ((op == IB_ADD || op == IB_SUB) && cb && kb == 0) return a;
+    if (op == IB_MUL && ((ca && ka == 0) || (cb && kb == 1))) return a;
+    if (op == IB_MUL && ((cb && kb == 0) || (ca && ka == 1))) return b;
+    if (op == IB_DIV && cb && kb == 1) return a;
+    if (op == IB_MOD && cb && kb == 1) return ci64(c, 0);
+    if (!(ca && cb)) {
+        if (c->memo == NULL) {
+            c->memo = at_calloc(MEMO_SLOTS, sizeof *c->memo);
+            if (c->memo == NULL) {
+                cfail(c, AT_ENOMEM, "out of memory");
+                return a;
+            }
+        }
+        if (bb != c->memo_bb || c->n_memo >= MEMO_SLOTS / 2) {
+            memset(c->memo, 0, MEMO_SLOTS * sizeof *c->memo);
+            c->n_memo = 0;
+            c->memo_bb = bb;
+        }
+        h = ((uintptr_t)a * 31u + (uintptr_t)b) * 2654435761u + (uintptr_t)op;
+        for (h = (h ^ (h >> 15)) & (MEMO_SLOTS - 1);; h = (h + 1) & (MEMO_SLOTS - 1)) {
+            m = &c->memo[h];
+            if (m->r == NULL)
+                break;
+            if (m->op == op && m->a == a && m->b == b)
+                return m->r;
+        }
+    }
+    switch (op) {
+    case IB_ADD: r = LLVMBuildNSWAdd(c->b, a, b, ""); break;
+    case IB_SUB: r = LLVMBuildNSWSub(c->b, a, b, ""); break;
+    case IB_MUL: r = LLVMBuildNSWMul(c->b, a, b, ""); break;
+    case IB_DIV: r = LLVMBuildSDiv(c->b, a, b, ""); break;
+    default: r = LLVMBuildSRem(c->b, a, b, ""); break;
+    }
+    if (m) {
+        m->op = op, m->a = a, m->b = b, m->r = r;
+        c->n_memo++;
+    }
+    return r;
+}
+
+static int is_i64(cg *c, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMTypeOf(a) == c->i64 && LLVMTypeOf(b) == c->i64;
 }
 
 static LLVMTypeRef maybe_vec(cg *c, LLVMTypeRef t, int vec)
@@ -406,8 +477,11 @@ static LLVMValueRef floordiv(cg *c, const ss_expr *e, LLVMValueRef a, LLVMValueR
                              int is_mod)
 {
     LLVMValueRef q, r, adj, zero = LLVMConstNull(maybe_vec(c, c->i64, vec));
-    if (nonneg(c, e->a[0]) && nonneg(c, e->a[1]))
+    if (nonneg(c, e->a[0]) && nonneg(c, e->a[1])) {
+        if (!vec && is_i64(c, a, b))
+            return ibin(c, is_mod ? IB_MOD : IB_DIV, a, b);
         return is_mod ? LLVMBuildSRem(c->b, a, b, "") : LLVMBuildSDiv(c->b, a, b, "");
+    }
     q = LLVMBuildSDiv(c->b, a, b, "");
     r = LLVMBuildSRem(c->b, a, b, "");
     /* floor: adjust when the remainder is non-zero and its sign differs from b's */
@@ -422,6 +496,66 @@ static LLVMValueRef floordiv(cg *c, const ss_expr *e, LLVMValueRef a, LLVMValueR
 static int is_float_expr(const ss_expr *e)
 {
     return at_dtype_is_float((at_dtype)e->dtype);
+}
+
+static val emit(cg *c, const ss_expr *e);
+
+/* An integer sum's terms: constants added up in *k, the others in t[] with their signs. */
+#define SUM_TERMS 32
+static void sum_terms(cg *c, const ss_expr *e, int neg, val *t, int *sgn, int *n, int64_t *k)
+{
+    val v;
+    if ((e->kind == SS_E_ADD || e->kind == SS_E_SUB) && !is_float_expr(e) &&
+        e->dtype != AT_DT_BOOL && *n < SUM_TERMS - 2) {
+        sum_terms(c, e->a[0], neg, t, sgn, n, k);
+        sum_terms(c, e->a[1], e->kind == SS_E_SUB ? !neg : neg, t, sgn, n, k);
+        return;
+    }
+    v = emit(c, e);
+    if (c->err)
+        return;
+    if (!v.vec && LLVMIsAConstantInt(v.v)) {
+        int64_t x = LLVMConstIntGetSExtValue(v.v);
+        *k += neg ? -x : x;
+        return;
+    }
+    t[*n] = v;
+    sgn[*n] = neg;
+    (*n)++;
+}
+
+/* An integer (index) sum: the variable terms in their order, then one constant, so that an
+** unrolled body's statements share all but their last add (ibin). */
+static val emit_sum(cg *c, const ss_expr *e)
+{
+    val t[SUM_TERMS], r = {NULL, 0};
+    int sgn[SUM_TERMS], n = 0;
+    int64_t k = 0;
+    sum_terms(c, e, 0, t, sgn, &n, &k);
+    if (c->err)
+        return r;
+    for (int i = 0; i < n; i++) {
+        val x = t[i];
+        if (i == 0) {
+            r = x;
+            if (sgn[0])
+                r.v = LLVMBuildNSWNeg(c->b, r.v, "");
+            continue;
+        }
+        widen(c, &r, &x);
+        if (!r.vec)
+            r.v = ibin(c, sgn[i] ? IB_SUB : IB_ADD, r.v, x.v);
+        else
+            r.v = sgn[i] ? LLVMBuildNSWSub(c->b, r.v, x.v, "") : LLVMBuildNSWAdd(c->b, r.v, x.v, "");
+    }
+    if (n == 0) {
+        r.v = ci64(c, k);
+    } else if (k != 0) {
+        val x = {ci64(c, k), 0};
+        widen(c, &r, &x);
+        r.v = r.vec ? LLVMBuildNSWAdd(c->b, r.v, x.v, "") : ibin(c, IB_ADD, r.v, x.v);
+    }
+    return r;
 }
 
 static val emit(cg *c, const ss_expr *e)
@@ -485,6 +619,8 @@ static val emit(cg *c, const ss_expr *e)
             r.vec = p.vec;
             return r;
         }
+        if (!fl && e->dtype != AT_DT_BOOL)
+            return emit_sum(c, e);
         /* fall through */
     case SS_E_MUL:
     case SS_E_DIV:
@@ -509,7 +645,11 @@ static val emit(cg *c, const ss_expr *e)
         switch (e->kind) {
         case SS_E_ADD: r.v = fl ? LLVMBuildFAdd(c->b, a.v, b.v, "") : LLVMBuildNSWAdd(c->b, a.v, b.v, ""); break;
         case SS_E_SUB: r.v = fl ? LLVMBuildFSub(c->b, a.v, b.v, "") : LLVMBuildNSWSub(c->b, a.v, b.v, ""); break;
-        case SS_E_MUL: r.v = fl ? LLVMBuildFMul(c->b, a.v, b.v, "") : LLVMBuildNSWMul(c->b, a.v, b.v, ""); break;
+        case SS_E_MUL:
+            r.v = fl                        ? LLVMBuildFMul(c->b, a.v, b.v, "")
+                  : !a.vec && is_i64(c, a.v, b.v) ? ibin(c, IB_MUL, a.v, b.v)
+                                            : LLVMBuildNSWMul(c->b, a.v, b.v, "");
+            break;
         case SS_E_DIV:
             r.v = fl ? LLVMBuildFDiv(c->b, a.v, b.v, "") : floordiv(c, e, a.v, b.v, a.vec, 0);
             break;
@@ -1212,6 +1352,7 @@ static void cg_fini(cg *c)
     at_free(c->buf);
     at_free(c->tbaa);
     at_free(c->buf_off);
+    at_free(c->memo);
 }
 
 at_err kn__llvm_build(const kn_ir *ir, const kn_target *target, const char *entry,
