@@ -107,6 +107,7 @@ void cm_params_default(cm_params *p)
     p->valid_frac = 0.15;
     p->n_partners = 32;
     p->pair_weight = 0;
+    p->top_weight = 0;
     p->min_pair_ratio = 1.10;
     p->monotone = 1;
     p->warmup = 64;
@@ -325,6 +326,7 @@ typedef struct tset {
     int *by_task;     /* programs grouped by task: indices into prog */
     int *task_start;  /* n_tasks + 1 */
     int n_tasks;
+    double *disc;     /* rank with top_weight: D(current rank in its task) per program */
 } tset;
 
 static void tset_free(tset *s)
@@ -344,6 +346,7 @@ static void tset_free(tset *s)
     at_free(s->ph);
     at_free(s->by_task);
     at_free(s->task_start);
+    at_free(s->disc);
     memset(s, 0, sizeof *s);
 }
 
@@ -368,11 +371,12 @@ static at_err tset_build(cm_model *m, const cm_data *d, const int *idx, int n, t
     s->ph = at_malloc((size_t)(n + 1) * sizeof *s->ph);
     s->by_task = at_malloc((size_t)(n + 1) * sizeof *s->by_task);
     s->task_start = at_calloc((size_t)d->n_tasks + 2, sizeof *s->task_start);
+    s->disc = at_malloc((size_t)(n + 1) * sizeof *s->disc);
     s->rows = at_malloc((size_t)(s->n_rows + 1) * CM_N_FEATS * sizeof *s->rows);
     s->grad = at_malloc((size_t)(s->n_rows + 1) * sizeof *s->grad);
     s->hess = at_malloc((size_t)(s->n_rows + 1) * sizeof *s->hess);
     if (!s->prog || !s->task || !s->y || !s->off || !s->nr || !s->score || !s->pg || !s->ph ||
-        !s->by_task || !s->task_start || !s->rows || !s->grad || !s->hess)
+        !s->by_task || !s->task_start || !s->rows || !s->grad || !s->hess || !s->disc)
         goto fail;
     for (int k = 0; k < n; k++) {
         int i = idx[k];
@@ -456,7 +460,7 @@ static double sigmoid_neg(double d) /* 1 / (1 + exp(d)) */
     return 1 / (1 + exp(d));
 }
 
-static void pair_grad(tset *s, int a, int b, double pw, double min_ratio)
+static void pair_grad(tset *s, int a, int b, double pw, double tw, double min_ratio)
 {
     int hi = s->y[a] > s->y[b] ? a : b, lo = hi == a ? b : a;
     /* labels are best/cost: their ratio is the costs' (a failure, 0, is always a pair) */
@@ -464,11 +468,45 @@ static void pair_grad(tset *s, int a, int b, double pw, double min_ratio)
         return;
     double rho = sigmoid_neg(s->score[hi] - s->score[lo]);
     double w = pw > 0 ? pow(s->y[hi] - s->y[lo], pw) : 1;
+    if (tw > 0)
+        w *= 1 + tw * fabs(s->disc[hi] - s->disc[lo]);
     double hh = w * rho * (1 - rho);
     s->pg[hi] -= w * rho;
     s->pg[lo] += w * rho;
     s->ph[hi] += hh;
     s->ph[lo] += hh;
+}
+
+typedef struct scored {
+    double score;
+    int k;
+} scored;
+
+static int cmp_scored_desc(const void *a, const void *b)
+{
+    const scored *x = a, *y = b;
+    return x->score > y->score ? -1 : x->score < y->score ? 1 : x->k - y->k;
+}
+
+/* D(r) = 1 / log2(2 + r) of every program's rank by its current score within its task. */
+static void tset_discounts(tset *s)
+{
+    scored *ord = at_malloc((size_t)(s->n + 1) * sizeof *ord);
+    for (int k = 0; k < s->n; k++)
+        s->disc[k] = 0;
+    if (ord == NULL)
+        return;
+    for (int t = 0; t < s->n_tasks; t++) {
+        int a0 = s->task_start[t], cnt = s->task_start[t + 1] - a0;
+        for (int a = 0; a < cnt; a++) {
+            ord[a].k = s->by_task[a0 + a];
+            ord[a].score = s->score[ord[a].k];
+        }
+        qsort(ord, (size_t)cnt, sizeof *ord, cmp_scored_desc);
+        for (int r = 0; r < cnt; r++)
+            s->disc[ord[r].k] = 1 / log2(2.0 + r);
+    }
+    at_free(ord);
 }
 
 /* Gradients of the objective at the current scores, per program then per row. */
@@ -485,6 +523,9 @@ static void tset_gradients(const cm_model *m, tset *s, at_rng *rng)
     } else {
         int np = m->p.n_partners > 0 ? m->p.n_partners : 1;
         double min_ratio = m->p.min_pair_ratio > 1 ? m->p.min_pair_ratio : 1;
+        double tw = m->p.top_weight;
+        if (tw > 0)
+            tset_discounts(s);
         for (int t = 0; t < s->n_tasks; t++) {
             int a0 = s->task_start[t], cnt = s->task_start[t + 1] - a0;
             if (cnt < 2)
@@ -493,7 +534,7 @@ static void tset_gradients(const cm_model *m, tset *s, at_rng *rng)
                 for (int a = 0; a < cnt; a++)
                     for (int b = a + 1; b < cnt; b++) {
                         int i = s->by_task[a0 + a], j = s->by_task[a0 + b];
-                        pair_grad(s, i, j, m->p.pair_weight, min_ratio);
+                        pair_grad(s, i, j, m->p.pair_weight, tw, min_ratio);
                     }
                 continue;
             }
@@ -504,7 +545,7 @@ static void tset_gradients(const cm_model *m, tset *s, at_rng *rng)
                     int j;
                     b += b >= a;
                     j = s->by_task[a0 + b];
-                    pair_grad(s, i, j, m->p.pair_weight, min_ratio);
+                    pair_grad(s, i, j, m->p.pair_weight, tw, min_ratio);
                 }
             }
         }

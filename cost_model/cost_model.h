@@ -372,6 +372,10 @@ typedef struct cm_params {
     double pair_weight;      /* rank: a pair's loss is weighted by |y_i - y_j|^pair_weight
                              ** (labels best/cost: pairs near the task's best weigh most);
                              ** 0: every pair alike */
+    double top_weight;       /* rank: a pair also weighs top_weight * |D(r_i) - D(r_j)|, D(r)
+                             ** = 1 / log2(2 + r) of the programs' current ranks in their
+                             ** task (LambdaRank's position discount: pairs that move a
+                             ** program in or out of the top weigh most); 0: off */
     double min_pair_ratio;   /* rank: pairs whose costs differ by this ratio or less are not
                              ** trained on (measurement noise; default 1.10; 0: every pair) */
     int monotone;            /* 1 (default): scores fall as lane_ops grows and rise with

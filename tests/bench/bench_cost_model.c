@@ -543,7 +543,7 @@ int main(int argc, char **argv)
     cm_model *m;
     char err[1024];
     int quality_only = 0;
-    double pair_weight = -1, min_pair_ratio = -1;
+    double pair_weight = -1, min_pair_ratio = -1, top_weight = -1;
     int monotone = -1, rounds = -1, depth = -1, partners = -1;
     double eta = -1;
     {
@@ -556,6 +556,7 @@ int main(int argc, char **argv)
             {"corpus-db", 0, AT_OPT_STR, &corpus_path, "FILE", "the corpus's store"},
             {"budget-s", 0, AT_OPT_NUM, &budget_s, "S", "seconds of measuring per task (240)"},
             {"pair-weight", 0, AT_OPT_NUM, &pair_weight, "W", "cm_params.pair_weight"},
+            {"top-weight", 0, AT_OPT_NUM, &top_weight, "W", "cm_params.top_weight"},
             {"min-pair-ratio", 0, AT_OPT_NUM, &min_pair_ratio, "R", "cm_params.min_pair_ratio"},
             {"monotone", 0, AT_OPT_INT, &monotone, "0|1", "cm_params.monotone"},
             {"rounds", 0, AT_OPT_INT, &rounds, "N", "cm_params.max_rounds"},
@@ -602,6 +603,8 @@ int main(int argc, char **argv)
         p.pair_weight = pair_weight;
     if (min_pair_ratio >= 0)
         p.min_pair_ratio = min_pair_ratio;
+    if (top_weight >= 0)
+        p.top_weight = top_weight;
     if (monotone >= 0)
         p.monotone = monotone;
     if (rounds > 0)

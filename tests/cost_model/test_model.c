@@ -88,6 +88,48 @@ static void test_pairwise_accuracy(void **unused)
         fail_msg("median held-out pairwise accuracy %.3f < 0.75", med);
 }
 
+/* cm_params.top_weight (LambdaRank's position weighting, off by default): the model it
+** trains ranks held-out programs as well as the plain pairwise loss does, and differently
+** (the weighting is applied, not ignored). */
+static void test_top_weight(void **unused)
+{
+    cm_data *tr, *te;
+    cm_metrics mt[2];
+    double *sc[2];
+    char err[512];
+    int n, differ = 0;
+    (void)unused;
+    assert_int_equal(cm_data_split(data, 0.8, 77, &tr, &te), AT_OK);
+    n = cm_data_count(te);
+    for (int k = 0; k < 2; k++) {
+        cm_model *m;
+        cm_params p = params;
+        p.seed = 7;
+        p.top_weight = k ? 3.0 : 0.0;
+        assert_int_equal(cm_model_new(&p, &m), AT_OK);
+        if (cm_model_fit(m, tr, err, sizeof err) != AT_OK)
+            fail_msg("training: %s", err);
+        sc[k] = at_malloc((size_t)n * sizeof *sc[k]);
+        assert_non_null(sc[k]);
+        assert_int_equal(cm_model_predict_data(m, te, sc[k]), AT_OK);
+        cm_metrics_eval(te, sc[k], 1.05, &mt[k]);
+        fprintf(stderr, "top_weight %.0f: pairwise accuracy %.3f, top-1 recall %.2f, top-5 "
+                "recall %.2f\n", p.top_weight, mt[k].pairwise_acc, mt[k].top1_recall,
+                mt[k].top5_recall);
+        cm_model_free(m);
+    }
+    for (int i = 0; i < n; i++)
+        differ += sc[0][i] != sc[1][i];
+    assert_true(differ > n / 2);
+    if (!(mt[1].pairwise_acc >= 0.75 && mt[1].pairwise_acc >= mt[0].pairwise_acc - 0.03))
+        fail_msg("top_weight 3: pairwise accuracy %.3f (%.3f without)", mt[1].pairwise_acc,
+                 mt[0].pairwise_acc);
+    at_free(sc[0]);
+    at_free(sc[1]);
+    cm_data_free(tr);
+    cm_data_free(te);
+}
+
 /* Predicted best of 1,000 new random states against the best of 8 random states, both
 ** measured now. */
 static void test_best_of_1000(void **unused)
@@ -291,6 +333,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pairwise_accuracy),
+        cmocka_unit_test(test_top_weight),
         cmocka_unit_test(test_best_of_1000),
         cmocka_unit_test(test_per_task_and_determinism),
     };
