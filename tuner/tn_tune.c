@@ -91,6 +91,7 @@ typedef struct tround {
     int n_built, n_done;
     int submitted;      /* jobs handed to the fleet */
     double t_start;
+    double t_built;     /* when its last build finished */
 } tround;
 
 typedef struct run {
@@ -122,6 +123,9 @@ typedef struct run {
     double t0;
     double measure_s;   /* agents' time spent on jobs (result run_s) */
     double search_s;    /* in the evolutionary search (this process) */
+    double train_s;     /* training the cost model (this process) */
+    double build_wall_s;   /* rounds' starts to their last builds, summed */
+    double measure_wall_s; /* rounds' last builds to their last results, summed */
     double build_cpu_s; /* summed over the builds (in the workers) */
     int64_t n_builds;
     int n_retimed, n_retimed_faster; /* first rounds' bests timed again; how many faster */
@@ -242,9 +246,11 @@ static void add_sample(run *r, const job *j, double cost, int status)
 static void train(run *r)
 {
     char err[256];
+    double t0 = at_time_mono_s();
     if (r->model && r->n_samples > 0 &&
         cm_model_update(r->model, r->samples, r->n_samples, err, sizeof err) != AT_OK)
         at_log_warn("tuner: the cost model did not train: %s", err);
+    r->train_s += at_time_mono_s() - t0;
     r->n_samples = 0;
 }
 
@@ -382,8 +388,12 @@ static void on_built(void *ctx, const tn_build_res *b)
     r->build_cpu_s += b->build_s;
     r->n_builds++;
     for (int k = 0; k < r->n_rounds; k++)
-        if (b->id >= r->rounds[k].first_job && b->id < r->rounds[k].first_job + r->rounds[k].n_jobs)
-            r->rounds[k].n_built++;
+        if (b->id >= r->rounds[k].first_job &&
+            b->id < r->rounds[k].first_job + r->rounds[k].n_jobs &&
+            ++r->rounds[k].n_built == r->rounds[k].n_jobs) {
+            r->rounds[k].t_built = at_time_mono_s();
+            r->build_wall_s += r->rounds[k].t_built - r->rounds[k].t_start;
+        }
     if (b->err != AT_OK) {
         kn_artifact_free(b->art);
         record_build_failure(r, j, b);
@@ -819,6 +829,8 @@ static void finish_round(run *r, int k)
         t->retime = t->first_best != NULL;
     }
     r->n_rounds_done++;
+    if (rd->t_built > 0)
+        r->measure_wall_s += at_time_mono_s() - rd->t_built;
     train(r);
     progress(r, t, rd);
     for (int i = rd->first_job; i < rd->first_job + rd->n_jobs; i++)
@@ -862,10 +874,12 @@ static void report(run *r)
            (long long)(r->total_trials), total_s,
            total_s > 0 ? (double)(r->total_trials) / total_s : 0,
            total_s > 0 ? 100.0 * r->measure_s / total_s : 0, r->o->db, r->uuid);
-    printf("time: search %.1f s, builds %.1f s in %d worker%s (%lld builds, %.3f s each), "
-           "measuring %.1f s on the agents\n", r->search_s, r->build_cpu_s,
+    printf("time: search %.1f s, training %.1f s, builds %.1f s in %d worker%s (%lld builds, "
+           "%.3f s each; rounds waited %.1f s for them), measuring %.1f s on the agents "
+           "(rounds waited %.1f s for it)\n", r->search_s, r->train_s, r->build_cpu_s,
            r->o->build_workers, r->o->build_workers == 1 ? "" : "s", (long long)r->n_builds,
-           r->n_builds ? r->build_cpu_s / (double)r->n_builds : 0, r->measure_s);
+           r->n_builds ? r->build_cpu_s / (double)r->n_builds : 0, r->build_wall_s,
+           r->measure_s, r->measure_wall_s);
     if (r->n_retimed > 0)
         printf("re-timed the first round's best of %d task%s: %d faster the second time (the "
                "store keeps the faster)\n",

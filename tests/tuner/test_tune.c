@@ -237,6 +237,38 @@ static long long check_lowered_once(const char *out, long long want_not_scored)
     return seeds;
 }
 
+/* The report's "where the time went": the rounds' waits for builds and for the agents, the
+** search and training happen one after another in the embedded mode, so together they fit
+** in the run's wall time; the agents' own time on the jobs fits in the rounds' wait for
+** them; and the builds' time in N workers is at most N times the rounds' wait for them. */
+static void check_time_accounting(const char *out)
+{
+    const char *p = strstr(out, " trials in ");
+    double total, search, train, build_cpu, build_each, build_wait, measure, measure_wait;
+    long long n_builds;
+    int workers;
+    if (p == NULL || sscanf(p, " trials in %lf s", &total) != 1)
+        fail_msg("no wall time in the report:\n%s", out);
+    p = strstr(out, "time: search ");
+    if (p == NULL)
+        fail_msg("no 'time:' line in the report:\n%s", out);
+    if (sscanf(p, "time: search %lf s, training %lf s, builds %lf s in %d worker", &search,
+               &train, &build_cpu, &workers) != 4 ||
+        strchr(p, '(') == NULL ||
+        sscanf(strchr(p, '('), "(%lld builds, %lf s each; rounds waited %lf s for them), "
+                               "measuring %lf s on the agents (rounds waited %lf s for it)",
+               &n_builds, &build_each, &build_wait, &measure, &measure_wait) != 5)
+        fail_msg("unreadable 'time:' line: %.300s", p);
+    if (!(search > 0 && train >= 0 && build_cpu > 0 && build_wait > 0 && measure >= 0 &&
+          n_builds > 0 && workers >= 1))
+        fail_msg("a part of the time is missing: %.300s", p);
+    if (search + train + build_wait + measure_wait > total + 0.1)
+        fail_msg("the parts (%.2f s) exceed the wall time %.2f s: %.300s",
+                 search + train + build_wait + measure_wait, total, p);
+    if (measure > measure_wait + 0.1 || build_cpu > workers * build_wait + 0.1)
+        fail_msg("work exceeds the time the rounds waited for it: %.300s", p);
+}
+
 static void test_short_run_improves_and_records_everything(void **unused)
 {
     rec *v;
@@ -272,6 +304,7 @@ static void test_short_run_improves_and_records_everything(void **unused)
         assert_non_null(strstr(out, "matmul:M=128,N=128,K=64"));
         assert_non_null(strstr(out, "120 trials"));
         check_lowered_once(out, 0);
+        check_time_accounting(out);
         assert_null(strstr(out, "re-timed"));
         assert_non_null(strstr(out, "(120 builds,"));
         at_free(out);
