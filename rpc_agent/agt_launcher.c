@@ -286,6 +286,11 @@ at_err agt_launcher_open(agt_launcher **out, char *errmsg, size_t n)
     return AT_OK;
 }
 
+pid_t agt_launcher_pid(const agt_launcher *l)
+{
+    return l->pid;
+}
+
 void agt_launcher_close(agt_launcher *l)
 {
     int st;

@@ -29,6 +29,7 @@
 #define AGT_RPC_AGENT_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/common.h"
 #include "common/wire.h"
@@ -51,6 +52,9 @@ at_err agt_launcher_open(agt_launcher **out, char *errmsg, size_t n);
 void agt_launcher_close(agt_launcher *l); /* NULL is fine */
 /* The sandbox capabilities the launcher found. */
 const agt_caps *agt_launcher_caps(const agt_launcher *l);
+/* The launcher's process id: kernels run in its children, which inherit its CPU
+** affinity (the tuner's overlap mode pins it to the kernels' cores). */
+pid_t agt_launcher_pid(const agt_launcher *l);
 
 typedef struct agt_config {
     const char *tracker_url; /* "tcp://host:9190", "host:9190" or "inproc://name" */

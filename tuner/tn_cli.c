@@ -6,8 +6,10 @@
 #include "tuner/tuner_int.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "records/records.h"
 
@@ -146,6 +148,16 @@ static void usage(FILE *f)
                "  -h, --help         this help\n\n"
                "Exit status: 0 done, 1 failed, 2 bad command line, 3 a query found nothing.\n"
                "docs/cli.md describes every subcommand.\n");
+}
+
+int tn__usable_cpus(void)
+{
+    cpu_set_t s;
+    long n;
+    if (sched_getaffinity(0, sizeof s, &s) == 0 && CPU_COUNT(&s) > 0)
+        return CPU_COUNT(&s);
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 void tn__err(const tn_cmd *cmd, const char *fmt, ...)

@@ -274,7 +274,8 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
 {
     const char *target = "llvm -mcpu=native", *db = "tuning.db", *tracker = NULL,
                *key_path = NULL, *next_key = NULL, *device_key = NULL, *min_ms = "0",
-               *seed_s = "1", *log_level = NULL, *layout = NULL, *wino = NULL;
+               *seed_s = "1", *log_level = NULL, *layout = NULL, *wino = NULL,
+               *overlap_s = "auto";
     double cutoff = 10;
     int trials = 1000, timeout_s = 10, resume = 0, per_round = 0, number = 1, repeat = 3,
         flush = 0, early_stop = 0, build_workers = -1, build_timeout_s = 60, wait_s = 600,
@@ -319,6 +320,9 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         {"wait-timeout", 0, AT_OPT_INT, &wait_s, "S", AT_OPT_OLD("wait-timeout-s")},
         {"priority", 0, AT_OPT_INT, &priority, "N", "among tuners sharing a key (1)"},
         {"threads", 0, AT_OPT_INT, &threads, "N", "embedded agent's kernel threads (all cores)"},
+        {"overlap-builds", 0, AT_OPT_STR, &overlap_s, "W", "embedded agent: search and build "
+         "the next round while this one is timed, kernels and builds on separate cores: auto "
+         "(default: when --threads leaves 2 cores or more), on or off"},
         {"population", 0, AT_OPT_INT, &population, "N", "evolution population (default 2048)"},
         {"no-cost-model", 0, AT_OPT_BOOL, &no_model, NULL, "random scores (experiments only)"},
         {"no-layout-rewrite", 0, AT_OPT_BOOL, &no_layout, NULL, "keep weights in their own "
@@ -384,6 +388,11 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     }
     if (at_parse_double(min_ms, &min_repeat_ms) != AT_OK || min_repeat_ms < 0) {
         tn__err(cmd, "--min-repeat-ms needs a number >= 0, not '%s'", min_ms);
+        return TN_EXIT_USAGE;
+    }
+    if (strcmp(overlap_s, "auto") != 0 && strcmp(overlap_s, "on") != 0 &&
+        strcmp(overlap_s, "off") != 0) {
+        tn__err(cmd, "--overlap-builds needs auto, on or off, not '%s'", overlap_s);
         return TN_EXIT_USAGE;
     }
     if (at_parse_i64(seed_s, &seed) != AT_OK) {
@@ -463,8 +472,17 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     o.no_retime = no_retime;
     o.early_stop = early_stop;
     {
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        o.build_workers = build_workers >= 0 ? build_workers : (int)(ncpu > 0 ? ncpu : 1);
+        /* overlap (embedded mode): the kernels keep their --threads cores to themselves, the
+        ** search and the builds share the others; otherwise building and timing alternate
+        ** and each has every core (docs/tuning.md, "Pipelining and clean timings") */
+        int ncpu = tn__usable_cpus(), kthreads = threads > 0 ? threads : ncpu;
+        o.overlap = tracker == NULL &&
+                    (strcmp(overlap_s, "on") == 0 ||
+                     (strcmp(overlap_s, "auto") == 0 && ncpu >= kthreads + 2));
+        o.kernel_cpus = o.overlap && ncpu > kthreads ? kthreads : 0;
+        int spare = o.kernel_cpus > 0 ? ncpu - kthreads : ncpu;
+        o.build_workers = build_workers >= 0 ? build_workers : spare;
+        o.search.n_threads = spare > 16 ? 16 : spare;
     }
     o.build_timeout_ms = build_timeout_s * 1000;
     o.embedded_threads = threads;
@@ -473,13 +491,12 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     o.quiet = quiet;
     o.n_buckets = ts.n_buckets;
     o.buckets = ts.buckets;
-    tn__search_cfg_default(&o.search);
-    o.search.population = population;
     {
-        /* the search has the CPUs to itself (builds and timing wait for it) */
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        o.search.n_threads = ncpu < 1 ? 1 : ncpu > 16 ? 16 : (int)ncpu;
+        int n_threads = o.search.n_threads; /* set above with the build workers */
+        tn__search_cfg_default(&o.search);
+        o.search.n_threads = n_threads;
     }
+    o.search.population = population;
     e = tn__tune(&o, ts.t, ts.n, &rep, err, sizeof err);
     if (e != AT_OK) {
         tn__err(cmd, "%s", err);

@@ -411,6 +411,11 @@ const char *tn_fleet_embedded_url(const tn_fleet *f)
     return f->embedded ? f->url : NULL;
 }
 
+pid_t tn_fleet_kernel_pid(const tn_fleet *f)
+{
+    return f->embedded && f->launcher ? agt_launcher_pid(f->launcher) : -1;
+}
+
 /* ---- committing ------------------------------------------------------------------------- */
 
 static at_err commit(tn_fleet *f, const fjob *j, const at_wire_result *r)

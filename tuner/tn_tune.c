@@ -6,7 +6,8 @@
 ** as COMPILE_HOST / BUILD_TIMEOUT); built ones are measured through the fleet (embedded by
 ** default) and each result is committed to the store before the search sees it; then the
 ** cost model retrains.  With a remote fleet the next tround is searched and built while the
-** current one is measured (so devices do not wait); in the embedded mode on a small host,
+** current one is measured (so devices do not wait); so too in the embedded mode with
+** o->overlap, the kernels pinned to CPUs of their own (split_cpus, pin_kernels); without it,
 ** building and measuring alternate, so that timings stay clean.
 **
 ** Resume: the records of each task (same target and device key) are read back first: their
@@ -17,7 +18,9 @@
 ** whose next tround is expected to lower the weighted total latency most goes next). */
 #include "tuner/tuner_int.h"
 
+#include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -402,6 +405,80 @@ static void on_built(void *ctx, const tn_build_res *b)
     j->art = b->art;
 }
 
+/* ---- overlap: the kernels' CPUs and the tuner's ---- */
+
+/* "0-3,6" */
+static void cpu_list(const cpu_set_t *s, char *out, size_t n)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (int c = 0; c < CPU_SETSIZE && len + 24 < n; c++) {
+        int e = c;
+        if (!CPU_ISSET(c, s))
+            continue;
+        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, s))
+            e++;
+        len += (size_t)snprintf(out + len, n - len, e > c ? "%s%d-%d" : "%s%d", len ? "," : "",
+                                c, e);
+        c = e;
+    }
+}
+
+/* The first o->kernel_cpus CPUs this process may use go to the kernels (*kern), the others
+** to this thread, and so to the threads and build workers it starts from now on. */
+static at_err split_cpus(run *r, cpu_set_t *kern)
+{
+    cpu_set_t all, rest;
+    int k = 0;
+    CPU_ZERO(kern);
+    CPU_ZERO(&rest);
+    if (sched_getaffinity(0, sizeof all, &all) != 0) {
+        snprintf(r->errmsg, sizeof r->errmsg, "cannot read this process's CPUs: %s",
+                 strerror(errno));
+        return AT_EIO;
+    }
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) {
+            if (k++ < r->o->kernel_cpus)
+                CPU_SET(c, kern);
+            else
+                CPU_SET(c, &rest);
+        }
+    if (CPU_COUNT(&rest) == 0) {
+        snprintf(r->errmsg, sizeof r->errmsg, "cannot keep %d CPU%s for the kernels: this "
+                 "process may use %d", r->o->kernel_cpus, r->o->kernel_cpus == 1 ? "" : "s",
+                 CPU_COUNT(&all));
+        return AT_EINVAL;
+    }
+    if (sched_setaffinity(0, sizeof rest, &rest) != 0) {
+        snprintf(r->errmsg, sizeof r->errmsg, "cannot set the tuner's CPUs: %s",
+                 strerror(errno));
+        return AT_EIO;
+    }
+    return AT_OK;
+}
+
+/* Pin the embedded agent's kernels (the launcher, whose children run them) to *kern and say
+** where everything runs, as the OS reports it. */
+static at_err pin_kernels(run *r, const cpu_set_t *kern)
+{
+    pid_t pid = tn_fleet_kernel_pid(r->fleet);
+    cpu_set_t k, t;
+    char ks[256], ts[256];
+    if (pid <= 0 || sched_setaffinity(pid, sizeof *kern, kern) != 0 ||
+        sched_getaffinity(pid, sizeof k, &k) != 0 || sched_getaffinity(0, sizeof t, &t) != 0) {
+        snprintf(r->errmsg, sizeof r->errmsg, "cannot pin the kernels to their CPUs: %s",
+                 pid <= 0 ? "no embedded agent" : strerror(errno));
+        return AT_EIO;
+    }
+    cpu_list(&k, ks, sizeof ks);
+    cpu_list(&t, ts, sizeof ts);
+    say(r, "builds overlap the measuring: kernels on CPU%s %s, the tuner and its %d build "
+           "worker%s on CPU%s %s", CPU_COUNT(&k) == 1 ? "" : "s", ks, r->o->build_workers,
+        r->o->build_workers == 1 ? "" : "s", CPU_COUNT(&t) == 1 ? "" : "s", ts);
+    return AT_OK;
+}
+
 /* ---- the task scheduler ---- */
 
 static int task_done(const run *r, const ttask *t)
@@ -769,7 +846,7 @@ static void submit_built(run *r, tround *rd)
 {
     int in_wave = 0, all = 1;
     const ttask *t = &r->tasks[rd->task];
-    if (r->o->tracker == NULL && rd->n_built < rd->n_jobs)
+    if (r->o->tracker == NULL && !r->o->overlap && rd->n_built < rd->n_jobs)
         return;
     if (r->o->cutoff > 0 && !isfinite(t->best_cost)) {
         for (int k = rd->first_job; k < rd->first_job + rd->n_jobs; k++) {
@@ -914,6 +991,8 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
 {
     static run r; /* one run per process */
     struct sigaction sa, old_int, old_term;
+    cpu_set_t kern_cpus, own_cpus; /* overlap: the kernels' CPUs; this thread's before */
+    int pinned = 0;
     double t_int = 0; /* when the interrupt came */
     at_err err = AT_OK;
     char err2[512];
@@ -1019,6 +1098,11 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
                         "this device once: docs/cost_model.md)", o->db, o->db);
         }
     }
+    if (o->overlap && o->tracker == NULL && o->kernel_cpus > 0) {
+        pinned = sched_getaffinity(0, sizeof own_cpus, &own_cpus) == 0;
+        if ((err = split_cpus(&r, &kern_cpus)) != AT_OK)
+            goto out;
+    }
     if ((err = tn_builder_new(o->build_workers, o->build_timeout_ms, o->build_worker_exe,
                               &r.builder, r.errmsg, sizeof r.errmsg)) != AT_OK)
         goto out;
@@ -1030,6 +1114,13 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
                                               .embedded_threads = o->embedded_threads},
                              &r.fleet, r.errmsg, sizeof r.errmsg)) != AT_OK)
         goto out;
+    if (o->overlap && o->tracker == NULL) {
+        if (o->kernel_cpus > 0 && (err = pin_kernels(&r, &kern_cpus)) != AT_OK)
+            goto out;
+        if (o->kernel_cpus == 0)
+            say(&r, "builds overlap the measuring on shared CPUs: timings are noisier "
+                    "(--overlap-builds off keeps them apart)");
+    }
     for (int i = 0; i < n_tasks && err == AT_OK; i++)
         err = add_reference(&r, &r.tasks[i]);
     if (err != AT_OK)
@@ -1052,7 +1143,7 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
     sigaction(SIGTERM, &sa, &old_term);
     /* the loop: keep up to 'depth' rounds in flight */
     for (;;) {
-        int depth = o->tracker ? 2 : 1;
+        int depth = o->tracker || o->overlap ? 2 : 1;
         if (r.err) {
             err = r.err;
             break;
@@ -1115,6 +1206,8 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
         at_log_warn("tuner: cannot save the cost model: %s", err2);
     report(&r);
 out:
+    if (pinned)
+        sched_setaffinity(0, sizeof own_cpus, &own_cpus);
     rep->total_trials = r.total_trials;
     rep->interrupted = interrupted;
     rep->n_tasks = n_tasks;

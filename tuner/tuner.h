@@ -9,6 +9,7 @@
 #define TN_TUNER_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "common/common.h"
 #include "models/models.h"
@@ -120,6 +121,8 @@ void tn_fleet_get_stats(const tn_fleet *f, tn_fleet_stats *out);
 
 /* The embedded tracker's TCP-free address ("inproc://...") or NULL when remote. */
 const char *tn_fleet_embedded_url(const tn_fleet *f);
+/* The process whose children run the embedded agent's kernels, or -1 when remote. */
+pid_t tn_fleet_kernel_pid(const tn_fleet *f);
 
 
 /* ---- building candidates in worker processes (tn_build.c) -----------------------------

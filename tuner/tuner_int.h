@@ -61,6 +61,9 @@ int tn__cmd_db(const tn_cmd *cmd, int argc, char **argv);
 int tn__parse_layout(const tn_cmd *cmd, const char *s, int *layout);
 /* "auto", "on" or "off" into *mode (TN_WINOGRAD_*); NULL gives auto.  As above. */
 int tn__parse_winograd(const tn_cmd *cmd, const char *s, int *mode);
+/* The CPUs this process may run on (its affinity mask: a container's or taskset's limit,
+** not the machine's count), at least 1. */
+int tn__usable_cpus(void);
 
 /* --dim, as tune, tasks, run and export-lib take it (tn_cli_model.c): each occurrence is N
 ** (every symbolic dimension not named: 1 by default) or NAME=V[,V...], one value, or for
@@ -205,6 +208,11 @@ typedef struct tn_tune_opts {
     int build_timeout_ms;
     const char *build_worker_exe; /* NULL: this program */
     int embedded_threads;    /* the embedded agent's kernel threads (0: all cores) */
+    int overlap;             /* embedded mode: the next round is searched and built while the
+                             ** agent measures this one (a tracker's rounds always overlap) */
+    int kernel_cpus;         /* with overlap: the kernels are pinned to the first kernel_cpus
+                             ** CPUs this process may use, the tuner, its threads and its build
+                             ** workers to the others (0: no pinning) */
     int layout_rewrite;      /* let schedules store weights in their tiles' order */
     int no_model;            /* random scores instead of the cost model (for experiments) */
     int quiet;               /* no progress, no report */

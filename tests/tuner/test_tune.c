@@ -203,6 +203,8 @@ static void test_bad_command_lines(void **unused)
     USAGE("b11o", "warning: --timeout is now --timeout-s (the old spelling still works for now)",
           "--timeout", "0", "matmul:M=8,N=8,K=8");
     USAGE("b12", "--repeat must be 1 to 1024, not 0", "--repeat", "0", "matmul:M=8,N=8,K=8");
+    USAGE("b13", "--overlap-builds needs auto, on or off, not 'maybe'", "--overlap-builds",
+          "maybe", "matmul:M=8,N=8,K=8");
     {
         char path[PATH_MAX];
         FILE *f;
@@ -340,6 +342,46 @@ static void test_short_run_improves_and_records_everything(void **unused)
 
 /* Several tasks and a small budget, no --per-round: every task gets its warm-up round
 ** (Ansor's rule: per round min(64, trials / tasks)). */
+/* --overlap-builds on: the next round is searched and built while the agent times this one,
+** with the kernels pinned to their own CPU (as the OS reports it back) and the tuner and its
+** builders on the others; every trial is recorded once, as without overlap. */
+static void test_overlap_builds(void **unused)
+{
+    rec *v;
+    int n, seen[40] = {0}, ok = 0;
+    char *err;
+    const char *p;
+    char kern[64], rest[64];
+    (void)unused;
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        skip(); /* nothing to split: the CLI then overlaps on shared CPUs */
+    assert_int_equal(RUN("overlap", 600, "--trials", "40", "--per-round", "8", "--population",
+                         "64", "--db", "overlap.db", "--seed", "5", "--threads", "1",
+                         "--overlap-builds", "on", "matmul:M=128,N=128,K=64"),
+                     0);
+    n = load("overlap.db", &v);
+    assert_int_equal(n, 40);
+    for (int i = 0; i < n; i++) {
+        assert_true(v[i].trial >= 0 && v[i].trial < 40);
+        seen[v[i].trial]++;
+        ok += v[i].status == 0;
+    }
+    for (int t = 0; t < 40; t++)
+        assert_int_equal(seen[t], 1);
+    assert_true(ok >= 30);
+    free_recs(v, n);
+    err = slurp("overlap.err");
+    p = strstr(err, "builds overlap the measuring: kernels on CPU ");
+    if (p == NULL || sscanf(p, "builds overlap the measuring: kernels on CPU %63[0-9]", kern) != 1 ||
+        (p = strstr(p, " build worker")) == NULL || (p = strstr(p, " on CPU")) == NULL ||
+        sscanf(p + strlen(" on CPU") + (p[strlen(" on CPU")] == 's'), " %63[0-9,-]", rest) != 1)
+        fail_msg("no CPU split in the run's messages: %s", err);
+    if (strcmp(kern, rest) == 0 || (strncmp(rest, kern, strlen(kern)) == 0 &&
+                                    strchr(",-", rest[strlen(kern)]) != NULL))
+        fail_msg("the kernels' CPU (%s) is not theirs alone (the tuner's: %s)", kern, rest);
+    at_free(err);
+}
+
 static void test_small_budget_reaches_every_task(void **unused)
 {
     rec *v;
@@ -622,6 +664,7 @@ int main(void)
         cmocka_unit_test(test_interrupt),
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_short_run_improves_and_records_everything),
+        cmocka_unit_test(test_overlap_builds),
         cmocka_unit_test(test_small_budget_reaches_every_task),
         cmocka_unit_test(test_warmup_by_share_and_seeds),
         cmocka_unit_test(test_cold_start_and_pretrained_start),
