@@ -182,7 +182,8 @@ void at_sha256_final(at_sha256 *s, uint8_t out[32]);
 /* Lower-case hex of the first 'n_bytes' of SHA-256(p[0..n)); 'hex' holds 2*n_bytes+1. */
 void at_sha256_hex(const void *p, size_t n, size_t n_bytes, char *hex);
 
-/* FNV-1a 64-bit, for hash tables (not for anything stored or sent). */
+/* A fast 64-bit hash (words in four lanes, MurmurHash3's finaliser), for hash tables and
+** in-memory checks; not for anything stored or sent (it differs between byte orders). */
 uint64_t at_hash64(const void *p, size_t n);
 
 /* ---- random ------------------------------------------------------------------------- */

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/common.h"
@@ -45,6 +46,69 @@ static void test_sha256_matches_the_old_implementation(void **unused)
     for (int i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", d[i]);
     assert_string_equal(hex, "7d917fbd2cf49ddff9ad0a8706bba32d204e92e71d2e369c5a03d6af29278c9f");
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* at_hash64: equal bytes hash equal wherever they lie in memory; any one flipped bit, a byte
+** more or less, changes the hash; 100,000 short keys neither collide nor crowd the low bits
+** that hash tables index with. */
+static void test_hash64(void **unused)
+{
+    enum { N = 1 << 16, KEYS = 100000, BUCKETS = 1 << 16 };
+    uint8_t *a = malloc(N + 8), *b = malloc(N + 8);
+    uint64_t *hs = malloc(KEYS * sizeof *hs), h0;
+    uint16_t *cnt = calloc(BUCKETS, sizeof *cnt);
+    at_rng rng;
+    int maxc = 0;
+    (void)unused;
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(hs);
+    assert_non_null(cnt);
+    at_rng_seed(&rng, 7);
+    for (int i = 0; i < N + 8; i++)
+        a[i] = (uint8_t)at_rng_u64(&rng);
+    for (int off = 0; off < 8; off++) { /* every alignment, every tail length */
+        memcpy(b + off, a, N);
+        assert_true(at_hash64(b + off, N) == at_hash64(a, N));
+        for (size_t len = 0; len < 70; len++)
+            assert_true(at_hash64(b + off, len) == at_hash64(a, len));
+    }
+    h0 = at_hash64(a, N);
+    for (int k = 0; k < 2000; k++) {
+        size_t bit = (size_t)(at_rng_u64(&rng) % (uint64_t)(N * 8));
+        a[bit / 8] ^= (uint8_t)(1u << bit % 8);
+        assert_true(at_hash64(a, N) != h0);
+        a[bit / 8] ^= (uint8_t)(1u << bit % 8);
+    }
+    assert_true(at_hash64(a, N) == h0);
+    for (size_t len = 1; len < 70; len++)
+        assert_true(at_hash64(a, len) != at_hash64(a, len - 1));
+    memset(b, 0, 64); /* zeros of different lengths differ too */
+    for (size_t len = 1; len < 64; len++)
+        assert_true(at_hash64(b, len) != at_hash64(b, len - 1));
+    for (int i = 0; i < KEYS; i++) {
+        char key[32];
+        int n = snprintf(key, sizeof key, "job-%d", i);
+        hs[i] = at_hash64(key, (size_t)n);
+        if (++cnt[hs[i] & (BUCKETS - 1)] > maxc)
+            maxc = cnt[hs[i] & (BUCKETS - 1)];
+    }
+    /* 100,000 keys in 65,536 buckets: a uniform hash's fullest bucket holds about 9 */
+    if (maxc > 14)
+        fail_msg("the low bits crowd: %d keys in one of %d buckets", maxc, BUCKETS);
+    qsort(hs, KEYS, sizeof *hs, cmp_u64);
+    for (int i = 1; i < KEYS; i++)
+        assert_true(hs[i] != hs[i - 1]);
+    free(a);
+    free(b);
+    free(hs);
+    free(cnt);
 }
 
 static void test_rng_reproducible(void **unused)
@@ -264,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_sha256_known),
         cmocka_unit_test(test_sha256_matches_the_old_implementation),
         cmocka_unit_test(test_opts_parse),
+        cmocka_unit_test(test_hash64),
         cmocka_unit_test(test_rng_reproducible),
         cmocka_unit_test(test_buf_and_arena),
         cmocka_unit_test(test_json_parse_ok),
