@@ -65,9 +65,11 @@ typedef struct cg {
     ** repeats the same terms in every statement */
     struct memo {
         int op;
+        unsigned gen;       /* the slot holds a value iff gen == memo_gen */
         LLVMValueRef a, b, r;
     } *memo;
     int n_memo;
+    unsigned memo_gen;
     LLVMBasicBlockRef memo_bb;
     char *errmsg;
     size_t errmsg_size;
@@ -174,14 +176,18 @@ static LLVMValueRef ibin(cg *c, int op, LLVMValueRef a, LLVMValueRef b)
             }
         }
         if (bb != c->memo_bb || c->n_memo >= MEMO_SLOTS / 2) {
-            memset(c->memo, 0, MEMO_SLOTS * sizeof *c->memo);
+            /* a new generation empties every slot at once (blocks change at every loop) */
+            if (++c->memo_gen == 0) {
+                memset(c->memo, 0, MEMO_SLOTS * sizeof *c->memo);
+                c->memo_gen = 1;
+            }
             c->n_memo = 0;
             c->memo_bb = bb;
         }
         h = ((uintptr_t)a * 31u + (uintptr_t)b) * 2654435761u + (uintptr_t)op;
         for (h = (h ^ (h >> 15)) & (MEMO_SLOTS - 1);; h = (h + 1) & (MEMO_SLOTS - 1)) {
             m = &c->memo[h];
-            if (m->r == NULL)
+            if (m->gen != c->memo_gen)
                 break;
             if (m->op == op && m->a == a && m->b == b)
                 return m->r;
@@ -195,7 +201,7 @@ static LLVMValueRef ibin(cg *c, int op, LLVMValueRef a, LLVMValueRef b)
     default: r = LLVMBuildSRem(c->b, a, b, ""); break;
     }
     if (m) {
-        m->op = op, m->a = a, m->b = b, m->r = r;
+        m->op = op, m->gen = c->memo_gen, m->a = a, m->b = b, m->r = r;
         c->n_memo++;
     }
     return r;

@@ -261,7 +261,7 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
     const char *device = "local", *objective = "rank", *tracker = NULL, *key_path = NULL;
     int n = -1, n_corpus = -1, seed = 1, threads = 0, repeat = 5, min_ms = 1, no_check = 0, quiet = 0;
     int pretrain = 0, eval = 0, measuring, build_workers = -1, n_pos, help, rc, modes;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int ncpu = tn__usable_cpus();
     char cmdline[1024];
     at_wire_key key;
     tn_measure_cfg mc;
@@ -352,7 +352,7 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
     mc.repeat = repeat;
     mc.min_repeat_ms = min_ms;
     mc.no_check = no_check;
-    mc.build_workers = build_workers >= 0 ? build_workers : (int)(ncpu > 0 ? ncpu : 1);
+    mc.build_workers = build_workers >= 0 ? build_workers : ncpu;
     mc.command_line = cmdline;
     mc.quiet = quiet;
     if (n_corpus >= 0 && n_corpus > 100000) {
