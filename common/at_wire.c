@@ -266,7 +266,8 @@ static void p_artifact(enc *e, const at_wire_artifact *a)
 
 static void p_settings(enc *e, const at_wire_settings *s)
 {
-    msgpack_pack_map(&e->pk, 8 + (s->cutoff_s > 0));
+    int fargs = s->flush_cache && s->flush_args != 0;
+    msgpack_pack_map(&e->pk, 8 + (s->cutoff_s > 0) + fargs);
     kv_int(e, "number", s->number);
     kv_int(e, "repeat", s->repeat);
     kv_dbl(e, "min_ms", s->min_repeat_ms);
@@ -276,6 +277,7 @@ static void p_settings(enc *e, const at_wire_settings *s)
     kv_int(e, "threads", s->n_threads);
     kv_int(e, "warmup", s->n_warmup);
     if (s->cutoff_s > 0) kv_dbl(e, "cutoff_s", s->cutoff_s);
+    if (fargs) kv_int(e, "flush_args", (int64_t)(s->flush_args & ~((uint64_t)1 << 63)));
 }
 
 static void p_job(enc *e, const at_wire_job *j)
@@ -1216,6 +1218,7 @@ static void d_settings(dec *d, const msgpack_object *map, at_wire_settings *s)
     s->n_threads = (int)g_int(d, map, "threads", 0, 1024, 0, 0);
     s->n_warmup = (int)g_int(d, map, "warmup", 0, 1000, 1, 0);
     s->cutoff_s = g_dbl(d, map, "cutoff_s", 0, 24 * 3600, 0, 0);
+    s->flush_args = (uint64_t)g_int(d, map, "flush_args", 0, INT64_MAX, 0, 0);
 }
 
 static void d_job(dec *d, const msgpack_object *o, at_wire_job *j)

@@ -161,6 +161,11 @@ typedef struct at_wire_settings {
     int repeat;           /* timed repeats, >= 1 */
     double min_repeat_ms; /* >= 0 */
     int flush_cache;      /* evict the inputs from the caches before each repeat */
+    uint64_t flush_args;  /* with flush_cache: the arguments to evict, bit i for argument i
+                          ** (an input); 0: every input.  A model's tuner sends its weights
+                          ** (they come from memory when the model runs; the activations
+                          ** were just written by the step before).  Optional on the wire
+                          ** (older agents ignore it and evict every input); bit 63 unused */
     int timeout_ms;       /* the job's wall-clock budget on the device, >= 1 */
     int cooldown_ms;      /* pause before the job, >= 0 */
     int n_threads;        /* 0: the agent's default */

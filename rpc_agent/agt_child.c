@@ -410,7 +410,7 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
     const at_wire_job *w = j->w;
     const at_wire_artifact *a = &w->art;
     void *bufs[AT_WIRE_MAX_ARGS];
-    size_t n_bytes[AT_WIRE_MAX_ARGS];
+    size_t n_bytes[AT_WIRE_MAX_ARGS], flush_bytes[AT_WIRE_MAX_ARGS];
     double costs[AT_WIRE_MAX_COSTS];
     char text[512];
     const kn_rt_par *par = par_for(c, j->threads);
@@ -523,8 +523,14 @@ static void run_job(child *c, int index, kn_rt_kernel_fn ref_fn)
         send_result(c, index, AT_MEASURE_NO_ERROR, costs, 1, text);
         return;
     }
-    if (kn_rt_time(j->fn, bufs, c->ws.p, par, &opts, opts.flush_cache ? n_inputs : 0, n_bytes,
-                   costs, &rc) != AT_OK) {
+    /* the inputs to evict: every one, or those of the settings' bitmask (a size of 0 is
+    ** not flushed) */
+    for (int i = 0; i < n_inputs; i++)
+        flush_bytes[i] = w->run.flush_args == 0 || (i < 63 && (w->run.flush_args >> i & 1))
+                             ? n_bytes[i]
+                             : 0;
+    if (kn_rt_time(j->fn, bufs, c->ws.p, par, &opts, opts.flush_cache ? n_inputs : 0,
+                   flush_bytes, costs, &rc) != AT_OK) {
         send_result(c, index, AT_MEASURE_UNKNOWN_ERROR, NULL, 0, "bad run settings");
         return;
     }

@@ -278,7 +278,8 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
                *overlap_s = "auto";
     double cutoff = 10;
     int trials = 1000, timeout_s = 10, resume = 0, per_round = 0, number = 1, repeat = 3,
-        flush = 0, early_stop = 0, build_workers = -1, build_timeout_s = 60, wait_s = 600,
+        flush = 0, flush_weights = 0, no_flush = 0, early_stop = 0, build_workers = -1,
+        build_timeout_s = 60, wait_s = 600,
         priority = 1, threads = 0, population = 2048, no_model = 0, quiet = 0, no_layout = 0,
         no_retime = 0,
         n_pos, help, rc;
@@ -308,8 +309,11 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         {"no-retime", 0, AT_OPT_BOOL, &no_retime, NULL, "do not time a task's first-round best "
          "again in its second round"},
         {"min-repeat-ms", 0, AT_OPT_STR, &min_ms, "MS", "a repeat lasts at least this (default 0)"},
-        {"flush-cache", 0, AT_OPT_BOOL, &flush, NULL, "evict inputs from the caches before each "
-                                                      "repeat"},
+        {"flush-cache", 0, AT_OPT_BOOL, &flush, NULL, "evict every input from the caches "
+                                                      "before each repeat"},
+        {"flush-weights", 0, AT_OPT_BOOL, &flush_weights, NULL, "evict the weights (constant "
+         "inputs) from the caches before each repeat"},
+        {"no-flush-cache", 0, AT_OPT_BOOL, &no_flush, NULL, "evict nothing (the default)"},
         {"early-stop", 0, AT_OPT_INT, &early_stop, "N", "stop a task after N trials without a new "
                                                         "best (default 0: off)"},
         {"build-workers", 0, AT_OPT_INT, &build_workers, "N", "build processes (default: cores)"},
@@ -466,7 +470,12 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     o.number = number;
     o.repeat = repeat;
     o.min_repeat_ms = min_repeat_ms;
-    o.flush_cache = flush;
+    if (flush + flush_weights + no_flush > 1) {
+        tn__err(cmd, "--flush-cache, --flush-weights and --no-flush-cache exclude each other");
+        rc = TN_EXIT_USAGE;
+        goto out;
+    }
+    o.flush_cache = flush ? TN_FLUSH_ALL : flush_weights ? TN_FLUSH_WEIGHTS : TN_FLUSH_OFF;
     o.timeout_ms = timeout_s * 1000;
     o.cutoff = cutoff;
     o.no_retime = no_retime;

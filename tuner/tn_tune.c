@@ -126,6 +126,7 @@ typedef struct run {
     double t0;
     double measure_s;   /* agents' time spent on jobs (result run_s) */
     double search_s;    /* in the evolutionary search (this process) */
+    int64_t n_submitted, n_flushed; /* jobs sent; of them, with inputs to evict */
     double train_s;     /* training the cost model (this process) */
     double build_wall_s;   /* rounds' starts to their last builds, summed */
     double measure_wall_s; /* rounds' last builds to their last results, summed */
@@ -357,7 +358,21 @@ static void submit_job(run *r, job *j)
     fj.w.run.number = r->o->number;
     fj.w.run.repeat = r->o->repeat;
     fj.w.run.min_repeat_ms = r->o->min_repeat_ms;
-    fj.w.run.flush_cache = r->o->flush_cache;
+    fj.w.run.flush_cache = r->o->flush_cache != TN_FLUSH_OFF;
+    if (r->o->flush_cache == TN_FLUSH_WEIGHTS) {
+        /* the weights only: bits of the task's constant inputs (the kernel's arguments are
+        ** the DAG's, in order; a weight in a rewritten layout keeps its index); none:
+        ** nothing to evict */
+        const ss_dag *dag = r->tasks[j->task].dag;
+        uint64_t mask = 0;
+        for (int i = 0; i < dag->n_args && i < 63; i++)
+            if (dag->ops[dag->args[i]].is_const && !dag->ops[dag->args[i]].is_output)
+                mask |= (uint64_t)1 << i;
+        fj.w.run.flush_args = mask;
+        fj.w.run.flush_cache = mask != 0;
+    }
+    r->n_submitted++;
+    r->n_flushed += fj.w.run.flush_cache != 0;
     fj.w.run.timeout_ms = r->o->timeout_ms;
     if (r->o->cutoff > 0 && isfinite(r->tasks[j->task].best_cost) &&
         r->tasks[j->task].best_cost > 0)
@@ -957,6 +972,11 @@ static void report(run *r)
            r->o->build_workers, r->o->build_workers == 1 ? "" : "s", (long long)r->n_builds,
            r->n_builds ? r->build_cpu_s / (double)r->n_builds : 0, r->build_wall_s,
            r->measure_s, r->measure_wall_s);
+    if (r->o->flush_cache != TN_FLUSH_OFF)
+        printf("evicted from the caches before each repeat: %s of %lld of %lld jobs%s\n",
+               r->o->flush_cache == TN_FLUSH_ALL ? "the inputs" : "the weights",
+               (long long)r->n_flushed, (long long)r->n_submitted,
+               r->o->flush_cache == TN_FLUSH_ALL ? "" : " (the others' kernels have none)");
     if (r->n_retimed > 0)
         printf("re-timed the first round's best of %d task%s: %d faster the second time (the "
                "store keeps the faster)\n",
@@ -1121,6 +1141,9 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
             say(&r, "builds overlap the measuring on shared CPUs: timings are noisier "
                     "(--overlap-builds off keeps them apart)");
     }
+    if (o->flush_cache != TN_FLUSH_OFF)
+        say(&r, "timing with %s evicted from the caches before each repeat",
+            o->flush_cache == TN_FLUSH_ALL ? "every input" : "the weights");
     for (int i = 0; i < n_tasks && err == AT_OK; i++)
         err = add_reference(&r, &r.tasks[i]);
     if (err != AT_OK)

@@ -182,6 +182,8 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
 
 /* ---- the tuning run (tn_tune.c) ------------------------------------------------------- */
 
+enum { TN_FLUSH_OFF, TN_FLUSH_ALL, TN_FLUSH_WEIGHTS };
+
 typedef struct tn_tune_opts {
     int64_t trials;          /* the budget of the whole run (all tasks) */
     const char *target;      /* compilation target string */
@@ -198,7 +200,9 @@ typedef struct tn_tune_opts {
     int per_round;           /* measurements per round (64) */
     int number, repeat;      /* timing: calls per repeat, repeats */
     double min_repeat_ms;
-    int flush_cache;
+    int flush_cache;         /* evict before each repeat: TN_FLUSH_OFF, _ALL (every input) or
+                             ** _WEIGHTS (the constant inputs: what a model reads from
+                             ** memory at every step) */
     int timeout_ms;          /* a job's run timeout on the device */
     double cutoff;           /* a candidate whose checked run is over this many times the
                              ** task's best so far is not repeated (0: off; default 10) */

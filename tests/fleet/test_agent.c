@@ -191,6 +191,12 @@ static void test_bad_kernels_each_get_their_code(void **unused)
         if (strcmp(cases[i].id, "slow") == 0) jobs[i].w.run.repeat = 8;
         if (strcmp(cases[i].id, "cut") == 0) jobs[i].w.run.cutoff_s = 0.1;
         if (strcmp(cases[i].id, "good-4") == 0) jobs[i].w.run.cutoff_s = 10;
+        /* evicting: good-2 every input, good-3 the input of bit 0 (as a model's weights) */
+        if (strcmp(cases[i].id, "good-2") == 0) jobs[i].w.run.flush_cache = 1;
+        if (strcmp(cases[i].id, "good-3") == 0) {
+            jobs[i].w.run.flush_cache = 1;
+            jobs[i].w.run.flush_args = 1;
+        }
     }
     assert_int_equal(tn_fleet_submit(f, jobs, N), AT_OK);
     memset(&g, 0, sizeof g);
@@ -213,6 +219,10 @@ static void test_bad_kernels_each_get_their_code(void **unused)
             !(g.n_costs[k] == 1 && g.cost[k] >= 0.55 && g.cost[k] < 1.0))
             fail_msg("job cut: %d repeats of %.2f s; expected the checked run alone, 0.6 s",
                      g.n_costs[k], g.cost[k]);
+        if ((strcmp(cases[i].id, "good-2") == 0 || strcmp(cases[i].id, "good-3") == 0) &&
+            g.n_costs[k] != 2)
+            fail_msg("job %s (evicting inputs): %d repeats, expected 2", cases[i].id,
+                     g.n_costs[k]);
         if (strcmp(cases[i].id, "good-4") == 0 && g.n_costs[k] != 2)
             fail_msg("job good-4 (under its cutoff): %d repeats, expected 2", g.n_costs[k]);
     }

@@ -110,6 +110,9 @@ static void test_roundtrip_all(void **unused)
     fill_job(&jobs[1], "run1-1");
     jobs[1].has_ref = 0;
     jobs[0].run.cutoff_s = 0.125; /* optional: sent only when > 0 */
+    jobs[0].run.flush_args = 0x5; /* optional: sent only with flush and when not 0 */
+    jobs[1].run.flush_cache = 0;
+    jobs[1].run.flush_args = 0x2; /* not sent: nothing is flushed */
     memset(&ref, 0, sizeof ref);
     memset(ref.id, 0xab, sizeof ref.id);
     fill_artifact(&ref.art);
@@ -131,6 +134,9 @@ static void test_roundtrip_all(void **unused)
     assert_true(o.u.submit.jobs[0].run.cutoff_s == 0.125);
     assert_true(o.u.submit.jobs[1].run.cutoff_s == 0);
     assert_int_equal(o.u.submit.jobs[0].run.flush_cache, 1);
+    assert_true(o.u.submit.jobs[0].run.flush_args == 0x5);
+    assert_int_equal(o.u.submit.jobs[1].run.flush_cache, 0);
+    assert_true(o.u.submit.jobs[1].run.flush_args == 0);
     assert_true(o.u.submit.jobs[0].seed == 0xfedcba9876543210ull);
     assert_int_equal(o.u.submit.jobs[0].art.n_args, 3);
     assert_int_equal(o.u.submit.jobs[0].art.args[2].is_output, 1);

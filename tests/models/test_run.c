@@ -963,8 +963,24 @@ static void test_tune_end_to_end(void **unused)
     float *ref;
     (void)unused;
     assert_int_equal(TUNER_BIN(&out, &err, "--trials", "14", "--per-round", "2", "--population",
-                               "64", "--build-workers", "1", "-q", "--db", "e2e.db",
-                               "small_cnn.onnx"), TN_EXIT_OK);
+                               "64", "--build-workers", "1", "--flush-weights", "--db",
+                               "e2e.db", "small_cnn.onnx"), TN_EXIT_OK);
+    /* timed with the weights evicted: the jobs of the convolutions and the gemm carry their
+    ** weights' bits, the pooling's have none to evict (and the library below is built
+    ** from these records) */
+    {
+        const char *p = strstr(out, "evicted from the caches before each repeat: the weights of ");
+        long long k, n;
+        if (strstr(err, "timing with the weights evicted from the caches before each repeat") ==
+                NULL || p == NULL ||
+            sscanf(p, "evicted from the caches before each repeat: the weights of %lld of %lld",
+                   &k, &n) != 2)
+            fail_msg("a --flush-weights run does not say it evicts the weights:\n%s\n%s", out,
+                     err);
+        if (!(n >= 7 && k > 0 && k < n))
+            fail_msg("weights evicted in %lld of %lld jobs: expected some, not all (pooling "
+                     "has no weights)", k, n);
+    }
     at_free(out);
     at_free(err);
     assert_int_equal(TUNER_BIN(&out, &err, "run", "--db", "e2e.db", "--threads", "2",

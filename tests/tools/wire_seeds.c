@@ -88,6 +88,9 @@ int main(int argc, char **argv)
                                  .n_pre = 1,
                                  .pre = {{0, 3, {2, 4, 4}}}};
     at_wire_settings_default(&job.run);
+    job.run.cutoff_s = 0.01; /* the optional keys, so that the fuzzer starts from them too */
+    job.run.flush_cache = 1;
+    job.run.flush_args = 2;
     job.seed = 3;
     job.has_ref = 1;
     memset(job.ref, 7, sizeof job.ref);

@@ -205,6 +205,8 @@ static void test_bad_command_lines(void **unused)
     USAGE("b12", "--repeat must be 1 to 1024, not 0", "--repeat", "0", "matmul:M=8,N=8,K=8");
     USAGE("b13", "--overlap-builds needs auto, on or off, not 'maybe'", "--overlap-builds",
           "maybe", "matmul:M=8,N=8,K=8");
+    USAGE("b14", "--flush-cache, --flush-weights and --no-flush-cache exclude each other",
+          "--flush-weights", "--no-flush-cache", "matmul:M=8,N=8,K=8");
     {
         char path[PATH_MAX];
         FILE *f;
@@ -297,6 +299,13 @@ static void test_short_run_improves_and_records_everything(void **unused)
     }
     for (int t = 0; t < 120; t++)
         assert_int_equal(seen[t], 1);
+    {
+        /* by default nothing is evicted */
+        char *err = slurp("improve.err");
+        if (strstr(err, "evicted from the caches") != NULL)
+            fail_msg("a run without a flush flag evicts its inputs: %s", err);
+        at_free(err);
+    }
     if (!(later < first))
         fail_msg("no improvement on the first round: %g s then %g s", first, later);
     free_recs(v, n);
