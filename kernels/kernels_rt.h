@@ -140,8 +140,8 @@ typedef struct kn_rt_time_opts {
 ** 2^20 calls), writing the seconds per call of each repeat to costs_s[0..repeat).
 ** Growing happens in repeat 0 only: it is timed again with the larger 'number' (at
 ** least 1.618x, or TVM's estimate of what reaches min_repeat_ms) and the later repeats
-** keep it.  The buffers to flush are bufs[0..n_flush) with sizes n_bytes[]; pass 0 to
-** skip.  'par' NULL means kn_rt_serial_par().
+** keep it.  The buffers to flush are bufs[0..n_flush) with sizes n_bytes[] (a size of 0
+** is skipped); pass n_flush 0 to skip them all.  'par' NULL means kn_rt_serial_par().
 ** If the kernel returns non-zero, stops and sets *kernel_rc (else *kernel_rc = 0); the
 ** costs of repeats not finished are 0.  The return is AT_OK either way (a failing kernel
 ** is a result, not an error), or AT_EINVAL for a NULL fn/opts/costs_s/kernel_rc, number
