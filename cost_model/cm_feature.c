@@ -162,6 +162,7 @@ at_err cm_feats_copy(cm_feats *dst, const cm_feats *src)
         memcpy(dst->row_buf, src->row_buf, (size_t)src->n_rows * sizeof *dst->row_buf);
     }
     dst->n_rows = src->n_rows;
+    dst->code_size = src->code_size;
     return AT_OK;
 }
 
@@ -1120,6 +1121,7 @@ at_err cm_features_extract(const kn_ir *ir, cm_feats *f)
     scratch *s;
     at_err err;
     f->n_rows = 0;
+    f->code_size = kn_ir_code_size(ir);
     if ((err = scratch_fit(f, ir->n_vars, ir->n_bufs)) != AT_OK)
         return err;
     s = f->scratch;
@@ -1159,6 +1161,7 @@ at_err cm_features_of_state(const ss_state *st, cm_feats *f, char *errmsg, size_
     kn_ir *ir;
     at_err err;
     f->n_rows = 0;
+    f->code_size = 0;
     if ((err = kn_lower(st, &ir, errmsg, errmsg_size)) != AT_OK)
         return err;
     err = cm_features_extract(ir, f);

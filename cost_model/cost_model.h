@@ -247,6 +247,7 @@ typedef struct cm_feats {
     float *rows;   /* n_rows * CM_N_FEATS */
     int *row_buf;  /* IR buffer index of each row */
     int cap_rows;
+    int64_t code_size; /* kn_ir_code_size of the program (the search's code-size limit) */
     void *scratch; /* private working storage */
 } cm_feats;
 

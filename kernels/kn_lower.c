@@ -1475,6 +1475,56 @@ int kn_stmt_vectorizable(const kn_stmt *s, int var)
     return 0;
 }
 
+/* Expression nodes of 'e', counting stops at 'cap' (a shared subtree counts each time it
+** is used; lowering bounds the depth, SS_MAX_INLINED_DEPTH). */
+static int64_t expr_nodes(const ss_expr *e, int64_t cap)
+{
+    int64_t n = 1;
+    if (e == NULL)
+        return 0;
+    for (int i = 0; i < e->n && n < cap; i++)
+        n += expr_nodes(e->a[i], cap - n);
+    return n;
+}
+
+#define CODE_SIZE_MAX ((int64_t)1 << 40)
+
+static int64_t stmt_code_size(const kn_stmt *s)
+{
+    int64_t n = 0, m;
+    switch (s->kind) {
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n && n < CODE_SIZE_MAX; i++)
+            n += stmt_code_size(s->items[i]);
+        return AT_MIN(n, CODE_SIZE_MAX);
+    case KN_S_STORE:
+        return 1 + expr_nodes(s->index, CODE_SIZE_MAX) + expr_nodes(s->value, CODE_SIZE_MAX);
+    case KN_S_IF:
+        return AT_MIN(CODE_SIZE_MAX, 1 + expr_nodes(s->cond, CODE_SIZE_MAX) +
+                                         stmt_code_size(s->body));
+    case KN_S_FOR:
+        m = stmt_code_size(s->body);
+        /* kn_llvm.c's rule: unrolled loops, and serial loops within the stage's budget */
+        if (s->for_kind == KN_FOR_UNROLL ||
+            (s->for_kind == KN_FOR_SERIAL && s->unroll_max_step > 0 &&
+             kn_stmt_unrolled_size(s, s->unroll_max_step) >= 0))
+            return s->extent > 0 && m > CODE_SIZE_MAX / s->extent ? CODE_SIZE_MAX
+                                                                 : 1 + s->extent * m;
+        return 1 + m;
+    default: /* ALLREDUCE */
+        return 1 + expr_nodes(s->index, CODE_SIZE_MAX);
+    }
+}
+
+int64_t kn_ir_code_size(const kn_ir *ir)
+{
+    int64_t n = 0;
+    for (const kn_ir *f = ir; f && n < CODE_SIZE_MAX; f = f->pre)
+        if (f->body)
+            n += stmt_code_size(f->body);
+    return AT_MIN(n, CODE_SIZE_MAX);
+}
+
 /* Statements after unrolling, or -1 if a loop that stays a loop is inside. */
 int64_t kn_stmt_unrolled_size(const kn_stmt *s, int budget)
 {

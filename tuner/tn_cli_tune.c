@@ -281,6 +281,7 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         flush = 0, flush_weights = 0, no_flush = 0, early_stop = 0, build_workers = -1,
         build_timeout_s = 60, wait_s = 600,
         priority = 1, threads = 0, population = 2048, no_model = 0, quiet = 0, no_layout = 0,
+        max_code_size = TN_MAX_CODE_SIZE,
         no_retime = 0,
         n_pos, help, rc;
     at_opt_list dim_l = {0};
@@ -328,6 +329,8 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
          "the next round while this one is timed, kernels and builds on separate cores: auto "
          "(default: when --threads leaves 2 cores or more), on or off"},
         {"population", 0, AT_OPT_INT, &population, "N", "evolution population (default 2048)"},
+        {"max-code-size", 0, AT_OPT_INT, &max_code_size, "N", "never measure a program whose "
+         "unrolled code exceeds N expression nodes (CPU targets; default 16000, 0: no limit)"},
         {"no-cost-model", 0, AT_OPT_BOOL, &no_model, NULL, "random scores (experiments only)"},
         {"no-layout-rewrite", 0, AT_OPT_BOOL, &no_layout, NULL, "keep weights in their own "
          "layout (no pre-transform step in the kernels)"},
@@ -506,6 +509,7 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         o.search.n_threads = n_threads;
     }
     o.search.population = population;
+    o.search.max_code_size = max_code_size;
     e = tn__tune(&o, ts.t, ts.n, &rep, err, sizeof err);
     if (e != AT_OK) {
         tn__err(cmd, "%s", err);

@@ -11,6 +11,10 @@
 **      mutated with probability mutation_prob (a failed mutation is drawn again);
 **   3. pick n_pick programs to measure: the best of the heap, except a fraction eps_greedy
 **      drawn at random from the sampled states (exploration).
+** Programs whose code, once unrolled, exceeds max_code_size (kn_ir_code_size) are never
+** picked, by the model or at random: they cost the most to build and are rarely the best
+** (docs/tuning.md); they still breed, since a mutation may make them small.  Seeds (programs
+** of similar tasks, hand-written ones) are not limited.
 ** A program is identified by the text of its loop structure (ss_state_print); every
 ** measured or picked program is remembered, so nothing is measured twice. */
 #include "tuner/tuner_int.h"
@@ -31,6 +35,13 @@ void tn__search_cfg_default(tn_search_cfg *c)
     c->mutation_prob = 0.85;
     c->n_threads = 1;
     c->stop = NULL;
+    c->max_code_size = TN_MAX_CODE_SIZE;
+}
+
+/* Over the code-size limit (known only once lowered for the model's features)? */
+static int too_big(const tn_search *s, const cm_feats *f)
+{
+    return f != NULL && s->cfg.max_code_size > 0 && f->code_size > s->cfg.max_code_size;
 }
 
 static int stopped(const tn_search *s)
@@ -542,7 +553,9 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
         }
         for (int i = 0; i < n_init; i++) {
             uint64_t id = state_id(pop.st[i]);
-            if (!seen_has(s, id))
+            int big = pop.have[i] && too_big(s, &pop.f[i]);
+            stats->n_too_big += big;
+            if (!big && !seen_has(s, id))
                 heap_offer(heap, &n_heap, heap_cap, pop.st[i], pop.have[i] ? &pop.f[i] : NULL,
                            scores[i], id, &err);
             if (err)
@@ -665,7 +678,8 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
                 init[ri] = NULL;
                 initf[ri++] = NULL;
             }
-            if (st == NULL) {
+            if (st == NULL || too_big(s, f)) {
+                ss_state_free(st);
                 tn__feats_free(f);
                 continue;
             }

@@ -126,6 +126,8 @@ typedef struct run {
     double t0;
     double measure_s;   /* agents' time spent on jobs (result run_s) */
     double search_s;    /* in the evolutionary search (this process) */
+    int64_t n_scored, n_too_big; /* programs the search scored, and those over the code-size
+                                 ** limit (never picked) */
     int64_t n_submitted, n_flushed; /* jobs sent; of them, with inputs to evict */
     double train_s;     /* training the cost model (this process) */
     double build_wall_s;   /* rounds' starts to their last builds, summed */
@@ -178,6 +180,8 @@ static at_err setup_task(run *r, int i)
         /* Ctrl-C stops a round's search where it is */
         tn_search_cfg cfg = r->o->search;
         cfg.stop = (const volatile int *)&interrupted;
+        if (r->target.kind == KN_TARGET_CUDA)
+            cfg.max_code_size = 0; /* NVRTC's build cost is another matter */
         if ((err = tn__search_new(t->dag, &r->hw, &cfg, r->o->seed + (uint64_t)i * 7919,
                                  &t->search, r->errmsg, sizeof r->errmsg)) != AT_OK)
             return err;
@@ -798,6 +802,8 @@ static at_err start_round(run *r, int ti)
         tn__search_set_widen(t->search, t->flat);
         err = tn__search_round(t->search, cold ? NULL : r->model, m, cands, feats, &n, &stats);
         r->search_s += at_time_mono_s() - t0;
+        r->n_scored += stats.n_scored;
+        r->n_too_big += stats.n_too_big;
     }
     if (err != AT_OK) {
         at_free(cands);
@@ -972,6 +978,11 @@ static void report(run *r)
            r->o->build_workers, r->o->build_workers == 1 ? "" : "s", (long long)r->n_builds,
            r->n_builds ? r->build_cpu_s / (double)r->n_builds : 0, r->build_wall_s,
            r->measure_s, r->measure_wall_s);
+    if (r->n_too_big > 0)
+        printf("over the code-size limit (--max-code-size %lld), never picked: %.1f%% of the "
+               "%lld programs scored\n", (long long)r->o->search.max_code_size,
+               100.0 * (double)r->n_too_big / (double)AT_MAX(r->n_scored, 1),
+               (long long)r->n_scored);
     if (r->o->flush_cache != TN_FLUSH_OFF)
         printf("evicted from the caches before each repeat: %s of %lld of %lld jobs%s\n",
                r->o->flush_cache == TN_FLUSH_ALL ? "the inputs" : "the weights",

@@ -112,7 +112,13 @@ typedef struct tn_search_cfg {
                            ** gives its CPUs: nothing else runs while it searches) */
     const volatile int *stop; /* when set and nonzero, a round stops where it is and picks
                            ** from what it has (the tuner's SIGINT flag); NULL: never */
+    int64_t max_code_size; /* programs whose kn_ir_code_size exceeds this are not picked
+                           ** (they still breed); 0: no limit.  Needs the model's features:
+                           ** a round without a model picks blind (TN_MAX_CODE_SIZE) */
 } tn_search_cfg;
+
+/* The default of --max-code-size (docs/tuning.md, "Building"). */
+#define TN_MAX_CODE_SIZE 16000
 
 void tn__search_cfg_default(tn_search_cfg *c);
 
@@ -145,6 +151,7 @@ typedef struct tn_search {
 typedef struct tn_search_stats {
     int n_sampled, n_sample_fail, n_scored, n_mutated, n_mutation_fail;
     int n_picked_model, n_picked_random;
+    int n_too_big;         /* scored members over max_code_size (each generation) */
 } tn_search_stats;
 
 at_err tn__search_new(ss_dag *dag, const ss_hw *hw, const tn_search_cfg *cfg, uint64_t seed,

@@ -349,6 +349,53 @@ static void test_unroll_budget(void **unused)
     ss_dag_unref(dag);
 }
 
+/* kn_ir_code_size counts what the back end gets: an unrolled loop's body once per
+** iteration, a loop that stays a loop once; auto_unroll_max_step unrolls the serial loops
+** whose unrolled body fits the budget, as kn_llvm.c does.  B[i, j] = A[i, j] * 2 over 4 x 16:
+** naive size S = 2 loops + the store's nodes (n), so j unrolled is 2 + 16 n, both unrolled
+** by a budget of 64 is 1 + 4 (1 + 16 n), and a budget of 8 unrolls nothing. */
+static void test_code_size(void **unused)
+{
+    static const char dag_text[] = "input A[4, 16] float32\n"
+                                   "B[i:4, j:16] = A[i, j] * 2.0\n";
+    char err[512];
+    ss_dag *dag = NULL;
+    ss_state *st = NULL, *un = NULL, *a64 = NULL, *a8 = NULL;
+    kn_ir *ir = NULL;
+    int64_t s0, n, s_un, s64, s8;
+    (void)unused;
+    OK(ss_dag_parse(dag_text, strlen(dag_text), &dag, err, sizeof err));
+    OK(ss_state_new(dag, &st));
+    OK(kn_lower(st, &ir, err, sizeof err));
+    s0 = kn_ir_code_size(ir);
+    kn_ir_free(ir);
+    n = s0 - 2;
+    assert_true(n >= 3); /* index, load, multiply at least */
+    OK(ss_state_copy(st, &un));
+    OK(ss_state_annotate(un, 1, 1, SS_ANN_UNROLL, err, sizeof err));
+    OK(kn_lower(un, &ir, err, sizeof err));
+    s_un = kn_ir_code_size(ir);
+    kn_ir_free(ir);
+    assert_int_equal(s_un, 2 + 16 * n);
+    OK(ss_state_copy(st, &a64));
+    OK(ss_state_pragma_unroll(a64, 1, 0, 64, err, sizeof err));
+    OK(kn_lower(a64, &ir, err, sizeof err));
+    s64 = kn_ir_code_size(ir);
+    kn_ir_free(ir);
+    assert_int_equal(s64, 1 + 4 * (1 + 16 * n));
+    OK(ss_state_copy(st, &a8));
+    OK(ss_state_pragma_unroll(a8, 1, 0, 8, err, sizeof err));
+    OK(kn_lower(a8, &ir, err, sizeof err));
+    s8 = kn_ir_code_size(ir);
+    kn_ir_free(ir);
+    assert_int_equal(s8, s0);
+    ss_state_free(st);
+    ss_state_free(un);
+    ss_state_free(a64);
+    ss_state_free(a8);
+    ss_dag_unref(dag);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -357,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_layout_rewrite),
         cmocka_unit_test(test_math_functions),
         cmocka_unit_test(test_unroll_budget),
+        cmocka_unit_test(test_code_size),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -5,7 +5,9 @@
 **     programs, in the same order, with the same features);
 **   - a widened round (tn__search_set_widen, issue 16 item 2) picks more programs at random:
 **     eps_greedy + 0.1 per level, capped at TN_SEARCH_MAX_WIDEN, and still never a program
-**     it picked before. */
+**     it picked before;
+**   - a code-size limit (max_code_size, --max-code-size) keeps every program over it out
+**     of the picks, by the model and at random, and the features carry the size. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,6 +87,7 @@ static char *round_text(ss_dag *dag, cm_model *m, int n_threads, int widen, int 
     tn__search_cfg_default(&cfg);
     cfg.population = 512;
     cfg.n_threads = n_threads;
+    cfg.max_code_size = 0; /* counts of random picks below: nothing left out for its size */
     assert_int_equal(tn__search_new(dag, &hw, &cfg, 11, &s, err, sizeof err), AT_OK);
     tn__search_set_widen(s, widen);
     assert_int_equal(tn__search_round(s, m, n_pick, out, feats, &n, stats), AT_OK);
@@ -141,6 +144,71 @@ static void test_widen_picks_more_at_random(void **unused)
     ss_dag_unref(dag);
 }
 
+/* One round of 32 picks (seed 11) under a code-size limit: the picked programs' sizes,
+** recomputed from their own lowering and checked against what their features carry. */
+static int round_sizes(ss_dag *dag, cm_model *m, int64_t limit, int64_t *sizes,
+                       tn_search_stats *stats)
+{
+    tn_search_cfg cfg;
+    tn_search *s;
+    ss_state *out[32];
+    cm_feats *feats[32];
+    int n = 0;
+    char err[512];
+    tn__search_cfg_default(&cfg);
+    assert_int_equal(cfg.max_code_size, TN_MAX_CODE_SIZE);
+    cfg.population = 512;
+    cfg.max_code_size = limit;
+    assert_int_equal(tn__search_new(dag, &hw, &cfg, 11, &s, err, sizeof err), AT_OK);
+    assert_int_equal(tn__search_round(s, m, 32, out, feats, &n, stats), AT_OK);
+    for (int i = 0; i < n; i++) {
+        kn_ir *ir;
+        assert_int_equal(kn_lower(out[i], &ir, err, sizeof err), AT_OK);
+        sizes[i] = kn_ir_code_size(ir);
+        kn_ir_free(ir);
+        assert_non_null(feats[i]);
+        assert_int_equal(feats[i]->code_size, sizes[i]);
+        ss_state_free(out[i]);
+        cm_feats_fini(feats[i]);
+        at_free(feats[i]);
+    }
+    tn__search_free(s);
+    return n;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_code_size_limit(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=128,N=128,K=128");
+    cm_model *m = trained_model(dag);
+    tn_search_stats st;
+    int64_t free_sizes[32], sizes[32], limit;
+    int n;
+    (void)unused;
+    n = round_sizes(dag, m, 0, free_sizes, &st);
+    assert_int_equal(n, 32);
+    assert_int_equal(st.n_too_big, 0);
+    qsort(free_sizes, (size_t)n, sizeof *free_sizes, cmp_i64);
+    limit = free_sizes[n / 2]; /* about half of the unlimited picks are over it */
+    if (free_sizes[n - 1] <= limit)
+        fail_msg("the unlimited picks all have %lld nodes or fewer: nothing to limit",
+                 (long long)limit);
+    n = round_sizes(dag, m, limit, sizes, &st);
+    assert_int_equal(n, 32); /* the population has enough programs within the limit */
+    assert_true(st.n_too_big > 0);
+    for (int i = 0; i < n; i++)
+        if (sizes[i] > limit)
+            fail_msg("pick %d has %lld nodes, over the limit of %lld", i, (long long)sizes[i],
+                     (long long)limit);
+    cm_model_free(m);
+    ss_dag_unref(dag);
+}
+
 /* '--dim seq=LO..HI': multiples of 16, at most 1.25x apart where a step of 16 allows (a
 ** request pays at most 25 % of padding above 64), LO rounded up to 16, HI last. */
 static void test_dim_range(void **unused)
@@ -172,6 +240,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_pick_the_same),
         cmocka_unit_test(test_widen_picks_more_at_random),
+        cmocka_unit_test(test_code_size_limit),
         cmocka_unit_test(test_dim_range),
     };
     ss_hw_cpu(&hw, 2, 32, 32768, 1 << 20);

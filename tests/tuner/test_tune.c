@@ -6,6 +6,8 @@
 **   - a run killed with SIGKILL and resumed measures no recorded program again and ends
 **     with exactly the budgeted number of records;
 **   - the same seed gives the same first round;
+**   - --max-code-size: no measured program's code is over the limit, and the report says
+**     what share of the scored programs it left out;
 **   - bad flags and specs give clear errors and exit status 2. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -207,6 +209,8 @@ static void test_bad_command_lines(void **unused)
           "maybe", "matmul:M=8,N=8,K=8");
     USAGE("b14", "--flush-cache, --flush-weights and --no-flush-cache exclude each other",
           "--flush-weights", "--no-flush-cache", "matmul:M=8,N=8,K=8");
+    USAGE("b15", "--max-code-size needs a whole number >= 0, not '-5'", "--max-code-size",
+          "-5", "matmul:M=8,N=8,K=8");
     {
         char path[PATH_MAX];
         FILE *f;
@@ -271,6 +275,53 @@ static void check_time_accounting(const char *out)
                  search + train + build_wait + measure_wait, total, p);
     if (measure > measure_wait + 0.1 || build_cpu > workers * build_wait + 0.1)
         fail_msg("work exceeds the time the rounds waited for it: %.300s", p);
+}
+
+/* Under --max-code-size 2000 a 64^3 matmul (whose unlimited picks range from 63 to 50,000
+** nodes) still gets its 40 trials, none of them over the limit but the seeds of its first
+** round (programs of similar tasks and hand-written ones, at most half of its 8 picks, not
+** limited): every round scores with the model's features (8 per round: no blind cold
+** round). */
+static void test_code_size_limit(void **unused)
+{
+    rec *v;
+    int n, n_small = 0, n_seeds = 0;
+    ss_dag *dag;
+    char err[512], *out;
+    (void)unused;
+    assert_int_equal(RUN("csize", 600, "--trials", "40", "--per-round", "8", "--population",
+                         "64", "--max-code-size", "2000", "--db", "csize.db",
+                         "matmul:M=64,N=64,K=64"),
+                     0);
+    out = slurp("csize.out");
+    if (strstr(out, "over the code-size limit (--max-code-size 2000), never picked: ") == NULL)
+        fail_msg("the report does not say what the limit left out:\n%s", out);
+    at_free(out);
+    if (kn_op_build("matmul:M=64,N=64,K=64", &dag, err, sizeof err) != AT_OK)
+        fail_msg("%s", err);
+    n = load("csize.db", &v);
+    assert_int_equal(n, 40);
+    for (int i = 0; i < n; i++) {
+        ss_state *st;
+        kn_ir *ir;
+        int64_t size;
+        if (ss_state_from_json(dag, v[i].state, strlen(v[i].state), &st, err, sizeof err) !=
+                AT_OK ||
+            kn_lower(st, &ir, err, sizeof err) != AT_OK)
+            fail_msg("record %d: %s", i, err);
+        size = kn_ir_code_size(ir);
+        if (size > 2000 && v[i].trial < 8 && ++n_seeds <= 4)
+            size = 0; /* a seed */
+        if (size > 2000)
+            fail_msg("trial %lld measured a program of %lld nodes: %s", (long long)v[i].trial,
+                     (long long)size, v[i].state);
+        n_small += size <= 200;
+        kn_ir_free(ir);
+        ss_state_free(st);
+    }
+    assert_true(n_small < n); /* the limit is not all there is: larger programs too */
+    free_recs(v, n);
+    ss_dag_unref(dag);
 }
 
 static void test_short_run_improves_and_records_everything(void **unused)
@@ -673,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_interrupt),
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_short_run_improves_and_records_everything),
+        cmocka_unit_test(test_code_size_limit),
         cmocka_unit_test(test_overlap_builds),
         cmocka_unit_test(test_small_budget_reaches_every_task),
         cmocka_unit_test(test_warmup_by_share_and_seeds),
