@@ -14,7 +14,8 @@
 ** Programs whose code, once unrolled, exceeds max_code_size (kn_ir_code_size) are never
 ** picked, by the model or at random: they cost the most to build and are rarely the best
 ** (docs/tuning.md); they still breed, since a mutation may make them small.  Seeds (programs
-** of similar tasks, hand-written ones) are not limited.
+** of similar tasks, hand-written ones) are not limited, and a round that finds nothing
+** within the limit picks the best over it rather than end the task.
 ** A program is identified by the text of its loop structure (ss_state_print); every
 ** measured or picked program is remembered, so nothing is measured twice. */
 #include "tuner/tuner_int.h"
@@ -435,7 +436,8 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
     ss_state **init = NULL, *must[TN_SEARCH_MAX_SEEDS] = {0};
     cm_feats **initf = NULL, *mustf[TN_SEARCH_MAX_SEEDS] = {0}, work;
     const cm_feats **ptr = NULL;
-    cand *heap = NULL;
+    cand *heap = NULL, *big_heap = NULL; /* big_heap: the best over the code-size limit */
+    int n_big_heap = 0;
     double *scores = NULL;
     at_err err = AT_OK;
     int tries;
@@ -458,8 +460,9 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
     ptr = at_calloc((size_t)P, sizeof *ptr);
     scores = at_calloc((size_t)P, sizeof *scores);
     heap = at_calloc((size_t)heap_cap, sizeof *heap);
+    big_heap = at_calloc((size_t)n_pick, sizeof *big_heap);
     if (!pop.st || !pop.f || !pop.have || !next.st || !next.f || !next.have || !init ||
-        !initf || !rand_at || !good_of || !ptr || !scores || !heap) {
+        !initf || !rand_at || !good_of || !ptr || !scores || !heap || !big_heap) {
         err = AT_ENOMEM;
         goto done;
     }
@@ -555,9 +558,14 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
             uint64_t id = state_id(pop.st[i]);
             int big = pop.have[i] && too_big(s, &pop.f[i]);
             stats->n_too_big += big;
-            if (!big && !seen_has(s, id))
-                heap_offer(heap, &n_heap, heap_cap, pop.st[i], pop.have[i] ? &pop.f[i] : NULL,
-                           scores[i], id, &err);
+            if (!seen_has(s, id)) {
+                if (!big)
+                    heap_offer(heap, &n_heap, heap_cap, pop.st[i],
+                               pop.have[i] ? &pop.f[i] : NULL, scores[i], id, &err);
+                else
+                    heap_offer(big_heap, &n_big_heap, n_pick, pop.st[i], &pop.f[i], scores[i],
+                               id, &err);
+            }
             if (err)
                 goto done;
             if (isfinite(scores[i]) && scores[i] > -1e30 && scores[i] < lo)
@@ -702,6 +710,27 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
                 stats->n_picked_random++;
         }
     }
+    /* nothing within the code-size limit: the best over it rather than a task declared
+    ** exhausted for its size */
+    if (*n_out == 0 && n_big_heap > 0) {
+        qsort(big_heap, (size_t)n_big_heap, sizeof *big_heap, cmp_cand_desc);
+        for (int i = 0; i < n_big_heap && *n_out < n_pick; i++) {
+            uint64_t id = big_heap[i].id;
+            if (big_heap[i].st == NULL || seen_has(s, id))
+                continue;
+            if ((err = seen_add(s, id)) != AT_OK)
+                goto done;
+            if (out_feats)
+                out_feats[*n_out] = big_heap[i].f;
+            else
+                tn__feats_free(big_heap[i].f);
+            big_heap[i].f = NULL;
+            out[(*n_out)++] = big_heap[i].st;
+            big_heap[i].st = NULL;
+            stats->n_picked_model++;
+            stats->n_picked_big++;
+        }
+    }
 done:
     popn_free(&pop, P);
     popn_free(&next, P);
@@ -712,6 +741,10 @@ done:
     for (int i = 0; heap && i < n_heap; i++) {
         ss_state_free(heap[i].st);
         tn__feats_free(heap[i].f);
+    }
+    for (int i = 0; big_heap && i < n_big_heap; i++) {
+        ss_state_free(big_heap[i].st);
+        tn__feats_free(big_heap[i].f);
     }
     for (int i = 0; i < n_must; i++) {
         ss_state_free(must[i]);
@@ -725,6 +758,7 @@ done:
     at_free(ptr);
     at_free(scores);
     at_free(heap);
+    at_free(big_heap);
     if (err != AT_OK) {
         for (int i = 0; i < *n_out; i++) {
             ss_state_free(out[i]);

@@ -152,6 +152,7 @@ typedef struct tn_search_stats {
     int n_sampled, n_sample_fail, n_scored, n_mutated, n_mutation_fail;
     int n_picked_model, n_picked_random;
     int n_too_big;         /* scored members over max_code_size (each generation) */
+    int n_picked_big;      /* picked over it: the round found nothing within it */
 } tn_search_stats;
 
 at_err tn__search_new(ss_dag *dag, const ss_hw *hw, const tn_search_cfg *cfg, uint64_t seed,

@@ -7,7 +7,8 @@
 **     eps_greedy + 0.1 per level, capped at TN_SEARCH_MAX_WIDEN, and still never a program
 **     it picked before;
 **   - a code-size limit (max_code_size, --max-code-size) keeps every program over it out
-**     of the picks, by the model and at random, and the features carry the size. */
+**     of the picks, by the model and at random, and the features carry the size; a round
+**     with nothing within the limit picks the best over it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -205,6 +206,11 @@ static void test_code_size_limit(void **unused)
         if (sizes[i] > limit)
             fail_msg("pick %d has %lld nodes, over the limit of %lld", i, (long long)sizes[i],
                      (long long)limit);
+    assert_int_equal(st.n_picked_big, 0);
+    /* nothing within a limit of 1 node: the round picks the best over it, not nothing */
+    n = round_sizes(dag, m, 1, sizes, &st);
+    assert_int_equal(n, 32);
+    assert_int_equal(st.n_picked_big, 32);
     cm_model_free(m);
     ss_dag_unref(dag);
 }
