@@ -172,6 +172,9 @@ int kn_stmt_vectorizable(const kn_stmt *s, int var);
 /* Statements of 's' once unrolled, serial loops unrolled while extent x body <= 'budget';
 ** -1 when a loop would stay a loop (auto_unroll_max_step's rule). */
 int64_t kn_stmt_unrolled_size(const kn_stmt *s, int budget);
+/* Does the CPU back end emit loop 's' as copies of its body: an unrolled loop, or a serial
+** loop whose whole unrolled body fits its stage's auto_unroll_max_step? */
+int kn_stmt_copied_out(const kn_stmt *s);
 /* The size of the code the CPU back end gets for 'ir' (and its pre-transform): expression
 ** nodes and statements once unrolled loops are copied out as kn_llvm.c copies them.  Build
 ** time grows with it (the search's --max-code-size, docs/tuning.md); saturates at 2^40. */

@@ -1065,9 +1065,7 @@ static void emit_stmt(cg *c, const kn_stmt *s)
         c->vec_var = -1;
         return;
     }
-    if (s->for_kind == KN_FOR_UNROLL ||
-        (s->for_kind == KN_FOR_SERIAL && s->unroll_max_step > 0 &&
-         kn_stmt_unrolled_size(s, s->unroll_max_step) >= 0)) {
+    if (kn_stmt_copied_out(s)) {
         for (int64_t i = 0; i < s->extent && !c->err; i++) {
             c->var[s->var] = ci64(c, i);
             emit_stmt(c, s->body);

@@ -1489,6 +1489,14 @@ static int64_t expr_nodes(const ss_expr *e, int64_t cap)
 
 #define CODE_SIZE_MAX ((int64_t)1 << 40)
 
+int kn_stmt_copied_out(const kn_stmt *s)
+{
+    return s->kind == KN_S_FOR &&
+           (s->for_kind == KN_FOR_UNROLL ||
+            (s->for_kind == KN_FOR_SERIAL && s->unroll_max_step > 0 &&
+             kn_stmt_unrolled_size(s, s->unroll_max_step) >= 0));
+}
+
 static int64_t stmt_code_size(const kn_stmt *s)
 {
     int64_t n = 0, m;
@@ -1504,10 +1512,7 @@ static int64_t stmt_code_size(const kn_stmt *s)
                                          stmt_code_size(s->body));
     case KN_S_FOR:
         m = stmt_code_size(s->body);
-        /* kn_llvm.c's rule: unrolled loops, and serial loops within the stage's budget */
-        if (s->for_kind == KN_FOR_UNROLL ||
-            (s->for_kind == KN_FOR_SERIAL && s->unroll_max_step > 0 &&
-             kn_stmt_unrolled_size(s, s->unroll_max_step) >= 0))
+        if (kn_stmt_copied_out(s))
             return s->extent > 0 && m > CODE_SIZE_MAX / s->extent ? CODE_SIZE_MAX
                                                                  : 1 + s->extent * m;
         return 1 + m;
