@@ -163,6 +163,7 @@ at_err cm_feats_copy(cm_feats *dst, const cm_feats *src)
     }
     dst->n_rows = src->n_rows;
     dst->code_size = src->code_size;
+    dst->ir_hash = src->ir_hash;
     return AT_OK;
 }
 
@@ -1122,6 +1123,7 @@ at_err cm_features_extract(const kn_ir *ir, cm_feats *f)
     at_err err;
     f->n_rows = 0;
     f->code_size = kn_ir_code_size(ir);
+    f->ir_hash = kn_ir_hash(ir);
     if ((err = scratch_fit(f, ir->n_vars, ir->n_bufs)) != AT_OK)
         return err;
     s = f->scratch;
@@ -1162,6 +1164,7 @@ at_err cm_features_of_state(const ss_state *st, cm_feats *f, char *errmsg, size_
     at_err err;
     f->n_rows = 0;
     f->code_size = 0;
+    f->ir_hash = 0;
     if ((err = kn_lower(st, &ir, errmsg, errmsg_size)) != AT_OK)
         return err;
     err = cm_features_extract(ir, f);

@@ -248,6 +248,7 @@ typedef struct cm_feats {
     int *row_buf;  /* IR buffer index of each row */
     int cap_rows;
     int64_t code_size; /* kn_ir_code_size of the program (the search's code-size limit) */
+    uint64_t ir_hash;  /* kn_ir_hash of the program: which states are one program */
     void *scratch; /* private working storage */
 } cm_feats;
 

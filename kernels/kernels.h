@@ -179,6 +179,11 @@ int kn_stmt_copied_out(const kn_stmt *s);
 ** nodes and statements once unrolled loops are copied out as kn_llvm.c copies them.  Build
 ** time grows with it (the search's --max-code-size, docs/tuning.md); saturates at 2^40. */
 int64_t kn_ir_code_size(const kn_ir *ir);
+/* The program's identity: a 64-bit hash of everything a code generator reads from 'ir' (and
+** its pre-transform) -- loops, their kinds, extents and unroll budgets, guards, stores,
+** buffers and arguments, not the names.  Two states that lower to the same program hash the
+** same; the search measures such a program once (docs/tuning.md). */
+uint64_t kn_ir_hash(const kn_ir *ir);
 /* Readable text of the IR (for debugging and tests). */
 void kn_ir_print(const kn_ir *ir, at_buf *b);
 

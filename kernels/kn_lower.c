@@ -1530,6 +1530,94 @@ int64_t kn_ir_code_size(const kn_ir *ir)
     return AT_MIN(n, CODE_SIZE_MAX);
 }
 
+/* ---- the program's identity (kn_ir_hash) ---- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+static uint64_t expr_hash(uint64_t h, const ss_expr *e)
+{
+    if (e == NULL)
+        return mix(h, 0x5a);
+    h = mix(h, (uint64_t)e->kind | (uint64_t)e->dtype << 8 | (uint64_t)e->n << 16 |
+                   (uint64_t)(uint32_t)e->id << 32);
+    if (e->kind == SS_E_IMM_INT)
+        h = mix(h, (uint64_t)e->v.i);
+    else if (e->kind == SS_E_IMM_FLOAT) {
+        uint64_t bits;
+        memcpy(&bits, &e->v.f, sizeof bits);
+        h = mix(h, bits);
+    }
+    for (int i = 0; i < e->n; i++)
+        h = expr_hash(h, e->a[i]);
+    return h;
+}
+
+/* An auto-unroll budget matters only through what it decides: on a CPU whether the loop is
+** copied out (kn_stmt_copied_out), so budgets of 16 and 512 over a loop of 8 stores are one
+** program; the CUDA generator's own rule reads the number, which is hashed as it is. */
+static uint64_t stmt_hash(uint64_t h, const kn_stmt *s, int gpu)
+{
+    if (s == NULL)
+        return mix(h, 0xa5);
+    h = mix(h, (uint64_t)s->kind | (uint64_t)s->for_kind << 8 | (uint64_t)s->is_init << 16 |
+                   (uint64_t)s->is_update << 24 | (uint64_t)s->red << 32);
+    switch (s->kind) {
+    case KN_S_SEQ:
+        h = mix(h, (uint64_t)s->n);
+        for (int i = 0; i < s->n; i++)
+            h = stmt_hash(h, s->items[i], gpu);
+        return h;
+    case KN_S_STORE:
+        h = mix(h, (uint64_t)s->buf);
+        return expr_hash(expr_hash(h, s->index), s->value);
+    case KN_S_IF:
+        return stmt_hash(expr_hash(h, s->cond), s->body, gpu);
+    case KN_S_FOR:
+        h = mix(mix(h, (uint64_t)s->var), (uint64_t)s->extent);
+        h = mix(h, gpu ? (uint64_t)s->unroll_max_step : (uint64_t)kn_stmt_copied_out(s));
+        return stmt_hash(h, s->body, gpu);
+    case KN_S_ALLREDUCE:
+        h = mix(mix(mix(h, (uint64_t)s->buf), (uint64_t)s->var), (uint64_t)s->extent);
+        return expr_hash(h, s->index);
+    default: /* SYNC */
+        return h;
+    }
+}
+
+uint64_t kn_ir_hash(const kn_ir *ir)
+{
+    uint64_t h = 0x6b6e69722d763100ull; /* "knir-v1" */
+    for (const kn_ir *f = ir; f; f = f->pre) {
+        h = mix(mix(mix(h, 0x9f), (uint64_t)f->is_gpu), (uint64_t)f->n_bufs);
+        for (int i = 0; i < f->n_bufs; i++) {
+            const kn_buf *b = &f->bufs[i];
+            h = mix(h, (uint64_t)b->dtype | (uint64_t)b->scope << 8 | (uint64_t)b->n_dims << 16);
+            h = mix(mix(h, (uint64_t)b->n_elems), (uint64_t)(uint32_t)b->arg);
+            h = mix(mix(h, (uint64_t)(uint32_t)b->par_var), (uint64_t)(uint32_t)b->scope_var);
+            for (int d = 0; d < b->n_dims; d++)
+                h = mix(h, (uint64_t)b->shape[d]);
+        }
+        h = mix(h, (uint64_t)f->n_vars);
+        for (int i = 0; i < f->n_vars; i++)
+            h = mix(h, (uint64_t)f->vars[i].extent);
+        h = mix(h, (uint64_t)f->n_args);
+        for (int i = 0; i < f->n_args && i < KN_MAX_ARGS; i++) {
+            const kn_arg_desc *a = &f->args[i];
+            h = mix(h, (uint64_t)a->dtype | (uint64_t)a->n_dims << 8 | (uint64_t)a->is_output << 16 |
+                           (uint64_t)a->is_const << 24 | (uint64_t)(uint32_t)f->arg_src[i] << 32);
+            for (int d = 0; d < a->n_dims; d++)
+                h = mix(h, (uint64_t)a->shape[d]);
+        }
+        h = mix(h, (uint64_t)f->n_kernels);
+        h = stmt_hash(h, f->body, f->is_gpu);
+    }
+    return h ^ (h >> 31);
+}
+
 /* Statements after unrolling, or -1 if a loop that stays a loop is inside. */
 int64_t kn_stmt_unrolled_size(const kn_stmt *s, int budget)
 {

@@ -63,9 +63,16 @@ static uint64_t state_id(const ss_state *st)
     return h | 1; /* 0 marks an empty slot */
 }
 
+/* The program's id once lowered (cm_feats.ir_hash): states that lower to one program share
+** it.  0 when the features are not known. */
+static uint64_t program_id(const cm_feats *f)
+{
+    return f != NULL && f->ir_hash != 0 ? f->ir_hash | 1 : 0;
+}
+
 static int seen_has(const tn_search *s, uint64_t h)
 {
-    if (s->cap_seen == 0)
+    if (s->cap_seen == 0 || h == 0)
         return 0;
     for (size_t i = h & (size_t)(s->cap_seen - 1);; i = (i + 1) & (size_t)(s->cap_seen - 1)) {
         if (s->seen[i] == 0)
@@ -194,6 +201,8 @@ at_err tn__search_add_measured(tn_search *s, const char *state_json, const ss_st
         st = own;
     }
     err = seen_add(s, state_id(st));
+    if (err == AT_OK && program_id(f) != 0)
+        err = seen_add(s, program_id(f));
     if (err != AT_OK || !ok) {
         ss_state_free(own);
         return err;
@@ -548,9 +557,13 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
                 if (pop.have[rand_at[i]])
                     initf[i] = feats_dup(&pop.f[rand_at[i]], &err);
             }
-            for (int i = 0; i < n_from_good; i++)
-                if (pop.have[i] && s->good[good_of[i]].f == NULL)
+            for (int i = 0; i < n_from_good && err == AT_OK; i++)
+                if (pop.have[i] && s->good[good_of[i]].f == NULL) {
                     s->good[good_of[i]].f = feats_dup(&pop.f[i], &err);
+                    /* a measured program is never measured again in another state's form */
+                    if (err == AT_OK && program_id(&pop.f[i]) != 0)
+                        err = seen_add(s, program_id(&pop.f[i]));
+                }
             if (err)
                 goto done;
         }
@@ -558,7 +571,7 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
             uint64_t id = state_id(pop.st[i]);
             int big = pop.have[i] && too_big(s, &pop.f[i]);
             stats->n_too_big += big;
-            if (!seen_has(s, id)) {
+            if (!seen_has(s, id) && !seen_has(s, pop.have[i] ? program_id(&pop.f[i]) : 0)) {
                 if (!big)
                     heap_offer(heap, &n_heap, heap_cap, pop.st[i],
                                pop.have[i] ? &pop.f[i] : NULL, scores[i], id, &err);
@@ -655,9 +668,12 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
         if (must[i] == NULL)
             continue;
         id = state_id(must[i]);
-        if (seen_has(s, id))
+        if (seen_has(s, id) || seen_has(s, program_id(mustf[i]))) {
+            stats->n_same_program += !seen_has(s, id);
             continue;
-        if ((err = seen_add(s, id)) != AT_OK)
+        }
+        if ((err = seen_add(s, id)) != AT_OK ||
+            (program_id(mustf[i]) && (err = seen_add(s, program_id(mustf[i]))) != AT_OK))
             goto done;
         if (out_feats)
             out_feats[*n_out] = mustf[i];
@@ -692,7 +708,11 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
                 continue;
             }
             id = state_id(st);
-            if (seen_has(s, id) || (err = seen_add(s, id)) != AT_OK) {
+            if (!seen_has(s, id) && seen_has(s, program_id(f)))
+                stats->n_same_program++;
+            if (seen_has(s, id) || seen_has(s, program_id(f)) ||
+                (err = seen_add(s, id)) != AT_OK ||
+                (program_id(f) && (err = seen_add(s, program_id(f))) != AT_OK)) {
                 ss_state_free(st);
                 tn__feats_free(f);
                 if (err)
@@ -715,10 +735,10 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
     if (*n_out == 0 && n_big_heap > 0) {
         qsort(big_heap, (size_t)n_big_heap, sizeof *big_heap, cmp_cand_desc);
         for (int i = 0; i < n_big_heap && *n_out < n_pick; i++) {
-            uint64_t id = big_heap[i].id;
-            if (big_heap[i].st == NULL || seen_has(s, id))
+            uint64_t id = big_heap[i].id, pid = program_id(big_heap[i].f);
+            if (big_heap[i].st == NULL || seen_has(s, id) || seen_has(s, pid))
                 continue;
-            if ((err = seen_add(s, id)) != AT_OK)
+            if ((err = seen_add(s, id)) != AT_OK || (pid && (err = seen_add(s, pid)) != AT_OK))
                 goto done;
             if (out_feats)
                 out_feats[*n_out] = big_heap[i].f;

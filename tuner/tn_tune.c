@@ -128,6 +128,7 @@ typedef struct run {
     double search_s;    /* in the evolutionary search (this process) */
     int64_t n_scored, n_too_big; /* programs the search scored, and those over the code-size
                                  ** limit (never picked) */
+    int64_t n_same_program; /* picks passed over: a program measured or picked already */
     int64_t n_submitted, n_flushed; /* jobs sent; of them, with inputs to evict */
     double train_s;     /* training the cost model (this process) */
     double build_wall_s;   /* rounds' starts to their last builds, summed */
@@ -804,6 +805,7 @@ static at_err start_round(run *r, int ti)
         r->search_s += at_time_mono_s() - t0;
         r->n_scored += stats.n_scored;
         r->n_too_big += stats.n_too_big;
+        r->n_same_program += stats.n_same_program;
     }
     if (err != AT_OK) {
         at_free(cands);
@@ -983,6 +985,10 @@ static void report(run *r)
                "%lld programs scored\n", (long long)r->o->search.max_code_size,
                100.0 * (double)r->n_too_big / (double)AT_MAX(r->n_scored, 1),
                (long long)r->n_scored);
+    if (r->n_same_program > 0)
+        printf("passed over: %lld pick%s that lowered to a program already measured or picked "
+               "(another state of the same loops)\n",
+               (long long)r->n_same_program, r->n_same_program == 1 ? "" : "s");
     if (r->o->flush_cache != TN_FLUSH_OFF)
         printf("evicted from the caches before each repeat: %s of %lld of %lld jobs%s\n",
                r->o->flush_cache == TN_FLUSH_ALL ? "the inputs" : "the weights",

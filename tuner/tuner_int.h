@@ -134,7 +134,8 @@ typedef struct tn_search {
     ss_space *sp;
     tn_search_cfg cfg;
     at_rng rng;
-    uint64_t *seen;        /* programs measured or picked (hash set of loop-structure texts) */
+    uint64_t *seen;        /* programs measured or picked: hash set of their states' texts
+                           ** and, once lowered, of the programs (kn_ir_hash) */
     int n_seen, cap_seen;
     tn_search_good *good;  /* measured successfully: state JSON and mean cost */
     int n_good, cap_good;
@@ -153,6 +154,8 @@ typedef struct tn_search_stats {
     int n_picked_model, n_picked_random;
     int n_too_big;         /* scored members over max_code_size (each generation) */
     int n_picked_big;      /* picked over it: the round found nothing within it */
+    int n_same_program;    /* picks passed over: another state of a program measured or
+                           ** picked already (the same kn_ir_hash) */
 } tn_search_stats;
 
 at_err tn__search_new(ss_dag *dag, const ss_hw *hw, const tn_search_cfg *cfg, uint64_t seed,

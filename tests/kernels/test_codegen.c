@@ -396,6 +396,59 @@ static void test_code_size(void **unused)
     ss_dag_unref(dag);
 }
 
+static uint64_t hash_of(const ss_state *st)
+{
+    char err[512];
+    kn_ir *ir = NULL;
+    uint64_t h;
+    OK(kn_lower(st, &ir, err, sizeof err));
+    h = kn_ir_hash(ir);
+    kn_ir_free(ir);
+    return h;
+}
+
+/* kn_ir_hash: states that lower to one program hash the same (an auto-unroll budget that
+** decides nothing, whatever its number), and a change of the code does not. */
+static void test_ir_hash(void **unused)
+{
+    static const char dag_text[] = "input A[4, 16] float32\n"
+                                   "B[i:4, j:16] = A[i, j] * 2.0\n";
+    static const char dag3_text[] = "input A[4, 16] float32\n"
+                                    "B[i:4, j:16] = A[i, j] * 3.0\n";
+    static const int budgets[] = {8, 16, 64, 512};
+    char err[512];
+    ss_dag *dag = NULL, *dag3 = NULL;
+    ss_state *st = NULL, *st3 = NULL, *un = NULL, *b[4];
+    uint64_t h, hb[4];
+    (void)unused;
+    OK(ss_dag_parse(dag_text, strlen(dag_text), &dag, err, sizeof err));
+    OK(ss_dag_parse(dag3_text, strlen(dag3_text), &dag3, err, sizeof err));
+    OK(ss_state_new(dag, &st));
+    OK(ss_state_new(dag3, &st3));
+    h = hash_of(st);
+    assert_true(h == hash_of(st)); /* deterministic */
+    assert_true(h != hash_of(st3)); /* another constant */
+    OK(ss_state_copy(st, &un));
+    OK(ss_state_annotate(un, 1, 1, SS_ANN_UNROLL, err, sizeof err));
+    assert_true(h != hash_of(un)); /* j copied out 16 times */
+    for (int i = 0; i < 4; i++) {
+        OK(ss_state_copy(st, &b[i]));
+        OK(ss_state_pragma_unroll(b[i], 1, 0, budgets[i], err, sizeof err));
+        hb[i] = hash_of(b[i]);
+    }
+    assert_true(hb[0] == h);     /* 8 < 16 stores of j: nothing unrolled, the plain program */
+    assert_true(hb[1] != h);     /* 16: j copied out */
+    assert_true(hb[1] != hb[2]); /* 64: i and j */
+    assert_true(hb[2] == hb[3]); /* 512 unrolls what 64 did: one program */
+    for (int i = 0; i < 4; i++)
+        ss_state_free(b[i]);
+    ss_state_free(st);
+    ss_state_free(st3);
+    ss_state_free(un);
+    ss_dag_unref(dag);
+    ss_dag_unref(dag3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -405,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_math_functions),
         cmocka_unit_test(test_unroll_budget),
         cmocka_unit_test(test_code_size),
+        cmocka_unit_test(test_ir_hash),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -8,7 +8,8 @@
 **     it picked before;
 **   - a code-size limit (max_code_size, --max-code-size) keeps every program over it out
 **     of the picks, by the model and at random, and the features carry the size; a round
-**     with nothing within the limit picks the best over it. */
+**     with nothing within the limit picks the best over it;
+**   - states that lower to one program (kn_ir_hash) are picked once in a run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -215,6 +216,59 @@ static void test_code_size_limit(void **unused)
     ss_dag_unref(dag);
 }
 
+/* Rounds of a search whose picks are all "measured" (tn__search_add_measured with their
+** features): no two picks of the run are one program (kn_ir_hash of their own lowering),
+** though states that lower to one program are common in the population; the features carry
+** the hash. */
+static void test_one_program_once(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=128,N=128,K=128");
+    cm_model *m = trained_model(dag);
+    tn_search_cfg cfg;
+    tn_search *s;
+    tn_search_stats st;
+    uint64_t picked[12 * 32];
+    int n_picked = 0, same = 0;
+    char err[512];
+    (void)unused;
+    tn__search_cfg_default(&cfg);
+    cfg.population = 256;
+    assert_int_equal(tn__search_new(dag, &hw, &cfg, 5, &s, err, sizeof err), AT_OK);
+    for (int r = 0; r < 12; r++) {
+        ss_state *out[32];
+        cm_feats *feats[32];
+        int n = 0;
+        assert_int_equal(tn__search_round(s, m, 32, out, feats, &n, &st), AT_OK);
+        assert_true(n > 0);
+        same += st.n_same_program;
+        for (int i = 0; i < n; i++) {
+            kn_ir *ir;
+            uint64_t h;
+            assert_int_equal(kn_lower(out[i], &ir, err, sizeof err), AT_OK);
+            h = kn_ir_hash(ir);
+            kn_ir_free(ir);
+            assert_non_null(feats[i]);
+            assert_true(feats[i]->ir_hash == h);
+            for (int k = 0; k < n_picked; k++)
+                if (picked[k] == h)
+                    fail_msg("round %d pick %d is the program of an earlier pick (%d)", r, i, k);
+            picked[n_picked++] = h;
+            assert_int_equal(tn__search_add_measured(s, "{}", out[i], feats[i],
+                                                     1e-3 * (1 + (double)(h % 100)), 1),
+                             AT_OK);
+            ss_state_free(out[i]);
+            cm_feats_fini(feats[i]);
+            at_free(feats[i]);
+        }
+    }
+    /* the rule had something to do: other states of picked programs were passed over */
+    if (same == 0)
+        fail_msg("no pick was passed over as an earlier pick's program in %d picks", n_picked);
+    tn__search_free(s);
+    cm_model_free(m);
+    ss_dag_unref(dag);
+}
+
 /* '--dim seq=LO..HI': multiples of 16, at most 1.25x apart where a step of 16 allows (a
 ** request pays at most 25 % of padding above 64), LO rounded up to 16, HI last. */
 static void test_dim_range(void **unused)
@@ -247,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_threads_pick_the_same),
         cmocka_unit_test(test_widen_picks_more_at_random),
         cmocka_unit_test(test_code_size_limit),
+        cmocka_unit_test(test_one_program_once),
         cmocka_unit_test(test_dim_range),
     };
     ss_hw_cpu(&hw, 2, 32, 32768, 1 << 20);
