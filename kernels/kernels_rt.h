@@ -21,7 +21,7 @@
 **              temporaries (cache stages, rfactor partials) there or on its stack; it
 **              allocates nothing and makes no system call.
 **   par        the parallel runtime: a parallel loop becomes one call of par->launch with a
-**              task function that claims chunks of the loop's iterations from a counter in
+**              task function that claims chunks of the loop's iterations from counters in
 **              its closure until none is left (a task may not run at all: see launch).
 **   return     0 on success, non-zero if a parallel launch failed.
 **
@@ -50,8 +50,9 @@ typedef struct kn_rt_par kn_rt_par;
 
 /* A task runs iterations of one parallel loop.  'task_id' is in [0, n_tasks) (it selects
 ** the task's slice of the workspace); the iterations are not divided by it: the task claims
-** chunks of them from a counter the launching code put in the closure, so whichever tasks
-** run cover the whole loop. */
+** chunks of them from counters the launching code put in the closure (its own block of
+** chunks first, then the others': docs/kernel_abi.md), so whichever tasks run cover the
+** whole loop. */
 typedef int32_t (*kn_rt_task_fn)(void *closure, int32_t task_id, int32_t n_tasks);
 
 struct kn_rt_par {

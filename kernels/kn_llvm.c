@@ -7,9 +7,10 @@
 ** also inside parallel task functions where the pointers come from a closure.
 **
 **   parallel   the loop becomes a task function (closure, task, n_tasks) launched through
-**              par->launch: it claims chunks of iterations (about 4 per task) from a counter
-**              in the closure until none is left, so the tasks that run cover the loop
-**              however many run (a late thread is not waited for: kernels_rt.h); its
+**              par->launch: it claims chunks of iterations (about 4 per task), those of its
+**              own block of chunks first, from counters in the closure until none is left,
+**              so the tasks that run cover the loop however many run (a late thread is not
+**              waited for: kernels_rt.h) and each runs the same part every launch; its
 **              temporaries live in the task's frame or its slice of the workspace
 **   vectorize  the body is emitted once with the loop variable as the lane vector
 **              <0, 1, ..., L-1>: an index with coefficient 1 on it becomes one vector
@@ -34,6 +35,7 @@
 #include <string.h>
 
 #define STACK_LIMIT (32 * 1024) /* temporaries up to this size live on the stack */
+#define CLAIM_BLOCKS 16         /* a parallel loop's chunk counters (emit_parallel) */
 
 typedef struct val {
     LLVMValueRef v;
@@ -878,7 +880,7 @@ static void emit_parallel(cg *c, const kn_stmt *s)
         n_slots += c->buf[i] != NULL;
     for (int i = 0; i < nv; i++)
         n_slots += c->var[i] != NULL;
-    n_slots += 3; /* ws, par, the chunk counter */
+    n_slots += 2 + CLAIM_BLOCKS; /* ws, par, the blocks' chunk counters */
     arr_ty = LLVMArrayType(c->i64, (unsigned)n_slots);
     {
         /* the closure lives in the caller's frame (entry block alloca) */
@@ -904,7 +906,8 @@ static void emit_parallel(cg *c, const kn_stmt *s)
     for (int i = 0; i < nv; i++)
         if (c->var[i])
             LLVMBuildStore(c->b, c->var[i], SLOT_PTR(closure, slot++));
-    LLVMBuildStore(c->b, ci64(c, 0), SLOT_PTR(closure, slot++)); /* no chunk claimed yet */
+    for (int i = 0; i < CLAIM_BLOCKS; i++) /* no chunk claimed yet */
+        LLVMBuildStore(c->b, ci64(c, 0), SLOT_PTR(closure, slot++));
     /* the task function */
     task_ty = LLVMFunctionType(c->i32, task_params, 3, 0);
     snprintf(name, sizeof name, "at_kernel_task%d", c->n_tasks_fn++);
@@ -944,34 +947,66 @@ static void emit_parallel(cg *c, const kn_stmt *s)
             LLVMValueRef tws = LLVMBuildInBoundsGEP2(c->b, c->i8, c->ws, &off, 1, "task_ws");
             alloc_temps(c, s->var, tws);
         }
-        /* chunks of ceil(extent / min(extent, 4 n_tasks)) iterations, claimed one at a time
-        ** from the closure's counter (relaxed: the chunks' data is ordered by the launch) */
+        /* chunks of ceil(extent / min(extent, 4 n_tasks)) iterations in B = min(n_tasks,
+        ** CLAIM_BLOCKS) blocks of consecutive chunks, block b claimed through counter b of
+        ** the closure: its owner (tasks t with t % B == b) takes chunks from the front (the
+        ** low 32 bits), other tasks, once their own block is done, from the back (the high
+        ** bits); a claim is valid while front + back < the block's chunks.  So each task
+        ** runs the same part of every launch's iterations (the part of the data it touched in
+        ** the step before, in its own core's caches) and a late task's block is still run
+        ** by the others (relaxed: the chunks' data is ordered by the launch). */
         n64 = LLVMBuildSExt(c->b, ntask, c->i64, "");
         ext = ci64(c, s->extent);
         {
-            LLVMValueRef want = LLVMBuildMul(c->b, n64, ci64(c, 4), ""), n_chunks, counter, k;
-            LLVMBasicBlockRef head, body, done;
+            LLVMValueRef want = LLVMBuildMul(c->b, n64, ci64(c, 4), ""), n_chunks, nblk, own;
+            LLVMValueRef jv = LLVMBuildAlloca(c->b, c->i64, "block_step"), j, b, b0, b1, lenb;
+            LLVMValueRef first, inc, old, lo, hi, ok, k, cnt;
+            LLVMBasicBlockRef head, body, next, done;
             want = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, want, ext, ""), want,
                                    ext, "");
             chunk = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, ext, LLVMBuildSub(c->b, want, ci64(c, 1), ""), ""),
                                   want, "chunk");
             n_chunks = LLVMBuildSDiv(c->b, LLVMBuildAdd(c->b, ext, LLVMBuildSub(c->b, chunk, ci64(c, 1), ""), ""),
                                      chunk, "n_chunks");
-            counter = SLOT_PTR(cl, slot);
+            nblk = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, n64, ci64(c, CLAIM_BLOCKS), ""),
+                                   n64, ci64(c, CLAIM_BLOCKS), "n_blocks");
+            own = LLVMBuildSRem(c->b, tid64, nblk, "own_block");
+            LLVMBuildStore(c->b, ci64(c, 0), jv);
             head = LLVMAppendBasicBlockInContext(c->ctx, task, "claim");
             body = LLVMAppendBasicBlockInContext(c->ctx, task, "chunk_body");
+            next = LLVMAppendBasicBlockInContext(c->ctx, task, "next_block");
             done = LLVMAppendBasicBlockInContext(c->ctx, task, "no_chunk_left");
             LLVMBuildBr(c->b, head);
             LLVMPositionBuilderAtEnd(c->b, head);
-            k = LLVMBuildAtomicRMW(c->b, LLVMAtomicRMWBinOpAdd, counter, ci64(c, 1),
-                                   LLVMAtomicOrderingMonotonic, 0);
-            LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, k, n_chunks, ""), body, done);
+            j = LLVMBuildLoad2(c->b, c->i64, jv, "");
+            b = LLVMBuildSRem(c->b, LLVMBuildAdd(c->b, own, j, ""), nblk, "block");
+            b0 = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, b, n_chunks, ""), nblk, "");
+            b1 = LLVMBuildSDiv(c->b, LLVMBuildMul(c->b, LLVMBuildAdd(c->b, b, ci64(c, 1), ""), n_chunks, ""),
+                               nblk, "");
+            lenb = LLVMBuildSub(c->b, b1, b0, "");
+            first = LLVMBuildICmp(c->b, LLVMIntEQ, j, ci64(c, 0), "");
+            inc = LLVMBuildSelect(c->b, first, ci64(c, 1), ci64(c, (int64_t)1 << 32), "");
+            cnt = LLVMBuildInBoundsGEP2(c->b, c->i64, cl,
+                                        (LLVMValueRef[]){LLVMBuildAdd(c->b, b, ci64(c, slot), "")}, 1, "");
+            old = LLVMBuildAtomicRMW(c->b, LLVMAtomicRMWBinOpAdd, cnt, inc, LLVMAtomicOrderingMonotonic, 0);
+            lo = LLVMBuildAnd(c->b, old, ci64(c, 0xffffffffll), "");
+            hi = LLVMBuildLShr(c->b, old, ci64(c, 32), "");
+            ok = LLVMBuildICmp(c->b, LLVMIntSLT, LLVMBuildAdd(c->b, lo, hi, ""), lenb, "");
+            k = LLVMBuildAdd(c->b, b0,
+                             LLVMBuildSelect(c->b, first, lo,
+                                             LLVMBuildSub(c->b, LLVMBuildSub(c->b, lenb, ci64(c, 1), ""), hi, ""),
+                                             ""), "k");
+            LLVMBuildCondBr(c->b, ok, body, next);
             LLVMPositionBuilderAtEnd(c->b, body);
             begin = LLVMBuildMul(c->b, k, chunk, "");
             end = LLVMBuildAdd(c->b, begin, chunk, "");
             end = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, end, ext, ""), end, ext, "");
             emit_loop(c, s, begin, end);
             LLVMBuildBr(c->b, head);
+            LLVMPositionBuilderAtEnd(c->b, next);
+            j = LLVMBuildAdd(c->b, LLVMBuildLoad2(c->b, c->i64, jv, ""), ci64(c, 1), "");
+            LLVMBuildStore(c->b, j, jv);
+            LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, j, nblk, ""), head, done);
             LLVMPositionBuilderAtEnd(c->b, done);
         }
         LLVMBuildRet(c->b, LLVMBuildLoad2(c->b, c->i32, c->status, ""));

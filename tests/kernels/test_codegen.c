@@ -396,6 +396,75 @@ static void test_code_size(void **unused)
     ss_dag_unref(dag);
 }
 
+/* A parallel runtime that runs some of the n tasks of a launch, one after another, in a
+** given order: the tasks that a real pool's late workers never join, and any order. */
+typedef struct some_tasks {
+    kn_rt_par par;
+    int n_run, run[8];
+} some_tasks;
+
+static int32_t some_tasks_launch(const kn_rt_par *par, kn_rt_task_fn fn, void *closure)
+{
+    const some_tasks *p = (const some_tasks *)par;
+    for (int i = 0; i < p->n_run; i++) {
+        int32_t rc = fn(closure, p->run[i], par->n_threads);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* A parallel loop's chunks are claimed in blocks, one per task (16 at most), a task's own
+** block from the front and the others' from the back: whichever tasks run, in whatever
+** order, every iteration runs. */
+static void test_parallel_claims(void **unused)
+{
+    static const struct {
+        int n, n_run, run[8];
+    } cases[] = {
+        {1, 1, {0}},          {2, 1, {0}},          {2, 1, {1}},
+        {2, 2, {1, 0}},       {4, 1, {3}},          {4, 2, {2, 1}},
+        {4, 4, {3, 2, 1, 0}}, {5, 3, {4, 0, 2}},    {20, 1, {17}},
+        {20, 3, {19, 0, 16}}, {50, 2, {49, 3}},     {3, 3, {0, 1, 2}},
+    };
+    enum { M = 37, N = 29, K = 23 };
+    ss_dag *dag = op_dag("matmul:M=37,N=29,K=23");
+    ss_state *st;
+    kn_ir *ir = NULL;
+    kn_artifact *a = NULL;
+    kn_bufset bs;
+    float *ref = at_malloc(M * N * sizeof *ref);
+    char err[512];
+    (void)unused;
+    assert_non_null(ref);
+    OK(ss_state_new(dag, &st));
+    OK(ss_state_annotate(st, 2, 0, SS_ANN_PARALLEL, err, sizeof err)); /* i: 37 iterations */
+    OK(kn_lower(st, &ir, err, sizeof err));
+    OK(kn_build(ir, &host, NULL, &a, err, sizeof err));
+    assert_int_equal(kn_bufset_alloc(a, 7, &bs), AT_OK);
+    ref_matmul(M, N, K, 0, bs.ptr[0], bs.ptr[1], ref);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        some_tasks p;
+        double e;
+        memset(&p, 0, sizeof p);
+        p.par.launch = some_tasks_launch;
+        p.par.n_threads = cases[c].n;
+        p.n_run = cases[c].n_run;
+        memcpy(p.run, cases[c].run, sizeof p.run);
+        memset(bs.ptr[2], 0xff, M * N * sizeof(float)); /* NaN where nothing is written */
+        OK(kn_run_once(a, &bs, &p.par, err, sizeof err));
+        e = kn_rt_rel_err(bs.ptr[2], ref, AT_DT_F32, M * N);
+        if (!(e <= 1e-5))
+            fail_msg("%d tasks, %d of them run: relative error %g", cases[c].n, cases[c].n_run, e);
+    }
+    kn_bufset_free(&bs);
+    kn_artifact_free(a);
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    at_free(ref);
+}
+
 static uint64_t hash_of(const ss_state *st)
 {
     char err[512];
@@ -459,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_unroll_budget),
         cmocka_unit_test(test_code_size),
         cmocka_unit_test(test_ir_hash),
+        cmocka_unit_test(test_parallel_claims),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
