@@ -158,8 +158,8 @@ bench_one() {
 }
 
 # ---- a cost model pre-trained on another network (issue 16): MobileNetV2 tuned with half the
-# trials in a copy of ResNet-18's store (its records and the cost model they trained, which
-# the run starts from), and from scratch with half the trials in an empty store, both timed
+# trials in a copy of ResNet-18's store (its records, which the run's cost model trains on at
+# its start and in every retrain), and from scratch with half the trials in an empty store, both timed
 # with 'tuner run' in ROUNDS interleaved rounds beside the from-scratch full run above.
 bench_pretrained() { # MODEL NAME THREADS SOURCE_DB
   local model=$1 name=$2 th=$3 src=$4 onnx=$work/$1.onnx half=$((trials / 2))

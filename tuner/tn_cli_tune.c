@@ -281,7 +281,7 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         flush = 0, flush_weights = 0, no_flush = 0, early_stop = 0, build_workers = -1,
         build_timeout_s = 60, wait_s = 600,
         priority = 1, threads = 0, population = 2048, no_model = 0, quiet = 0, no_layout = 0,
-        max_code_size = TN_MAX_CODE_SIZE,
+        max_code_size = TN_MAX_CODE_SIZE, pretrain_max = TN_PRETRAIN_MAX,
         no_retime = 0,
         n_pos, help, rc;
     at_opt_list dim_l = {0};
@@ -331,6 +331,9 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         {"population", 0, AT_OPT_INT, &population, "N", "evolution population (default 2048)"},
         {"max-code-size", 0, AT_OPT_INT, &max_code_size, "N", "never measure a program whose "
          "unrolled code exceeds N expression nodes (CPU targets; default 16000, 0: no limit)"},
+        {"pretrain-max", 0, AT_OPT_INT, &pretrain_max, "N", "train the cost model at the start "
+         "on the store's records when it holds 16 to N (default 20000); above N (0: always), or "
+         "with none of this target, start from the model saved in the store"},
         {"no-cost-model", 0, AT_OPT_BOOL, &no_model, NULL, "random scores (experiments only)"},
         {"no-layout-rewrite", 0, AT_OPT_BOOL, &no_layout, NULL, "keep weights in their own "
          "layout (no pre-transform step in the kernels)"},
@@ -500,6 +503,7 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     o.embedded_threads = threads;
     o.layout_rewrite = !no_layout;
     o.no_model = no_model;
+    o.pretrain_max = pretrain_max;
     o.quiet = quiet;
     o.n_buckets = ts.n_buckets;
     o.buckets = ts.buckets;

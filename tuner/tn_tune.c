@@ -1093,47 +1093,52 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
     if (o->resume && r.total_trials > 0)
         say(&r, "resuming: %lld trials recorded already (of %lld)", (long long)r.total_trials,
             (long long)r.budget);
-    /* the cost model: a saved one for this target, else one trained on what is recorded */
+    /* the cost model: trained at once on what the store holds for this target (every task:
+    ** what other models taught it too), this device's records first, else any device's
+    ** (issue 16, item 3); the model saved in the store where it holds more records than
+    ** --pretrain-max (training on all of them at every retrain would cost more than it
+    ** teaches) or none of this target.  Trained on the records, later retrains keep
+    ** learning from them; a saved model would only be a base that the run's own programs
+    ** refine, and measured worse (docs/cost_model.md) */
     if (!o->no_model) {
         cm_params p;
+        rec_filter f;
+        cm_load_stats ls;
+        int64_t n_rec = 0, n_tk = 0, n_dev = 0;
+        at_err e = AT_ENOTFOUND;
+        int warm;
         cm_params_default(&p);
         p.seed = o->seed;
         p.warmup = TN_COLD_ROUND;
         if ((err = cm_model_new(&p, &r.model)) != AT_OK)
             goto out;
-        if (cm_model_load_or_scratch(r.model, r.st, r.target.text)) {
-            say(&r, "cost model: starting from the model saved in %s for this target "
-                    "(trained on %lld records)", o->db, (long long)cm_model_n_records(r.model));
-        } else {
-            /* no saved model: train one at once on what the store already holds for this
-            ** target (every task: what other models taught it too), this device's records
-            ** first, else any device's (issue 16, item 3) */
-            rec_filter f;
-            cm_load_stats ls;
-            int64_t n_rec = 0, n_tk = 0, n_dev = 0;
-            at_err e = AT_ENOTFOUND;
-            memset(&f, 0, sizeof f);
-            f.target = r.target.text;
-            f.device_key = o->device_key;
-            /* fewer records than a warm-up round: random picks measure as well */
-            if (rec_store_count(r.st, &n_rec, &n_tk, &n_dev, NULL) == AT_OK &&
-                n_rec >= cm_model_params(r.model)->warmup)
-                e = cm_model_pretrain(r.model, r.st, &f, &ls, err2, sizeof err2);
-            if (e == AT_ENOTFOUND && o->device_key && n_rec >= cm_model_params(r.model)->warmup) {
+        warm = cm_model_params(r.model)->warmup;
+        memset(&f, 0, sizeof f);
+        f.target = r.target.text;
+        f.device_key = o->device_key;
+        if (rec_store_count(r.st, &n_rec, &n_tk, &n_dev, NULL) != AT_OK)
+            n_rec = 0;
+        /* fewer records than a warm-up round: random picks measure as well */
+        if (n_rec >= warm && n_rec <= o->pretrain_max) {
+            e = cm_model_pretrain(r.model, r.st, &f, &ls, err2, sizeof err2);
+            if (e == AT_ENOTFOUND && o->device_key) {
                 f.device_key = NULL;
                 e = cm_model_pretrain(r.model, r.st, &f, &ls, err2, sizeof err2);
             }
-            if (e == AT_OK)
-                say(&r, "cost model: trained at the start on %lld records of %d task%s in %s "
-                        "(%s)", (long long)ls.n_used, ls.n_tasks, ls.n_tasks == 1 ? "" : "s",
-                    o->db, f.device_key ? "this device key" : "all devices of this target");
-            else if (e != AT_ENOTFOUND)
-                at_log_warn("tuner: cannot train the cost model on the recorded trials: %s", err2);
-            else if (n_rec < cm_model_params(r.model)->warmup)
-                say(&r, "no cost model to start from in %s: the first round of each task picks "
-                        "at random ('tuner dataset --corpus 200 --db %s' measures a start for "
-                        "this device once: docs/cost_model.md)", o->db, o->db);
         }
+        if (e == AT_OK)
+            say(&r, "cost model: trained at the start on %lld records of %d task%s in %s "
+                    "(%s)", (long long)ls.n_used, ls.n_tasks, ls.n_tasks == 1 ? "" : "s",
+                o->db, f.device_key ? "this device key" : "all devices of this target");
+        else if (e != AT_ENOTFOUND)
+            at_log_warn("tuner: cannot train the cost model on the recorded trials: %s", err2);
+        if (e != AT_OK && cm_model_load_or_scratch(r.model, r.st, r.target.text))
+            say(&r, "cost model: starting from the model saved in %s for this target "
+                    "(trained on %lld records)", o->db, (long long)cm_model_n_records(r.model));
+        else if (e != AT_OK && n_rec < warm)
+            say(&r, "no cost model to start from in %s: the first round of each task picks "
+                    "at random ('tuner dataset --corpus 200 --db %s' measures a start for "
+                    "this device once: docs/cost_model.md)", o->db, o->db);
     }
     if (o->overlap && o->tracker == NULL && o->kernel_cpus > 0) {
         pinned = sched_getaffinity(0, sizeof own_cpus, &own_cpus) == 0;

@@ -117,6 +117,8 @@ typedef struct tn_search_cfg {
                            ** a round without a model picks blind (TN_MAX_CODE_SIZE) */
 } tn_search_cfg;
 
+/* The default of --pretrain-max (docs/tuning.md, "Learn"). */
+#define TN_PRETRAIN_MAX 20000
 /* The default of --max-code-size (docs/tuning.md, "Building"). */
 #define TN_MAX_CODE_SIZE 16000
 
@@ -230,6 +232,8 @@ typedef struct tn_tune_opts {
                              ** workers to the others (0: no pinning) */
     int layout_rewrite;      /* let schedules store weights in their tiles' order */
     int no_model;            /* random scores instead of the cost model (for experiments) */
+    int64_t pretrain_max;    /* train the model at the start on the store's records when it
+                             ** holds 16 to this many (else start from its saved model) */
     int quiet;               /* no progress, no report */
     tn_search_cfg search;
     int n_buckets;           /* models tuned for several values of a symbolic dimension: */
