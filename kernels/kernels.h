@@ -380,11 +380,14 @@ at_err kn_hand_elementwise(ss_state *st, const kn_target *t, char *errmsg, size_
 ** another DAG. */
 at_err kn_hand_winograd(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size);
 /* A direct NHWC convolution (the naive state of a conv2d layout=NHWC DAG with any
-** elementwise epilogue): output tiles of up to 8 columns x one vector of channels in
-** registers, every tap accumulated into them, [n, h] parallel, padding and epilogue
-** inlined.  The tuner's first population of an NHWC conv task starts from it.  AT_EINVAL
-** for another DAG. */
-at_err kn_hand_conv_nhwc(ss_state *st, int vector_bytes, char *errmsg, size_t errmsg_size);
+** elementwise epilogue): output tiles of up to 8 columns x 1 (variant 0), 2 (1) or 3 (2) vectors
+** of channels in registers, every tap accumulated into them, [n, h] parallel, padding and
+** epilogue inlined.  The tuner's first population of an NHWC conv task starts from every
+** variant that fits.  AT_EINVAL for another DAG, or a variant whose channel block does not
+** divide the output channels. */
+#define KN_HAND_CONV_NHWC_VARIANTS 3
+at_err kn_hand_conv_nhwc(ss_state *st, int vector_bytes, int variant, char *errmsg,
+                         size_t errmsg_size);
 /* The same for an NCHW convolution summing over input channels (kn_hand.c): a register
 ** block of output channels x a row of output pixels, w vectorized, per parallel tile, in
 ** KN_HAND_CONV_NCHW_VARIANTS block shapes (0 <= variant; 0 is the best 1,000 trials found

@@ -135,7 +135,7 @@ int tn__cmd_measure(const tn_cmd *cmd, int argc, char **argv)
         } else if ((strncmp(spec, "matmul", 6) == 0 &&
                     kn_hand_matmul(sched[1], &target, err, sizeof err) == AT_OK) ||
                    (target.kind == KN_TARGET_LLVM &&
-                    kn_hand_conv_nhwc(sched[1], target.vector_bytes, err, sizeof err) == AT_OK) ||
+                    kn_hand_conv_nhwc(sched[1], target.vector_bytes, 0, err, sizeof err) == AT_OK) ||
                    (target.kind == KN_TARGET_LLVM &&
                     kn_hand_conv_nchw(sched[1], target.vector_bytes, 0, err, sizeof err) == AT_OK) ||
                    (target.kind == KN_TARGET_LLVM &&

@@ -650,7 +650,7 @@ static at_err hand_variant(const run *r, ss_state *st, int v)
 ** before it (this run's, and what the store held for them), replayed on its DAG. */
 static void seed_from_similar(run *r, ttask *t)
 {
-    int offered = 0;
+    int offered = 0, nhwc = 0;
     ss_state *hand = NULL;
     if (t->n_trials > 0)
         return;
@@ -679,11 +679,20 @@ static void seed_from_similar(run *r, ttask *t)
     }
     if (offered == 0 && hand && hand->n_steps == 0 &&
         (kn_hand_winograd(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
-         kn_hand_conv_nhwc(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
+         (nhwc = kn_hand_conv_nhwc(hand, r->hw.vector_bytes, 0, NULL, 0) == AT_OK) ||
          kn_hand_rowwise(hand, r->hw.vector_bytes, NULL, 0) == AT_OK ||
          kn_hand_bmm(hand, r->hw.vector_bytes, NULL, 0) == AT_OK))
         offered += offer_state(t, hand);
     ss_state_free(hand);
+    hand = NULL;
+    /* an NHWC convolution's wider channel blocks, where they divide its channels */
+    for (int v = 1; nhwc && v < KN_HAND_CONV_NHWC_VARIANTS; v++) {
+        if (ss_state_new(t->dag, &hand) == AT_OK &&
+            kn_hand_conv_nhwc(hand, r->hw.vector_bytes, v, NULL, 0) == AT_OK)
+            offered += offer_state(t, hand);
+        ss_state_free(hand);
+        hand = NULL;
+    }
     if (t->tag == NULL) {
         t->n_seeded = offered;
         return;

@@ -292,8 +292,9 @@ static void expect_as_naive(const char *what, ss_dag *dag, ss_state *naive, ss_s
 }
 
 /* kn_hand_conv_nhwc on NHWC convolutions (depthwise, 1x1, a 3-channel stride-2 stem, with
-** and without an epilogue, extents that 8 and the vector do not divide) computes what the
-** naive state computes; an NCHW convolution and a matmul are refused. */
+** and without an epilogue, extents that 8 and the vector do not divide), in each of its
+** channel blocks that divides the channels, computes what the naive state computes (the
+** others are refused); an NCHW convolution and a matmul are refused. */
 /* kn_hand_rowwise: softmax and layer norm (the library's, of several shapes; BERT's
 ** attention scores among them) and a row reduction with its elementwise use, a row at a
 ** time with vector accumulators: each matches the naive lowering; other DAGs are refused
@@ -433,8 +434,13 @@ static void test_hand_conv_nhwc(void **unused)
         "conv2d:layout=NHWC,N=2,C=20,H=9,W=11,K=20,R=3,S=3,stride=2,pad=1,groups=20",
         "conv2d:layout=NHWC,N=1,C=16,H=6,W=6,K=24,R=1,S=1",
         "conv2d:layout=NHWC,N=1,C=8,H=10,W=10,K=5,R=3,S=3,pad=2,dilation=2,groups=1,bias=1",
+        /* 96 channels: 6, 3 and 2 vectors of 16 (12, 6, 4 of 8) */
+        "conv2d:layout=NHWC,N=1,C=96,H=13,W=14,K=96,R=3,S=3,stride=2,pad=1,groups=96,bias=1",
+        "conv2d:layout=NHWC,N=1,C=8,H=5,W=7,K=96,R=1,S=1,bias=1,relu=1",
     };
     char err[512];
+    int64_t vw = host.vector_bytes / 4;
+    int n_wide = 0;
     (void)unused;
     for (size_t i = 0; i < sizeof texts / sizeof texts[0] + sizeof specs / sizeof specs[0];
          i++) {
@@ -448,20 +454,40 @@ static void test_hand_conv_nhwc(void **unused)
             dag = op_dag(specs[i - 2]);
         assert_int_equal(ss_state_new(dag, &naive), AT_OK);
         assert_int_equal(ss_state_new(dag, &hand), AT_OK);
-        if (kn_hand_conv_nhwc(hand, host.vector_bytes, err, sizeof err) != AT_OK)
+        if (kn_hand_conv_nhwc(hand, host.vector_bytes, 0, err, sizeof err) != AT_OK)
             fail_msg("%s: kn_hand_conv_nhwc: %s", what, err);
         expect_as_naive(what, dag, naive, hand);
         ss_state_free(hand);
+        /* the wider channel blocks: where they divide K, the same result; else refused */
+        for (int v = 1; v < KN_HAND_CONV_NHWC_VARIANTS; v++) {
+            int64_t K = dag->ops[ss_dag_find(dag, "conv")].axes[3].extent;
+            int fits = vw >= 2 && K % ((v + 1) * vw) == 0;
+            char what_v[600];
+            assert_int_equal(ss_state_new(dag, &hand), AT_OK);
+            if (kn_hand_conv_nhwc(hand, host.vector_bytes, v, err, sizeof err) != AT_OK) {
+                if (fits)
+                    fail_msg("%s: kn_hand_conv_nhwc variant %d: %s", what, v, err);
+                assert_non_null(strstr(err, "no variant"));
+                assert_int_equal(hand->n_steps, 0);
+            } else {
+                assert_true(fits);
+                snprintf(what_v, sizeof what_v, "%s (variant %d)", what, v);
+                expect_as_naive(what_v, dag, naive, hand);
+                n_wide++;
+            }
+            ss_state_free(hand);
+        }
         ss_state_free(naive);
         ss_dag_unref(dag);
     }
+    assert_true(n_wide >= 2); /* the 96-channel ones take both wider blocks */
     /* not an NHWC convolution: refused, the state untouched */
     for (int i = 0; i < 2; i++) {
         ss_dag *dag = op_dag(i == 0 ? "conv2d:N=1,C=4,H=8,W=8,K=8,R=3,S=3,pad=1"
                                     : "matmul:M=8,N=8,K=8");
         ss_state *st;
         assert_int_equal(ss_state_new(dag, &st), AT_OK);
-        assert_int_equal(kn_hand_conv_nhwc(st, host.vector_bytes, err, sizeof err), AT_EINVAL);
+        assert_int_equal(kn_hand_conv_nhwc(st, host.vector_bytes, 0, err, sizeof err), AT_EINVAL);
         assert_non_null(strstr(err, "NHWC conv2d"));
         assert_int_equal(st->n_steps, 0);
         ss_state_free(st);
