@@ -333,7 +333,7 @@ build/fuzz/fuzz_tasks: tests/fuzz/fuzz_tasks.c $(FUZZ_OBJS) $(FUZZ_TASKS_OBJS) \
 # 'make bench-model [TRIALS=N] [MODELS=...]': ResNet-18 (2 threads and 1), MobileNetV2 and a
 # 2-layer BERT-base-shaped encoder tuned with N trials each (default 1500), the exported
 # library called from C, next to ONNX Runtime (a throwaway venv from PyPI) and PyTorch
-# (Debian's) in the same run (scripts/bench_model.sh; docs/models.md).  About 20 minutes.
+# (Debian's) in the same run (scripts/bench_model.sh; docs/models.md).  About 28 minutes.
 .PHONY: bench-model
 bench-model:
 	$(Q)scripts/deps.sh bench

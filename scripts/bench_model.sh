@@ -25,9 +25,10 @@
 #   bench model_NAME_Tt_lib/tuner_run R x    the library against tuner run
 #   bench model_NAME_Tt_tune_s S s, bench model_NAME_Tt_trials_per_s R trials/s
 #   bench model_mobilenet_v2_2t_pretrained_H/scratch_N R x   MobileNetV2 tuned with H = N/2
-#                                            trials from ResNet-18's store (its records and
-#                                            cost model) against N trials from scratch
-#                                            (tuner run, both; and against H from scratch)
+#                                            trials in a copy of ResNet-18's store (its cost
+#                                            model trains on its records) against N trials
+#                                            from scratch (and against H from scratch): tuner
+#                                            run, the medians of PRE_SEEDS seeds (3) each
 # Run it with nothing else on the machine (docs/models.md, "Benchmark").
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -159,34 +160,51 @@ bench_one() {
 
 # ---- a cost model pre-trained on another network (issue 16): MobileNetV2 tuned with half the
 # trials in a copy of ResNet-18's store (its records, which the run's cost model trains on at
-# its start and in every retrain), and from scratch with half the trials in an empty store, both timed
-# with 'tuner run' in ROUNDS interleaved rounds beside the from-scratch full run above.
+# its start and in every retrain), against the full trials and half of them from scratch in
+# empty stores, with PRE_SEEDS seeds each (default 3: one tuning run against one decided
+# nothing on a host whose runs of the same code differ by 15-25 %; seed 1's full run is the
+# one above); all the stores timed with 'tuner run' in ROUNDS interleaved rounds. A store's
+# figure is the median of its rounds, a line's the median of its seeds' stores.
+pre_seeds=${PRE_SEEDS:-3}
 bench_pretrained() { # MODEL NAME THREADS SOURCE_DB
   local model=$1 name=$2 th=$3 src=$4 onnx=$work/$1.onnx half=$((trials / 2))
-  local tag="model_${name}_${th}t" full=$work/${name}_${th}t.db
-  local pre=$work/${name}_${th}t_pre.db part=$work/${name}_${th}t_half.db
-  [ -f "$src" ] && [ -f "$full" ] || return 0
-  cp "$src" "$pre" || { status=1; return; }
-  echo "# $tag: tuning $model, $half trials, in a copy of $(basename "$src") and in an empty store" >&2
-  if ! "$tuner" --trials "$half" --threads "$th" --db "$pre" "$onnx" > "$work/$tag.pre" 2>&1 ||
-     ! "$tuner" --trials "$half" --threads "$th" --db "$part" "$onnx" > "$work/$tag.half" 2>&1; then
-    echo "bench-model: $tag: tuning with half the trials failed" >&2; status=1; return
-  fi
-  grep -E '^cost model:|trials in' "$work/$tag.pre" | sed 's/^/# pre-trained: /' >&2
-  local a_pre="" a_half="" a_full=""
+  local tag="model_${name}_${th}t" s v
+  [ -f "$src" ] && [ -f "$work/${name}_${th}t.db" ] || return 0
+  for s in $(seq "$pre_seeds"); do
+    local pre=$work/${name}_${th}t_pre$s.db part=$work/${name}_${th}t_half$s.db full=$work/${name}_${th}t_full$s.db
+    cp "$src" "$pre" || { status=1; return; }
+    echo "# $tag seed $s: tuning $model, $half trials, in a copy of $(basename "$src") and in an empty store" >&2
+    if ! "$tuner" --trials "$half" --threads "$th" --seed "$s" --db "$pre" "$onnx" > "$work/$tag.pre$s" 2>&1 ||
+       ! "$tuner" --trials "$half" --threads "$th" --seed "$s" --db "$part" "$onnx" > "$work/$tag.half$s" 2>&1; then
+      echo "bench-model: $tag: tuning with half the trials failed (seed $s)" >&2; status=1; return
+    fi
+    grep -E '^cost model:|trials in' "$work/$tag.pre$s" | sed "s/^/# pre-trained, seed $s: /" >&2
+    if [ "$s" = 1 ]; then
+      cp "$work/${name}_${th}t.db" "$full" || { status=1; return; }
+    elif ! "$tuner" --trials "$trials" --threads "$th" --seed "$s" --db "$full" "$onnx" > "$work/$tag.full$s" 2>&1; then
+      echo "bench-model: $tag: tuning from scratch failed (seed $s)" >&2; status=1; return
+    fi
+  done
+  local -A a=()
   for _ in $(seq "$rounds"); do
-    for v in pre half full; do
-      local db=$pre; [ $v = half ] && db=$part; [ $v = full ] && db=$full
-      local x=$("$tuner" run --db "$db" --threads "$th" --repeat "$repeat" --no-check "$onnx" |
-                sed -n 's/^latency: \([0-9.]*\) ms.*/\1/p')
-      eval "a_$v+=\" \$x\""
+    for s in $(seq "$pre_seeds"); do
+      for v in pre half full; do
+        a[$v$s]+=" $("$tuner" run --db "$work/${name}_${th}t_$v$s.db" --threads "$th" --repeat "$repeat" --no-check "$onnx" |
+                     sed -n 's/^latency: \([0-9.]*\) ms.*/\1/p')"
+      done
     done
   done
-  echo "# $tag rounds (ms): pre-trained $half$a_pre; scratch $half$a_half; scratch $trials$a_full" >&2
-  local p=$(median $a_pre) h=$(median $a_half) f=$(median $a_full)
-  if [ -z "$p" ] || [ -z "$h" ] || [ -z "$f" ]; then
-    echo "bench-model: $tag: a pre-training measurement failed" >&2; status=1; return
-  fi
+  local m_pre="" m_half="" m_full=""
+  for s in $(seq "$pre_seeds"); do
+    echo "# $tag seed $s rounds (ms): pre-trained $half${a[pre$s]}; scratch $half${a[half$s]}; scratch $trials${a[full$s]}" >&2
+    local p=$(median ${a[pre$s]}) h=$(median ${a[half$s]}) f=$(median ${a[full$s]})
+    if [ -z "$p" ] || [ -z "$h" ] || [ -z "$f" ]; then
+      echo "bench-model: $tag: a pre-training measurement failed (seed $s)" >&2; status=1; return
+    fi
+    echo "# $tag seed $s: pre-trained $half $p ms, scratch $half $h ms, scratch $trials $f ms: pre-trained / scratch $trials $(ratio "$p" "$f")" >&2
+    m_pre+=" $p" m_half+=" $h" m_full+=" $f"
+  done
+  local p=$(rounds=$pre_seeds median $m_pre) h=$(rounds=$pre_seeds median $m_half) f=$(rounds=$pre_seeds median $m_full)
   echo "bench ${tag}_pretrained_${half}_ms $p ms"
   echo "bench ${tag}_scratch_${half}_ms $h ms"
   echo "bench ${tag}_scratch_${trials}_ms $f ms"
