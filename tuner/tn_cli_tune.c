@@ -473,6 +473,7 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
     /* Ansor's: every task gets a warm-up round even when the budget is small */
     o.per_round =
         per_round > 0 ? per_round : (int)AT_MAX(1, AT_MIN(64, trials / AT_MAX(1, ts.n)));
+    o.per_round_auto = per_round == 0;
     o.number = number;
     o.repeat = repeat;
     o.min_repeat_ms = min_repeat_ms;

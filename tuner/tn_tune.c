@@ -129,6 +129,8 @@ typedef struct run {
     int64_t n_scored, n_too_big; /* programs the search scored, and those over the code-size
                                  ** limit (never picked) */
     int64_t n_same_program; /* picks passed over: a program measured or picked already */
+    int per_round;          /* o->per_round, or half of it (TN_WARM_MIN at least) when the
+                            ** default meets a cost model that starts trained */
     int64_t n_submitted, n_flushed; /* jobs sent; of them, with inputs to evict */
     double train_s;     /* training the cost model (this process) */
     double build_wall_s;   /* rounds' starts to their last builds, summed */
@@ -613,9 +615,9 @@ static void plan_warmup(run *r)
     for (int i = 0; i < r->n_tasks; i++) {
         ttask *t = &r->tasks[i];
         double share = total > 0 ? t->weight * t->dag->flops / total : 1.0 / r->n_tasks;
-        int lo = AT_MIN(TN_WARM_MIN, r->o->per_round);
-        double w = ceil(r->o->per_round * r->n_tasks * share);
-        t->warm = w >= r->o->per_round ? r->o->per_round : w <= lo ? lo : (int)w;
+        int lo = AT_MIN(TN_WARM_MIN, r->per_round);
+        double w = ceil(r->per_round * r->n_tasks * share);
+        t->warm = w >= r->per_round ? r->per_round : w <= lo ? lo : (int)w;
     }
 }
 
@@ -772,7 +774,7 @@ static at_err start_round(run *r, int ti)
 {
     ttask *t = &r->tasks[ti];
     int64_t left = r->budget - r->total_trials;
-    int m = (int)AT_MIN((int64_t)(t->rounds == 0 ? t->warm : r->o->per_round), left), n = 0;
+    int m = (int)AT_MIN((int64_t)(t->rounds == 0 ? t->warm : r->per_round), left), n = 0;
     int cold = 0, retime;
     ss_state **cands;
     cm_feats **feats;
@@ -1098,7 +1100,7 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
         err = setup_task(&r, i);
     if (err != AT_OK)
         goto out;
-    plan_warmup(&r);
+    r.per_round = o->per_round;
     if (o->resume && r.total_trials > 0)
         say(&r, "resuming: %lld trials recorded already (of %lld)", (long long)r.total_trials,
             (long long)r.budget);
@@ -1148,7 +1150,17 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
             say(&r, "no cost model to start from in %s: the first round of each task picks "
                     "at random ('tuner dataset --corpus 200 --db %s' measures a start for "
                     "this device once: docs/cost_model.md)", o->db, o->db);
+        /* a model that ranks from the start needs fewer programs of each task to find its
+        ** good ones: half the rounds, so that twice as many go where the scheduler sees
+        ** gains (MobileNetV2, 750 trials in a ResNet-18 store: docs/tuning.md, "Learn") */
+        if (o->per_round_auto && cm_model_get_state(r.model) == CM_MODEL_TRAINED &&
+            o->per_round > TN_WARM_MIN) {
+            r.per_round = AT_MAX(TN_WARM_MIN, o->per_round / 2);
+            say(&r, "rounds of %d programs (half of trials / tasks: the cost model starts "
+                    "trained; --per-round sets them)", r.per_round);
+        }
     }
+    plan_warmup(&r);
     if (o->overlap && o->tracker == NULL && o->kernel_cpus > 0) {
         pinned = sched_getaffinity(0, sizeof own_cpus, &own_cpus) == 0;
         if ((err = split_cpus(&r, &kern_cpus)) != AT_OK)

@@ -211,6 +211,8 @@ typedef struct tn_tune_opts {
     uint64_t seed;
     int resume;              /* count and reuse what the store has for these tasks */
     int per_round;           /* measurements per round (64) */
+    int per_round_auto;      /* per_round is the default (trials / tasks, at most 64): halved
+                             ** when the cost model starts trained */
     int number, repeat;      /* timing: calls per repeat, repeats */
     double min_repeat_ms;
     int flush_cache;         /* evict before each repeat: TN_FLUSH_OFF, _ALL (every input) or

@@ -516,7 +516,8 @@ static void test_warmup_by_share_and_seeds(void **unused)
 /* Issue 16: a run whose cost model has nothing to go on measures a first round of 16
 ** random programs, then lets the model trained on them pick (TN_COLD_ROUND); a run on a
 ** store with records trains one on them at its start, saved model or not, and a run with
-** --pretrain-max below the store's records starts from the saved model, each saying so. */
+** --pretrain-max below the store's records starts from the saved model, each saying so;
+** a trained start halves the default rounds (not a --per-round given). */
 static void test_cold_start_and_pretrained_start(void **unused)
 {
     char *err;
@@ -557,6 +558,24 @@ static void test_cold_start_and_pretrained_start(void **unused)
         fail_msg("not trained on the store's records: %s", err);
     if (strstr(err, "starting from the model saved") != NULL)
         fail_msg("started from the saved model: %s", err);
+    at_free(err);
+    /* a model that starts trained halves the default rounds (32 trials of one task: rounds
+    ** of 16), and says so; --per-round given is kept as it is */
+    assert_int_equal(RUN("cold2c", 600, "--trials", "32", "--population", "64", "--db",
+                         "cold.db", "dense:M=8,N=16,K=32"),
+                     0);
+    err = slurp("cold2c.err");
+    if (strstr(err, "rounds of 16 programs (half of trials / tasks: the cost model starts "
+                    "trained") == NULL ||
+        strstr(err, "trials 16/32") == NULL || strstr(err, "trials 32/32") == NULL)
+        fail_msg("want rounds of 16 from a trained start: %s", err);
+    at_free(err);
+    assert_int_equal(RUN("cold2d", 600, "--trials", "32", "--per-round", "32", "--population",
+                         "64", "--db", "cold.db", "dense:M=8,N=24,K=32"),
+                     0);
+    err = slurp("cold2d.err");
+    if (strstr(err, "rounds of") != NULL || strstr(err, "trials 32/32") == NULL)
+        fail_msg("--per-round 32 was not kept: %s", err);
     at_free(err);
     /* an empty store and a model: 16 random programs first, then the model's picks */
     assert_int_equal(RUN("cold3", 600, "--trials", "40", "--population", "64", "--db",
