@@ -301,7 +301,7 @@ int tn__cmd_tune(const tn_cmd *cmd, int argc, char **argv)
         {"resume", 0, AT_OPT_BOOL, &resume, NULL, "continue from the store: count and reuse its "
                                                   "trials"},
         {"per-round", 0, AT_OPT_INT, &per_round, "N", "measurements per round (default: 64, "
-         "or trials / tasks when less)"},
+         "or trials / tasks when less; half that when the cost model starts trained)"},
         {"number", 0, AT_OPT_INT, &number, "N", "calls per timed repeat (default 1)"},
         {"repeat", 0, AT_OPT_INT, &repeat, "N", "timed repeats (default 3)"},
         {"cutoff", 0, AT_OPT_NUM, &cutoff, "X",
