@@ -206,7 +206,11 @@ static int do_pretrain(const tn_cmd *cmd, rec_store *st, const char *db, const c
     return TN_EXIT_OK;
 }
 
-static int do_eval(const tn_cmd *cmd, rec_store *st, const cm_params *p, int seed)
+/* --eval: train on 80 % of each task's records and score the other 20 %; with 'from' (another
+** store: --train-db), train on every record of that one and score every record of 'st': how
+** well what one network's store learned ranks another's programs (a pre-trained start). */
+static int do_eval(const tn_cmd *cmd, rec_store *st, rec_store *from, const cm_params *p,
+                   int seed)
 {
     cm_data *d = NULL, *a = NULL, *b = NULL;
     cm_model *m = NULL;
@@ -228,8 +232,27 @@ static int do_eval(const tn_cmd *cmd, rec_store *st, const cm_params *p, int see
                cm_data_count(d));
         goto out;
     }
-    if (cm_data_split(d, 0.8, (uint64_t)seed, &a, &b) != AT_OK ||
-        (scores = at_malloc((size_t)cm_data_count(b) * sizeof *scores + 1)) == NULL) {
+    if (from) {
+        if (cm_data_new(&a) != AT_OK) {
+            tn__err(cmd, "out of memory");
+            goto out;
+        }
+        if (cm_data_load_store(a, from, NULL, &ls, err, sizeof err) != AT_OK) {
+            tn__err(cmd, "--train-db: %s", err);
+            goto out;
+        }
+        if (cm_data_count(a) < 10) {
+            tn__err(cmd, "--train-db: the store has %d usable records; training needs at "
+                    "least 10", cm_data_count(a));
+            goto out;
+        }
+        b = d;
+        d = NULL;
+    } else if (cm_data_split(d, 0.8, (uint64_t)seed, &a, &b) != AT_OK) {
+        tn__err(cmd, "out of memory");
+        goto out;
+    }
+    if ((scores = at_malloc((size_t)cm_data_count(b) * sizeof *scores + 1)) == NULL) {
         tn__err(cmd, "out of memory");
         goto out;
     }
@@ -239,10 +262,12 @@ static int do_eval(const tn_cmd *cmd, rec_store *st, const cm_params *p, int see
         goto out;
     }
     cm_metrics_eval(b, scores, 1.05, &mt);
-    printf("objective %s: trained on %d records, held out %d (%d tasks)\n"
+    printf("objective %s: trained on %d records%s, %s %d (%d tasks)\n"
            "pairwise accuracy %.3f (%lld pairs differing by more than 5%%)\n"
            "top-1 recall %.3f, top-5 recall %.3f, top-1 score %.3f, top-5 score %.3f\n",
-           cm_objective_name(p->objective), cm_data_count(a), cm_data_count(b), mt.n_tasks,
+           cm_objective_name(p->objective), cm_data_count(a),
+           from ? " of --train-db" : "", from ? "scored every record of --db," : "held out",
+           cm_data_count(b), mt.n_tasks,
            mt.pairwise_acc, (long long)mt.n_pairs, mt.top1_recall, mt.top5_recall, mt.top1_score,
            mt.top5_score);
     rc = TN_EXIT_OK;
@@ -259,6 +284,7 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
 {
     const char *db = DEFAULT_DB, *task = NULL, *target = "llvm -mcpu=native";
     const char *device = "local", *objective = "rank", *tracker = NULL, *key_path = NULL;
+    const char *train_db = NULL;
     int n = -1, n_corpus = -1, seed = 1, threads = 0, repeat = 5, min_ms = 1, no_check = 0, quiet = 0;
     int pretrain = 0, eval = 0, measuring, build_workers = -1, n_pos, help, rc, modes;
     int ncpu = tn__usable_cpus();
@@ -300,6 +326,9 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
          "train a cost model on every record of the store and save it there"},
         {"eval", 0, AT_OPT_BOOL, &eval, NULL,
          "train on 80% of the records, print ranking metrics on the other 20%"},
+        {"train-db", 0, AT_OPT_STR, &train_db, "FILE",
+         "with --eval: train on every record of this other store instead, and score every "
+         "record of --db"},
         {"objective", 0, AT_OPT_STR, &objective, "rank|reg",
          "the training objective of --pretrain and --eval (default rank)"},
         {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
@@ -317,6 +346,10 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
         tn__err(cmd, "give exactly one of --random N, --corpus N, --pretrain and --eval (see "
                "'tuner %s "
                "--help')", cmd->name);
+        return TN_EXIT_USAGE;
+    }
+    if (train_db && !eval) {
+        tn__err(cmd, "--train-db goes with --eval");
         return TN_EXIT_USAGE;
     }
     if (n >= 0 && task == NULL) {
@@ -391,8 +424,19 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
         rc = do_random(cmd, st, db, task, n, seed, &mc, quiet);
     else if (pretrain)
         rc = do_pretrain(cmd, st, db, &p, target, quiet);
-    else
-        rc = do_eval(cmd, st, &p, seed);
+    else {
+        rec_store *from = NULL;
+        char err[1024];
+        if (train_db &&
+            rec_store_open(train_db, REC_OPEN_READONLY, &from, err, sizeof err) != AT_OK) {
+            tn__err(cmd, "--train-db: %s", err);
+            rec_store_close(st);
+            return TN_EXIT_FAIL;
+        }
+        rc = do_eval(cmd, st, from, &p, seed);
+        if (from)
+            rec_store_close(from);
+    }
     rec_store_close(st);
     return rc;
 }

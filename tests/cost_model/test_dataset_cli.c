@@ -95,7 +95,7 @@ static void test_help(void **unused)
                                   "--device", "--threads", "--repeat", "--min-repeat-ms",
                                   "--no-check", "--pretrain", "--eval", "--objective",
                                   "--quiet", "--help", "--tracker", "--fleet-key",
-                                  "--build-workers", "--corpus"};
+                                  "--build-workers", "--corpus", "--train-db"};
     char *out = NULL;
     (void)unused;
     assert_int_equal(tuner(&out, NULL, "dataset", "--help", NULL), TN_EXIT_OK);
@@ -124,6 +124,7 @@ static void test_bad_command_lines(void **unused)
         {{"dataset", "--eval", "--task", "matmul"}, "--task goes with --random"},
         {{"dataset", "--random", "3", "--task", "matmul", "--repeat", "0"}, "--repeat"},
         {{"dataset", "--eval", "--objective", "best"}, "--objective must be rank or reg"},
+        {{"dataset", "--pretrain", "--train-db", "x.db"}, "--train-db goes with --eval"},
         {{"dataset", "--random", "2", "--task", "nosuchop:X=1"}, "no operator spec"},
         {{"dataset", "--random", "2", "--task", "matmul", "--target",
           "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76"}, "not this host"},
@@ -270,6 +271,30 @@ static void test_random_pretrain_eval(void **unused)
     assert_non_null(strstr(out, "pairwise accuracy"));
     assert_non_null(strstr(out, "objective reg"));
     at_free(out);
+    /* --train-db: trained on every record of that store, scored on every record of --db
+    ** (here the same one: the model has seen every program, so it must order most pairs) */
+    {
+        char tflag[PATH_MAX + 16];
+        const char *p;
+        double acc = 0;
+        snprintf(tflag, sizeof tflag, "--train-db=%s", db);
+        assert_int_equal(tuner(&out, &err, "dataset", dbflag, "--eval", tflag, NULL), TN_EXIT_OK);
+        if (out == NULL || strstr(out, "scored every record of --db") == NULL ||
+            (p = strstr(out, "pairwise accuracy ")) == NULL)
+            fail_msg("stdout: %s\nstderr: %s", out ? out : "", err ? err : "");
+        acc = atof(p + strlen("pairwise accuracy "));
+        if (!(acc > 0.7))
+            fail_msg("trained on the records it scores, pairwise accuracy %.3f:\n%s", acc, out);
+        at_free(out);
+        at_free(err);
+        snprintf(tflag, sizeof tflag, "--train-db=%s/nosuch.db", dir);
+        assert_int_equal(tuner(&out, &err, "dataset", dbflag, "--eval", tflag, NULL),
+                         TN_EXIT_FAIL);
+        if (err == NULL || strstr(err, "--train-db") == NULL || strstr(err, "nosuch.db") == NULL)
+            fail_msg("stderr: %s", err ? err : "");
+        at_free(out);
+        at_free(err);
+    }
 }
 
 /* --corpus N: N random states of every corpus workload, each its own task; a second run
