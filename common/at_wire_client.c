@@ -129,6 +129,12 @@ void at_wire_client_close(at_wire_client *c)
     at_free(c);
 }
 
+void at_wire_client_cancel(at_wire_client *c)
+{
+    if (c != NULL)
+        nng_aio_cancel(c->aio);
+}
+
 const at_wire_welcome *at_wire_client_welcome(const at_wire_client *c)
 {
     return &c->welcome;

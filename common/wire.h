@@ -556,6 +556,11 @@ at_err at_wire_client_ensure(at_wire_client *c, int timeout_ms, int *fresh, char
 at_err at_wire_client_call(at_wire_client *c, at_wire_msg *req, int timeout_ms, at_wire_msg *rep,
                            char *errmsg, size_t n);
 
+/* Cut short the call in flight on 'c', from another thread: it fails at once with
+** AT_ECLOSED (a stopping agent's poll that the tracker holds).  Nothing happens when no call
+** is in flight; not async-signal-safe. */
+void at_wire_client_cancel(at_wire_client *c);
+
 /* The tracker's WELCOME timings (valid once a session was opened). */
 const at_wire_welcome *at_wire_client_welcome(const at_wire_client *c);
 

@@ -991,7 +991,8 @@ at_err agt_run(agt_agent *a)
                                 &rep, err, sizeof err);
         at_wire_msg_fini(&req);
         if (e != AT_OK) {
-            at_log_info("agent: poll failed: %s", err);
+            if (!atomic_load(&a->stop)) /* stopping: agt_wake may have cut it short */
+                at_log_info("agent: poll failed: %s", err);
             continue;
         }
         if (rep.type == AT_WIRE_T_ERROR) {
@@ -1028,10 +1029,12 @@ at_err agt_run(agt_agent *a)
         on_work(a, &rep.u.work);
         at_wire_msg_fini(&rep);
 
-        /* busy: wait for a result or the heartbeat period, whichever comes first */
+        /* busy: wait for a result or the heartbeat period, whichever comes first (stopping
+        ** with the measurer idle, nothing will come: the loop's top ends the run) */
         pthread_mutex_lock(&a->mu);
-        if (((a->n_pending + a->n_running) > 0 || atomic_load(&a->stop)) && a->n_out == 0 &&
-            a->n_returned == 0) {
+        if (((a->n_pending + a->n_running) > 0 ||
+             (atomic_load(&a->stop) && !a->measurer_idle)) &&
+            a->n_out == 0 && a->n_returned == 0) {
             struct timespec ts;
             int hb = at_wire_client_welcome(a->client)->heartbeat_ms;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -1057,6 +1060,12 @@ at_err agt_run(agt_agent *a)
 void agt_stop(agt_agent *a)
 {
     atomic_store(&a->stop, 1);
+}
+
+void agt_wake(agt_agent *a)
+{
+    if (a != NULL && atomic_load(&a->stop))
+        at_wire_client_cancel(a->client);
 }
 
 void agt_get_stats(agt_agent *a, agt_stats *out)

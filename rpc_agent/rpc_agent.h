@@ -99,6 +99,9 @@ at_err agt_open(const agt_config *cfg, agt_agent **out, char *errmsg, size_t n);
 ** a few seconds, then it returns AT_OK. */
 at_err agt_run(agt_agent *a);
 void agt_stop(agt_agent *a);  /* async-signal-safe */
+/* After agt_stop, from a thread: cut short the poll the tracker may hold for up to its
+** hold time (1 s), so that agt_run returns as soon as the agent has nothing to deliver. */
+void agt_wake(agt_agent *a);
 void agt_close(agt_agent *a); /* after agt_run returned, or if it never ran; NULL is fine */
 
 typedef struct agt_stats {

@@ -289,6 +289,7 @@ void tn_fleet_close(tn_fleet *f)
     at_wire_client_close(f->client);
     if (f->agt) {
         agt_stop(f->agt);
+        agt_wake(f->agt); /* an idle agent's poll, held by the tracker up to 1 s */
         pthread_join(f->agt_thread, NULL);
         agt_close(f->agt);
     }
