@@ -206,11 +206,12 @@ static int do_pretrain(const tn_cmd *cmd, rec_store *st, const char *db, const c
     return TN_EXIT_OK;
 }
 
-/* --eval: train on 80 % of each task's records and score the other 20 %; with 'from' (another
-** store: --train-db), train on every record of that one and score every record of 'st': how
-** well what one network's store learned ranks another's programs (a pre-trained start). */
-static int do_eval(const tn_cmd *cmd, rec_store *st, rec_store *from, const cm_params *p,
-                   int seed)
+/* --eval: train on 'frac' of each task's records (--train-fraction, default 80 %) and score
+** the others; with 'from' (another store: --train-db), train on every record of that one too
+** (frac defaults to 0 then): how well what one network's store learned ranks another's
+** programs, alone or next to a few of its own (a pre-trained start, some rounds in). */
+static int do_eval(const tn_cmd *cmd, rec_store *st, rec_store *from, double frac,
+                   const cm_params *p, int seed)
 {
     cm_data *d = NULL, *a = NULL, *b = NULL;
     cm_model *m = NULL;
@@ -232,24 +233,57 @@ static int do_eval(const tn_cmd *cmd, rec_store *st, rec_store *from, const cm_p
                cm_data_count(d));
         goto out;
     }
-    if (from) {
+    if (frac > 0 && cm_data_split(d, frac, (uint64_t)seed, &a, &b) != AT_OK) {
+        tn__err(cmd, "out of memory");
+        goto out;
+    }
+    if (frac <= 0) {
+        b = d;
+        d = NULL;
         if (cm_data_new(&a) != AT_OK) {
             tn__err(cmd, "out of memory");
             goto out;
         }
-        if (cm_data_load_store(a, from, NULL, &ls, err, sizeof err) != AT_OK) {
+    }
+    if (from) {
+        cm_data *f = NULL;
+        int own = cm_data_count(a);
+        if (cm_data_new(&f) != AT_OK) {
+            tn__err(cmd, "out of memory");
+            goto out;
+        }
+        if (cm_data_load_store(f, from, NULL, &ls, err, sizeof err) != AT_OK) {
             tn__err(cmd, "--train-db: %s", err);
+            cm_data_free(f);
             goto out;
         }
-        if (cm_data_count(a) < 10) {
+        if (cm_data_count(f) < 10) {
             tn__err(cmd, "--train-db: the store has %d usable records; training needs at "
-                    "least 10", cm_data_count(a));
+                    "least 10", cm_data_count(f));
+            cm_data_free(f);
             goto out;
         }
-        b = d;
-        d = NULL;
-    } else if (cm_data_split(d, 0.8, (uint64_t)seed, &a, &b) != AT_OK) {
-        tn__err(cmd, "out of memory");
+        /* the other store's programs first, then this one's share (as a run's store) */
+        if (own > 0) {
+            int *idx = at_malloc((size_t)own * sizeof *idx);
+            at_err e = AT_ENOMEM;
+            if (idx) {
+                for (int i = 0; i < own; i++)
+                    idx[i] = i;
+                e = cm_data_append(f, a, idx, own);
+            }
+            at_free(idx);
+            if (e != AT_OK) {
+                tn__err(cmd, "out of memory");
+                cm_data_free(f);
+                goto out;
+            }
+        }
+        cm_data_free(a);
+        a = f;
+    }
+    if (cm_data_count(b) < 2) {
+        tn__err(cmd, "--train-fraction %.2f leaves %d records to score", frac, cm_data_count(b));
         goto out;
     }
     if ((scores = at_malloc((size_t)cm_data_count(b) * sizeof *scores + 1)) == NULL) {
@@ -262,12 +296,12 @@ static int do_eval(const tn_cmd *cmd, rec_store *st, rec_store *from, const cm_p
         goto out;
     }
     cm_metrics_eval(b, scores, 1.05, &mt);
-    printf("objective %s: trained on %d records%s, %s %d (%d tasks)\n"
+    printf("objective %s: trained on %d records%s, scored %d%s (%d tasks)\n"
            "pairwise accuracy %.3f (%lld pairs differing by more than 5%%)\n"
            "top-1 recall %.3f, top-5 recall %.3f, top-1 score %.3f, top-5 score %.3f\n",
            cm_objective_name(p->objective), cm_data_count(a),
-           from ? " of --train-db" : "", from ? "scored every record of --db," : "held out",
-           cm_data_count(b), mt.n_tasks,
+           !from ? "" : frac > 0 ? " (--train-db's and some of --db's)" : " of --train-db",
+           cm_data_count(b), frac > 0 ? " held out" : ", every record of --db", mt.n_tasks,
            mt.pairwise_acc, (long long)mt.n_pairs, mt.top1_recall, mt.top5_recall, mt.top1_score,
            mt.top5_score);
     rc = TN_EXIT_OK;
@@ -285,6 +319,7 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
     const char *db = DEFAULT_DB, *task = NULL, *target = "llvm -mcpu=native";
     const char *device = "local", *objective = "rank", *tracker = NULL, *key_path = NULL;
     const char *train_db = NULL;
+    double train_frac = -1;
     int n = -1, n_corpus = -1, seed = 1, threads = 0, repeat = 5, min_ms = 1, no_check = 0, quiet = 0;
     int pretrain = 0, eval = 0, measuring, build_workers = -1, n_pos, help, rc, modes;
     int ncpu = tn__usable_cpus();
@@ -329,6 +364,9 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
         {"train-db", 0, AT_OPT_STR, &train_db, "FILE",
          "with --eval: train on every record of this other store instead, and score every "
          "record of --db"},
+        {"train-fraction", 0, AT_OPT_NUM, &train_frac, "F",
+         "with --eval: train on this share of each task's records of --db, score the others "
+         "(default 0.8; with --train-db 0: every record scored)"},
         {"objective", 0, AT_OPT_STR, &objective, "rank|reg",
          "the training objective of --pretrain and --eval (default rank)"},
         {"quiet", 'q', AT_OPT_BOOL, &quiet, NULL, "print nothing when it works"},
@@ -348,8 +386,15 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
                "--help')", cmd->name);
         return TN_EXIT_USAGE;
     }
-    if (train_db && !eval) {
-        tn__err(cmd, "--train-db goes with --eval");
+    if ((train_db || train_frac >= 0) && !eval) {
+        tn__err(cmd, "%s goes with --eval", train_db ? "--train-db" : "--train-fraction");
+        return TN_EXIT_USAGE;
+    }
+    if (train_frac < 0)
+        train_frac = train_db ? 0 : 0.8;
+    else if (!(train_frac < 1) || (train_frac <= 0 && !train_db)) {
+        tn__err(cmd, "--train-fraction must be %s and below 1, not %g",
+                train_db ? "0 or more" : "above 0", train_frac);
         return TN_EXIT_USAGE;
     }
     if (n >= 0 && task == NULL) {
@@ -433,7 +478,7 @@ int tn_cmd_dataset(const struct tn_cmd *cmd, int argc, char **argv)
             rec_store_close(st);
             return TN_EXIT_FAIL;
         }
-        rc = do_eval(cmd, st, from, &p, seed);
+        rc = do_eval(cmd, st, from, train_frac, &p, seed);
         if (from)
             rec_store_close(from);
     }

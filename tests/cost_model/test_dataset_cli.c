@@ -95,7 +95,8 @@ static void test_help(void **unused)
                                   "--device", "--threads", "--repeat", "--min-repeat-ms",
                                   "--no-check", "--pretrain", "--eval", "--objective",
                                   "--quiet", "--help", "--tracker", "--fleet-key",
-                                  "--build-workers", "--corpus", "--train-db"};
+                                  "--build-workers", "--corpus", "--train-db",
+                                  "--train-fraction"};
     char *out = NULL;
     (void)unused;
     assert_int_equal(tuner(&out, NULL, "dataset", "--help", NULL), TN_EXIT_OK);
@@ -125,6 +126,11 @@ static void test_bad_command_lines(void **unused)
         {{"dataset", "--random", "3", "--task", "matmul", "--repeat", "0"}, "--repeat"},
         {{"dataset", "--eval", "--objective", "best"}, "--objective must be rank or reg"},
         {{"dataset", "--pretrain", "--train-db", "x.db"}, "--train-db goes with --eval"},
+        {{"dataset", "--pretrain", "--train-fraction", "0.5"}, "--train-fraction goes with --eval"},
+        {{"dataset", "--eval", "--train-fraction", "1"}, "--train-fraction must be above 0"},
+        {{"dataset", "--eval", "--train-fraction", "0"}, "--train-fraction must be above 0"},
+        {{"dataset", "--eval", "--train-db", "x.db", "--train-fraction", "1.5"},
+         "--train-fraction must be 0 or more and below 1"},
         {{"dataset", "--random", "2", "--task", "nosuchop:X=1"}, "no operator spec"},
         {{"dataset", "--random", "2", "--task", "matmul", "--target",
           "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76"}, "not this host"},
@@ -279,12 +285,21 @@ static void test_random_pretrain_eval(void **unused)
         double acc = 0;
         snprintf(tflag, sizeof tflag, "--train-db=%s", db);
         assert_int_equal(tuner(&out, &err, "dataset", dbflag, "--eval", tflag, NULL), TN_EXIT_OK);
-        if (out == NULL || strstr(out, "scored every record of --db") == NULL ||
+        if (out == NULL || strstr(out, "every record of --db") == NULL ||
             (p = strstr(out, "pairwise accuracy ")) == NULL)
             fail_msg("stdout: %s\nstderr: %s", out ? out : "", err ? err : "");
         acc = atof(p + strlen("pairwise accuracy "));
         if (!(acc > 0.7))
             fail_msg("trained on the records it scores, pairwise accuracy %.3f:\n%s", acc, out);
+        at_free(out);
+        at_free(err);
+        /* and half of --db's own records besides: the other half is scored */
+        assert_int_equal(tuner(&out, &err, "dataset", dbflag, "--eval", tflag,
+                               "--train-fraction", "0.5", NULL),
+                         TN_EXIT_OK);
+        if (out == NULL || strstr(out, "(--train-db's and some of --db's)") == NULL ||
+            strstr(out, "held out") == NULL)
+            fail_msg("stdout: %s\nstderr: %s", out ? out : "", err ? err : "");
         at_free(out);
         at_free(err);
         snprintf(tflag, sizeof tflag, "--train-db=%s/nosuch.db", dir);
