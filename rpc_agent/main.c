@@ -3,7 +3,9 @@
 **   rpc_agent --tracker HOST:9190 --key pixel7 --fleet-key FILE [flags]
 **
 ** Exit status: 0 clean stop (SIGTERM/SIGINT), 1 failure, 2 bad command line. */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +15,22 @@
 #include "rpc_agent/rpc_agent.h"
 
 static agt_agent *the_agent;
+static sigset_t stop_sigs; /* SIGTERM, SIGINT: blocked in every thread, taken by sig_main */
+static atomic_int got_sig;
 
-static void on_signal(int sig)
+/* The signal thread: SIGTERM or SIGINT stops the agent, and cuts short the poll the tracker
+** may be holding (agt_wake is not async-signal-safe: hence a thread, not a handler).  main
+** sends it SIGTERM itself when agt_run ends for another reason. */
+static void *sig_main(void *arg)
 {
-    (void)sig;
-    if (the_agent) agt_stop(the_agent);
+    int sig;
+    (void)arg;
+    if (sigwait(&stop_sigs, &sig) == 0) {
+        atomic_store(&got_sig, 1);
+        agt_stop(the_agent);
+        agt_wake(the_agent);
+    }
+    return NULL;
 }
 
 static struct {
@@ -76,7 +89,8 @@ int main(int argc, char **argv)
     at_wire_key keys[2];
     int n_keys = 1, rc;
     char err[512];
-    struct sigaction sa;
+    pthread_t sig_thread;
+    int sig_started;
 
     at_log_set_level(AT_LOG_INFO);
     snprintf(err, sizeof err, "rpc_agent %s (protocol %d)", AT_WIRE_SOFTWARE, AT_WIRE_VERSION);
@@ -130,6 +144,13 @@ int main(int argc, char **argv)
     }
     if (launcher && !agt_launcher_caps(launcher)->seccomp)
         at_log_warn("agent: %s", agt_launcher_caps(launcher)->note);
+    /* SIGTERM and SIGINT blocked before any thread starts (nng's, the agent's): they all
+    ** inherit it and the signal thread alone takes them (the launcher, forked above, keeps
+    ** its own) */
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGTERM);
+    sigaddset(&stop_sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
     cfg.tracker_url = o.tracker;
     cfg.keys = keys;
     cfg.n_keys = n_keys;
@@ -139,12 +160,16 @@ int main(int argc, char **argv)
         agt_launcher_close(launcher);
         return 1;
     }
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    sig_started = pthread_create(&sig_thread, NULL, sig_main, NULL) == 0;
+    if (!sig_started)
+        at_log_warn("agent: no signal thread: SIGTERM and SIGINT will not stop it cleanly");
     agt_run(the_agent);
+    if (sig_started) {
+        if (!atomic_load(&got_sig)) /* agt_run ended by itself: end the signal thread */
+            pthread_kill(sig_thread, SIGTERM);
+        pthread_join(sig_thread, NULL);
+    }
     agt_close(the_agent);
     agt_launcher_close(launcher);
     memset(keys, 0, sizeof keys);
