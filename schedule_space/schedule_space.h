@@ -467,6 +467,9 @@ int64_t ss_state_parse_count(void);
 /* The loop structure as text (one line per loop/stage): equal texts = equal programs.
 ** This is the identity used to avoid measuring a program twice. */
 void ss_state_print(const ss_state *st, at_buf *b);
+/* A 64-bit hash of what ss_state_print prints, without formatting it (5-10x cheaper): the
+** search's identity of a candidate. */
+uint64_t ss_state_hash(const ss_state *st);
 
 /* ---- what lowering needs ------------------------------------------------------------ */
 

@@ -122,27 +122,55 @@ int ss_state_find_stage(const ss_state *st, const char *name)
 
 /* ---- names ---- */
 
-static void ivar_name(const ss_state *st, const ss_stage *sg, int iv, at_buf *b)
+/* The name of loop variable 'iv' ("i.0", "i@j@"), or with 'tokens' the same as binary
+** tokens (ss_state_hash: an axis by its index, no formatting). */
+static void name_walk(const ss_state *st, const ss_stage *sg, int iv, int tokens, at_buf *b)
 {
     const ss_ivar *v = &sg->ivars[iv];
     const ss_rel *r;
+    int64_t tok;
     if (v->rel < 0) {
-        at_buf_puts(b, st->dag->ops[sg->op].axes[v->axis].name);
+        tok = -1 - v->axis;
+        if (tokens)
+            at_buf_put(b, &tok, sizeof tok);
+        else
+            at_buf_puts(b, st->dag->ops[sg->op].axes[v->axis].name);
         return;
     }
     r = &sg->rels[v->rel];
     if (r->kind == SS_REL_SPLIT) {
-        int k = 0;
+        int k = 0, n = 0;
+        char d[16];
         while (k < r->n_out && r->out[k] != iv)
             k++;
-        ivar_name(st, sg, r->in[0], b);
-        at_buf_printf(b, ".%d", k);
+        name_walk(st, sg, r->in[0], tokens, b);
+        tok = 1000000 + k;
+        if (tokens) {
+            at_buf_put(b, &tok, sizeof tok);
+            return;
+        }
+        /* the digits by hand: names are built for every leaf of every lowered candidate */
+        do
+            d[n++] = (char)('0' + k % 10);
+        while ((k /= 10) > 0 && n < (int)sizeof d);
+        at_buf_putc(b, '.');
+        while (n > 0)
+            at_buf_putc(b, d[--n]);
     } else {
+        tok = 2000000;
         for (int k = 0; k < r->n_in; k++) {
-            ivar_name(st, sg, r->in[k], b);
-            at_buf_putc(b, '@');
+            name_walk(st, sg, r->in[k], tokens, b);
+            if (tokens)
+                at_buf_put(b, &tok, sizeof tok);
+            else
+                at_buf_putc(b, '@');
         }
     }
+}
+
+static void ivar_name(const ss_state *st, const ss_stage *sg, int iv, at_buf *b)
+{
+    name_walk(st, sg, iv, 0, b);
 }
 
 void ss_state_ivar_name(const ss_state *st, int stage, int iv, char *out, size_t size)
@@ -1566,4 +1594,49 @@ void ss_state_print(const ss_state *st, at_buf *b)
         if (sg->loc == SS_LOC_ROOT)
             print_stage(st, s, 0, b);
     }
+}
+
+/* ---- hashing the loop structure ---- */
+
+/* What print_stage prints, as binary tokens instead of text: the same fields in the same
+** order, so states print alike exactly when they hash alike (up to 64-bit collisions). */
+static void hash_stage(const ss_state *st, int s, at_buf *b)
+{
+    const ss_stage *sg = &st->stages[s];
+    int64_t tok[4] = {3000000 + s, sg->auto_unroll_max_step, 0, 0};
+    at_buf_put(b, tok, 2 * sizeof tok[0]);
+    for (int p = 0; p < sg->n_leaves; p++) {
+        const ss_ivar *v = &sg->ivars[sg->leaves[p]];
+        tok[0] = 4000000;
+        tok[1] = v->ann;
+        tok[2] = v->kind == SS_ITER_REDUCE;
+        tok[3] = v->extent;
+        at_buf_put(b, tok, sizeof tok);
+        name_walk(st, sg, sg->leaves[p], 1, b);
+        for (int t = 0; t < st->n_stages; t++) /* print_attached */
+            if (st->stages[t].loc == SS_LOC_AT && st->stages[t].attach_stage == s &&
+                st->stages[t].attach_ivar == sg->leaves[p])
+                hash_stage(st, t, b);
+    }
+    tok[0] = 5000000 + s; /* "name = ..." */
+    at_buf_put(b, tok, sizeof tok[0]);
+}
+
+uint64_t ss_state_hash(const ss_state *st)
+{
+    at_buf b;
+    uint64_t h;
+    at_buf_init(&b);
+    for (int s = 0; s < st->n_stages; s++) {
+        int64_t tok = 6000000 + s; /* "name inlined" */
+        if (st->dag->ops[s].kind != SS_OP_COMPUTE)
+            continue;
+        if (st->stages[s].loc == SS_LOC_INLINE)
+            at_buf_put(&b, &tok, sizeof tok);
+        else if (st->stages[s].loc == SS_LOC_ROOT)
+            hash_stage(st, s, &b);
+    }
+    h = b.data ? at_hash64(b.data, b.len) : 0;
+    at_buf_fini(&b);
+    return h;
 }

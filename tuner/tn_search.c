@@ -16,7 +16,7 @@
 ** (docs/tuning.md); they still breed, since a mutation may make them small.  Seeds (programs
 ** of similar tasks, hand-written ones) are not limited, and a round that finds nothing
 ** within the limit picks the best over it rather than end the task.
-** A program is identified by the text of its loop structure (ss_state_print); every
+** A program is identified by its loop structure (ss_state_hash: what ss_state_print prints); every
 ** measured or picked program is remembered, so nothing is measured twice. */
 #include "tuner/tuner_int.h"
 
@@ -54,13 +54,7 @@ static int stopped(const tn_search *s)
 
 static uint64_t state_id(const ss_state *st)
 {
-    at_buf b;
-    uint64_t h;
-    at_buf_init(&b);
-    ss_state_print(st, &b);
-    h = b.data ? at_hash64(b.data, b.len) : 0;
-    at_buf_fini(&b);
-    return h | 1; /* 0 marks an empty slot */
+    return ss_state_hash(st) | 1; /* 0 marks an empty slot */
 }
 
 /* The program's id once lowered (cm_feats.ir_hash): states that lower to one program share

@@ -220,6 +220,89 @@ static void test_prime_and_huge_extents(void **unused)
                  (double)(clock() - t0) / CLOCKS_PER_SEC);
 }
 
+/* ss_state_hash, the search's identity of a program, agrees with ss_state_print: over
+** random states and one mutation of each kind of a fused convolution (cache
+** stages, inlined epilogue, attached stages) and a matmul, two states hash alike exactly
+** when they print alike, and a JSON round trip keeps the hash. */
+static void test_state_hash(void **unused)
+{
+    static const char *const texts[] = {
+        "input X[1, 16, 14, 14] float32\nconst W[32, 16, 3, 3] float32\nconst b[32] float32\n"
+        "P[n:1, c:16, h:16, w:16] = select(h >= 1 && h < 15 && w >= 1 && w < 15, "
+        "X[n, c, h - 1, w - 1], 0.0)\n"
+        "C[n:1, k:32, h:14, w:14] = sum[c:16, r:3, s:3](P[n, c, h + r, w + s] * W[k, c, r, s])\n"
+        "D[n:1, k:32, h:14, w:14] = max(C[n, k, h, w] + b[k], 0.0)\n",
+        "input A[64, 32] float32\nconst B[32, 48] float32\n"
+        "C[i:64, j:48] = sum[k:32](A[i, k] * B[k, j])\n",
+    };
+    enum { N = 160 };
+    ss_hw hw;
+    at_rng rng;
+    (void)unused;
+    ss_hw_cpu(&hw, 2, 32, 32 << 10, 512 << 10);
+    at_rng_seed(&rng, 17);
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
+        ss_dag *dag;
+        ss_space *sp;
+        ss_state *st[N];
+        char *text[N], err[256];
+        uint64_t h[N];
+        int n = 0, n_same = 0;
+        assert_int_equal(ss_dag_parse(texts[t], strlen(texts[t]), &dag, err, sizeof err), AT_OK);
+        assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+        while (n < N) {
+            ss_state *x = NULL, *m = NULL;
+            if (ss_space_sample(sp, &rng, &x) != AT_OK)
+                continue;
+            st[n++] = x;
+            /* mutations make near neighbours; every fifth state again, rebuilt from its
+            ** steps (the same program, another object) */
+            for (int k = 0; k < SS_N_MUTATIONS && n < N; k++)
+                if (ss_space_mutate(sp, x, &rng, k, &m) == AT_OK)
+                    st[n++] = m;
+            if (n < N && n % 5 == 0) {
+                at_buf b;
+                at_buf_init(&b);
+                ss_state_to_json(x, &b);
+                assert_int_equal(ss_state_from_json(dag, b.data, b.len, &st[n], err, sizeof err),
+                                 AT_OK);
+                n++;
+                at_buf_fini(&b);
+            }
+        }
+        for (int i = 0; i < N; i++) {
+            at_buf b;
+            ss_state *back;
+            at_buf_init(&b);
+            ss_state_print(st[i], &b);
+            text[i] = at_buf_take(&b);
+            h[i] = ss_state_hash(st[i]);
+            at_buf_init(&b);
+            ss_state_to_json(st[i], &b);
+            assert_int_equal(ss_state_from_json(dag, b.data, b.len, &back, err, sizeof err), AT_OK);
+            assert_true(ss_state_hash(back) == h[i]);
+            ss_state_free(back);
+            at_buf_fini(&b);
+        }
+        for (int i = 0; i < N; i++)
+            for (int j = i + 1; j < N; j++) {
+                int same = strcmp(text[i], text[j]) == 0;
+                n_same += same;
+                if (same != (h[i] == h[j]))
+                    fail_msg("states %d and %d: texts %s, hashes %s", i, j,
+                             same ? "equal" : "differ", h[i] == h[j] ? "equal" : "differ");
+            }
+        /* both sides of the equivalence were exercised */
+        assert_true(n_same > 0);
+        for (int i = 0; i < N; i++) {
+            at_free(text[i]);
+            ss_state_free(st[i]);
+        }
+        ss_space_free(sp);
+        ss_dag_unref(dag);
+    }
+}
+
 static void test_refusals(void **unused)
 {
     at_rng rng;
@@ -248,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_uniform),
         cmocka_unit_test(test_large_extents),
         cmocka_unit_test(test_prime_and_huge_extents),
+        cmocka_unit_test(test_state_hash),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
