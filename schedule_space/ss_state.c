@@ -168,16 +168,11 @@ static void name_walk(const ss_state *st, const ss_stage *sg, int iv, int tokens
     }
 }
 
-static void ivar_name(const ss_state *st, const ss_stage *sg, int iv, at_buf *b)
-{
-    name_walk(st, sg, iv, 0, b);
-}
-
 void ss_state_ivar_name(const ss_state *st, int stage, int iv, char *out, size_t size)
 {
     at_buf b;
     at_buf_init(&b);
-    ivar_name(st, &st->stages[stage], iv, &b);
+    name_walk(st, &st->stages[stage], iv, 0, &b);
     snprintf(out, size, "%s", b.data ? b.data : "?");
     at_buf_fini(&b);
 }

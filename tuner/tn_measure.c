@@ -381,7 +381,6 @@ at_err tn_dataset_random(tn_measurer *m, ss_dag *dag, int n, uint64_t seed,
     ss_space *sp = NULL;
     ss_hw hw;
     at_rng rng;
-    at_buf text;
     ss_state *batch[CHUNK];
     tn_measure_res res[CHUNK];
     uint64_t *seen = NULL;
@@ -396,7 +395,6 @@ at_err tn_dataset_random(tn_measurer *m, ss_dag *dag, int n, uint64_t seed,
         errmsg[0] = 0;
     if (n < 0)
         return AT_EINVAL;
-    at_buf_init(&text);
     for (int i = 0; i < CHUNK; i++)
         batch[i] = NULL;
     kn_target_hw(&m->target, &hw);
@@ -424,14 +422,7 @@ at_err tn_dataset_random(tn_measurer *m, ss_dag *dag, int n, uint64_t seed,
             }
             if (err != AT_OK)
                 break;
-            at_buf_reset(&text);
-            ss_state_print(s, &text);
-            if (text.err) {
-                ss_state_free(s);
-                err = AT_ENOMEM;
-                break;
-            }
-            h = at_hash64(text.data, text.len);
+            h = ss_state_hash(s); /* distinct programs, as the search tells them apart */
             if (bsearch(&h, seen, (size_t)n_seen, sizeof *seen, cmp_u64)) {
                 stats->n_duplicate++;
                 ss_state_free(s);
@@ -458,7 +449,6 @@ out:
     stats->seconds = at_time_mono_s() - t0;
     ss_space_free(sp);
     at_free(seen);
-    at_buf_fini(&text);
     for (int i = 0; i < CHUNK; i++)
         ss_state_free(batch[i]);
     return err;

@@ -16,8 +16,8 @@
 ** (docs/tuning.md); they still breed, since a mutation may make them small.  Seeds (programs
 ** of similar tasks, hand-written ones) are not limited, and a round that finds nothing
 ** within the limit picks the best over it rather than end the task.
-** A program is identified by its loop structure (ss_state_hash: what ss_state_print prints); every
-** measured or picked program is remembered, so nothing is measured twice. */
+** A program is identified by its loop structure (ss_state_hash: what ss_state_print
+** prints); every measured or picked program is remembered, so nothing is measured twice. */
 #include "tuner/tuner_int.h"
 
 #include <math.h>
