@@ -296,8 +296,12 @@ static void print_rec(at_buf *b, const ss_expr *e, int min_prec, ss_name_fn an, 
         print_rec(b, e->a[0], 7, an, vn, tn, ctx);
         break;
     case SS_E_NEG:
+        /* a unary '-' or '!' under it goes without parentheses, "--x" and not "-(-x)",
+        ** whose parentheses would count twice against the parser's nesting limit (a DAG
+        ** the parser accepted printed as one it refuses); a negative literal keeps them */
         at_buf_putc(b, '-');
-        print_rec(b, e->a[0], 8, an, vn, tn, ctx);
+        print_rec(b, e->a[0], e->a[0]->kind == SS_E_NEG || e->a[0]->kind == SS_E_NOT ? 7 : 8,
+                  an, vn, tn, ctx);
         break;
     case SS_E_SELECT:
         at_buf_puts(b, "select(");

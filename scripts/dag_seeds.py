@@ -3,7 +3,8 @@
 
 A few small DAGs of the shapes the parser knows (placeholders, reductions, select, casts),
 and the inputs that once crashed the tuner by recursion: 10,000 nested parentheses,
-200,000 leading minuses and a 30,000-term sum (docs/dag_format.md, "Limits")."""
+200,000 leading minuses and a 30,000-term sum (docs/dag_format.md, "Limits"); and 100
+minuses, which the printer once wrote with parentheses nested past the limit."""
 import os
 import sys
 
@@ -22,6 +23,8 @@ seeds = {
     "deep_parens": "input A[4] float32\nB[i:4] = " + "(" * 10000 + "A[i]" + ")" * 10000 + "\n",
     "many_minus": "input A[4] float32\nB[i:4] = " + "-" * 200000 + "A[i]\n",
     "long_sum": "input A[4] float32\nB[i:4] = " + " + ".join(["A[i]"] * 30000) + "\n",
+    # within the limit, but printed as "-(-(...))" it once nested twice as deep
+    "minus_100": "input A[4] float32\nB[i:4] = " + "-" * 100 + "A[i]\n",
 }
 for name, text in seeds.items():
     with open(os.path.join(out, name + ".dag"), "w") as f:

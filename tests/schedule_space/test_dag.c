@@ -199,6 +199,24 @@ static void test_parse_limits(void **unused)
                 "more than 256 operations deep");
     expect_deep(text_of("input A[4] float32\nB[i:4] = ", "A[i]", 256, " + ", "\n"), NULL);
     expect_deep(parens(120), NULL);
+    /* 100 unary minuses are within the limit, and so is the text they print as ("---A[i]";
+    ** "-(-(-A[i]))" nested twice as deep, over the limit: found by fuzz_dag) */
+    {
+        char *t = text_of("input A[4] float32\nB[i:4] = ", "-", 100, "", "A[i]\n");
+        ss_dag *d = NULL, *d2 = NULL;
+        char err[256];
+        at_buf b;
+        assert_int_equal(ss_dag_parse(t, strlen(t), &d, err, sizeof err), AT_OK);
+        at_buf_init(&b);
+        ss_dag_print(d, &b);
+        if (ss_dag_parse(b.data, b.len, &d2, err, sizeof err) != AT_OK)
+            fail_msg("the printed DAG does not parse: %s", err);
+        assert_string_equal(d->key, d2->key);
+        at_buf_fini(&b);
+        ss_dag_unref(d2);
+        ss_dag_unref(d);
+        free(t);
+    }
 }
 
 static void test_simplify_index(void **unused)
