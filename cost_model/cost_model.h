@@ -385,6 +385,9 @@ typedef struct cm_params {
     int warmup;              /* programs needed before a model trained here is used;
                              ** fewer: random scores (a loaded model is used at once) */
     int n_threads;           /* XGBoost threads (default 1; 0: online CPUs) */
+    int predict_threads;     /* threads of our own that split a large prediction batch
+                             ** (XGBoost's in-place prediction is thread-safe; each call
+                             ** uses n_threads); default 1 */
     int retrain_growth_pct;  /* retrain when the data grew by this many percent since the
                              ** last training (default 20; 0: on every update) */
     uint64_t seed;

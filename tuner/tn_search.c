@@ -9,6 +9,9 @@
 **      unmeasured ones to a heap of the 2 x n_pick best (one entry per program), then breed
 **      the next population: a parent drawn with probability growing with its score,
 **      mutated with probability mutation_prob (a failed mutation is drawn again);
+**      members are sampled, bred and lowered for their features in n_threads threads,
+**      each on a random stream of its own drawn in order, so the search does not depend
+**      on the number of threads;
 **   3. pick n_pick programs to measure: the best of the heap, except a fraction eps_greedy
 **      drawn at random from the sampled states (exploration).
 ** Programs whose code, once unrolled, exceeds max_code_size (kn_ir_code_size) are never
@@ -312,82 +315,200 @@ static void popn_free(popn *p, int P)
     at_free(p->have);
 }
 
-/* Score pop[0..n): with a model, each member lowered once for its features (a copy of a
-** scored parent keeps the parent's), else at random. */
-/* Lowering and features of the members without them: members first, first + stride, ...
-** (each thread its own scratch; states, DAG references and counters are thread-safe). */
-typedef struct feat_part {
-    popn *pop;
-    int first, stride, n;
+#define TN_SEARCH_MAX_THREADS 16
+
+/* Lower to->st[slot] for its features (work: scratch); one that does not lower scores as
+** invalid. */
+static at_err lower_member(popn *to, int slot, cm_feats *work, int64_t *n_lowered)
+{
+    at_err e = cm_features_of_state(to->st[slot], work, NULL, 0);
+    if (e == AT_ENOMEM)
+        return e;
+    if (e != AT_OK)
+        work->n_rows = 0;
+    if (cm_feats_copy(&to->f[slot], work) != AT_OK)
+        return AT_ENOMEM;
+    to->have[slot] = 1;
+    (*n_lowered)++;
+    return AT_OK;
+}
+
+/* fn on parts[0..nt), each 'size' bytes: part t in a thread of its own, part 0 here (and a
+** part whose thread did not start). */
+static void run_parts(void *(*fn)(void *), void *parts, size_t size, int nt)
+{
+    pthread_t tid[TN_SEARCH_MAX_THREADS];
+    int started[TN_SEARCH_MAX_THREADS] = {0};
+    for (int t = 1; t < nt; t++)
+        started[t] = pthread_create(&tid[t], NULL, fn, (char *)parts + (size_t)t * size) == 0;
+    fn(parts);
+    for (int t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join(tid[t], NULL);
+        else
+            fn((char *)parts + (size_t)t * size);
+    }
+}
+
+/* ---- making members (sampled or bred) in threads ----
+** The serial part draws what each new member is (a sample, or a parent and whether it is
+** mutated) and a seed for its own random stream; threads then make the members and, with
+** a model, lower them for their features at once.  Each member's stream is its own, so a
+** population does not depend on the number of threads.  (A round of ResNet-18's search
+** spent as long mutating and sampling, one thread, as lowering for features in two.) */
+typedef struct make_job {
+    int parent; /* -1: sampled from the sketches; -2: the member in its slot already, lowered
+                ** when it has no features yet */
+    int mutate; /* 1: a mutation of the parent (and up to 'widen' more), 0: a copy */
+    uint64_t seed;
+} make_job;
+
+typedef struct make_part {
+    const tn_search *s;
+    const popn *from;     /* the parents */
+    popn *to;             /* job j makes to->st[base + j] */
+    const make_job *jobs;
+    unsigned char *made;  /* per job: 1 when made */
+    int base, n_jobs, first, stride, lower;
     cm_feats *work;
     int64_t n_lowered;
     at_err err;
-} feat_part;
+} make_part;
 
-static void *featurize(void *arg)
+static void *make_members(void *arg)
 {
-    feat_part *p = arg;
-    for (int i = p->first; i < p->n && p->err == AT_OK; i += p->stride) {
+    make_part *p = arg;
+    const ss_space *sp = p->s->sp;
+    for (int j = p->first; j < p->n_jobs && p->err == AT_OK; j += p->stride) {
+        const make_job *jb = &p->jobs[j];
+        int slot = p->base + j;
+        ss_state *st = NULL;
+        at_rng rng;
         at_err e;
-        if (p->pop->have[i])
+        p->made[j] = 0;
+        if (jb->parent == -2) {
+            if ((p->made[j] = p->to->st[slot] != NULL) && p->lower && !p->to->have[slot] &&
+                (p->err = lower_member(p->to, slot, p->work, &p->n_lowered)) != AT_OK)
+                break;
             continue;
-        e = cm_features_of_state(p->pop->st[i], p->work, NULL, 0);
+        }
+        at_rng_seed(&rng, jb->seed);
+        if (jb->parent < 0) {
+            e = ss_space_sample(sp, &rng, &st);
+        } else if (jb->mutate) {
+            e = ss_space_mutate(sp, p->from->st[jb->parent], &rng, -1, &st);
+            /* a widened round: up to 'widen' further mutations of the child (one that
+            ** fails leaves the child as it was) */
+            for (int extra = p->s->widen > 0
+                                 ? (int)at_rng_below(&rng, (uint64_t)p->s->widen + 1)
+                                 : 0;
+                 e == AT_OK && extra > 0; extra--) {
+                ss_state *further;
+                at_err e2 = ss_space_mutate(sp, st, &rng, -1, &further);
+                if (e2 == AT_ENOMEM) {
+                    ss_state_free(st);
+                    st = NULL;
+                    e = e2;
+                } else if (e2 == AT_OK) {
+                    ss_state_free(st);
+                    st = further;
+                }
+            }
+        } else {
+            e = ss_state_copy(p->from->st[jb->parent], &st) == AT_OK ? AT_OK : AT_ENOMEM;
+            /* a copy is the same program: its features too */
+            if (e == AT_OK && p->from->have[jb->parent]) {
+                if (cm_feats_copy(&p->to->f[slot], &p->from->f[jb->parent]) != AT_OK)
+                    e = AT_ENOMEM;
+                else
+                    p->to->have[slot] = 1;
+            }
+        }
         if (e == AT_ENOMEM) {
+            ss_state_free(st);
             p->err = e;
             break;
         }
         if (e != AT_OK)
-            p->work->n_rows = 0; /* does not lower: scores as invalid */
-        if (cm_feats_copy(&p->pop->f[i], p->work) != AT_OK) {
-            p->err = AT_ENOMEM;
+            continue;
+        p->to->st[slot] = st;
+        p->made[j] = 1;
+        if (p->lower && !p->to->have[slot] &&
+            (p->err = lower_member(p->to, slot, p->work, &p->n_lowered)) != AT_OK)
             break;
-        }
-        p->pop->have[i] = 1;
-        p->n_lowered++;
     }
     return NULL;
 }
 
-#define TN_SEARCH_MAX_THREADS 16
-
-static at_err score(tn_search *s, cm_model *model, popn *pop, int n, double *scores,
-                    const cm_feats **ptr, cm_feats *work)
+/* Make to->st[base .. base + n_jobs) by the jobs (in threads when n_work of them are worth
+** it), then move the members made to the front: returns how many were made (*made_n) at
+** to[base ..). */
+static at_err make_all(tn_search *s, const popn *from, popn *to, int base, const make_job *jobs,
+                       int n_jobs, int n_work, unsigned char *made, int lower, cm_feats *work,
+                       int *made_n)
 {
-    feat_part part[TN_SEARCH_MAX_THREADS];
+    make_part part[TN_SEARCH_MAX_THREADS];
     cm_feats works[TN_SEARCH_MAX_THREADS];
-    pthread_t tid[TN_SEARCH_MAX_THREADS];
-    int started[TN_SEARCH_MAX_THREADS] = {0}, nt = 1, missing = 0;
+    int nt = 1, w = base;
     at_err err = AT_OK;
-    if (model == NULL) {
-        for (int i = 0; i < n; i++)
-            scores[i] = at_rng_double(&s->rng);
-        return AT_OK;
-    }
-    for (int i = 0; i < n; i++)
-        missing += !pop->have[i];
-    /* threads only for a population worth it (a thread costs ~50 us; a program ~35 us) */
-    if (missing >= 256)
+    /* a thread costs ~50 us, a member ~30-70 us */
+    if (n_work >= 128)
         nt = AT_MAX(1, AT_MIN(s->cfg.n_threads, TN_SEARCH_MAX_THREADS));
     for (int t = 0; t < nt; t++) {
-        part[t] = (feat_part){pop, t, nt, n, t == 0 ? work : &works[t], 0, AT_OK};
-        if (t > 0) {
+        part[t] = (make_part){s, from, to, jobs, made, base, n_jobs, t, nt, lower,
+                              t == 0 ? work : &works[t], 0, AT_OK};
+        if (t > 0)
             cm_feats_init(&works[t]);
-            started[t] = pthread_create(&tid[t], NULL, featurize, &part[t]) == 0;
-        }
     }
-    featurize(&part[0]);
+    run_parts(make_members, part, sizeof *part, nt);
     for (int t = 0; t < nt; t++) {
-        if (t > 0 && started[t])
-            pthread_join(tid[t], NULL);
-        else if (t > 0)
-            featurize(&part[t]); /* no thread: do its share here */
         if (part[t].err != AT_OK)
             err = part[t].err;
         s->n_lowered += part[t].n_lowered;
         if (t > 0)
             cm_feats_fini(&works[t]);
     }
-    if (err != AT_OK)
+    /* the members made, to the front, in job order (a slot not made holds no state) */
+    for (int j = 0; j < n_jobs; j++) {
+        int slot = base + j;
+        if (!made[j]) {
+            to->have[slot] = 0;
+            continue;
+        }
+        if (slot != w) {
+            cm_feats f = to->f[w];
+            to->f[w] = to->f[slot];
+            to->f[slot] = f;
+            to->st[w] = to->st[slot];
+            to->st[slot] = NULL;
+            to->have[w] = to->have[slot];
+            to->have[slot] = 0;
+        }
+        w++;
+    }
+    *made_n = w - base;
+    return err;
+}
+
+/* Score pop[0..n): with a model, each member lowered once for its features (a copy of a
+** scored parent keeps the parent's; members made by make_all have theirs), else at
+** random.  jobs, made: scratch for n. */
+static at_err score(tn_search *s, cm_model *model, popn *pop, int n, double *scores,
+                    const cm_feats **ptr, cm_feats *work, make_job *jobs, unsigned char *made)
+{
+    int missing = 0, n_made;
+    at_err err;
+    if (model == NULL) {
+        for (int i = 0; i < n; i++)
+            scores[i] = at_rng_double(&s->rng);
+        return AT_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        missing += !pop->have[i];
+        jobs[i] = (make_job){-2, 0, 0};
+    }
+    if (missing > 0 &&
+        (err = make_all(s, pop, pop, 0, jobs, n, missing, made, 1, work, &n_made)) != AT_OK)
         return err;
     for (int i = 0; i < n; i++)
         ptr[i] = &pop->f[i];
@@ -439,9 +560,13 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
     ss_state **init = NULL, *must[TN_SEARCH_MAX_SEEDS] = {0};
     cm_feats **initf = NULL, *mustf[TN_SEARCH_MAX_SEEDS] = {0}, work;
     const cm_feats **ptr = NULL;
-    cand *heap = NULL, *big_heap = NULL; /* big_heap: the best over the code-size limit */
+    /* big_heap: the best over the code-size limit; twice the picks, as heap, since states
+    ** of one program are picked once */
+    cand *heap = NULL, *big_heap = NULL;
     int n_big_heap = 0;
     double *scores = NULL;
+    make_job *jobs = NULL;
+    unsigned char *made = NULL;
     at_err err = AT_OK;
     int tries;
     *n_out = 0;
@@ -462,10 +587,13 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
     good_of = at_calloc((size_t)P, sizeof *good_of);
     ptr = at_calloc((size_t)P, sizeof *ptr);
     scores = at_calloc((size_t)P, sizeof *scores);
+    jobs = at_calloc((size_t)P, sizeof *jobs);
+    made = at_calloc((size_t)P, 1);
     heap = at_calloc((size_t)heap_cap, sizeof *heap);
-    big_heap = at_calloc((size_t)n_pick, sizeof *big_heap);
+    big_heap = at_calloc((size_t)heap_cap, sizeof *big_heap);
     if (!pop.st || !pop.f || !pop.have || !next.st || !next.f || !next.have || !init ||
-        !initf || !rand_at || !good_of || !ptr || !scores || !heap || !big_heap) {
+        !initf || !rand_at || !good_of || !ptr || !scores || !heap || !big_heap ||
+        !jobs || !made) {
         err = AT_ENOMEM;
         goto done;
     }
@@ -508,19 +636,18 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
     }
     s->n_seeds = 0;
     tries = 0;
-    while (n_init < P && tries++ < 4 * P && !stopped(s)) {
-        ss_state *st;
-        at_err e = ss_space_sample(s->sp, &s->rng, &st);
-        if (e == AT_ENOMEM) {
-            err = e;
+    while (n_init < P && tries < 4 * P && !stopped(s)) {
+        int n_jobs = AT_MIN(P - n_init, 4 * P - tries), n_made;
+        for (int j = 0; j < n_jobs; j++)
+            jobs[j] = (make_job){-1, 0, at_rng_u64(&s->rng)};
+        err = make_all(s, &pop, &pop, n_init, jobs, n_jobs, n_jobs, made, model != NULL, &work,
+                       &n_made);
+        if (err)
             goto done;
-        }
-        if (e != AT_OK) {
-            stats->n_sample_fail++;
-            continue;
-        }
-        pop.st[n_init++] = st;
-        stats->n_sampled++;
+        tries += n_jobs;
+        n_init += n_made;
+        stats->n_sampled += n_made;
+        stats->n_sample_fail += n_jobs - n_made;
     }
     /* the exploration pool: random members of the first population (copied, with their
     ** features, once it is scored) */
@@ -529,7 +656,7 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
     /* 2. evolution */
     for (int g = 0; n_init > 0 && !stopped(s); g++) {
         double lo = INFINITY, total = 0;
-        if ((err = score(s, model, &pop, n_init, scores, ptr, &work)) != AT_OK)
+        if ((err = score(s, model, &pop, n_init, scores, ptr, &work, jobs, made)) != AT_OK)
             goto done;
         stats->n_scored += n_init;
         if (g == 0) {
@@ -570,7 +697,7 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
                     heap_offer(heap, &n_heap, heap_cap, pop.st[i],
                                pop.have[i] ? &pop.f[i] : NULL, scores[i], id, &err);
                 else
-                    heap_offer(big_heap, &n_big_heap, n_pick, pop.st[i], &pop.f[i], scores[i],
+                    heap_offer(big_heap, &n_big_heap, heap_cap, pop.st[i], &pop.f[i], scores[i],
                                id, &err);
             }
             if (err)
@@ -589,58 +716,33 @@ at_err tn__search_round(tn_search *s, cm_model *model, int n_pick, ss_state **ou
         if (total <= 0)
             break;
         for (int k = 0; k < P && !stopped(s);) {
-            double r = at_rng_double(&s->rng) * total, acc = 0;
-            int parent = n_init - 1;
-            for (int i = 0; i < n_init; i++) {
-                acc += scores[i];
-                if (r < acc) {
-                    parent = i;
-                    break;
-                }
-            }
-            if (at_rng_double(&s->rng) < s->cfg.mutation_prob) {
-                at_err e = ss_space_mutate(s->sp, pop.st[parent], &s->rng, -1, &next.st[k]);
-                /* a widened round: up to 'widen' further mutations of the child (one that
-                ** fails leaves the child as it was) */
-                for (int extra = s->widen > 0 ? (int)at_rng_below(&s->rng, (uint64_t)s->widen + 1)
-                                              : 0;
-                     e == AT_OK && extra > 0; extra--) {
-                    ss_state *further;
-                    at_err e2 = ss_space_mutate(s->sp, next.st[k], &s->rng, -1, &further);
-                    if (e2 == AT_ENOMEM) {
-                        ss_state_free(next.st[k]);
-                        next.st[k] = NULL;
-                        e = e2;
-                    } else if (e2 == AT_OK) {
-                        ss_state_free(next.st[k]);
-                        next.st[k] = further;
+            int n_jobs = P - k, n_made;
+            for (int jb = 0; jb < n_jobs; jb++) {
+                double r = at_rng_double(&s->rng) * total, acc = 0;
+                int parent = n_init - 1;
+                for (int i = 0; i < n_init; i++) {
+                    acc += scores[i];
+                    if (r < acc) {
+                        parent = i;
+                        break;
                     }
                 }
-                if (e == AT_ENOMEM) {
-                    err = e;
-                    goto done;
-                }
-                if (e != AT_OK) {
-                    stats->n_mutation_fail++;
-                    if (stats->n_mutation_fail > 50 * P)
-                        break;
-                    continue;
-                }
-                next.have[k] = 0;
-                stats->n_mutated++;
-            } else {
-                if (ss_state_copy(pop.st[parent], &next.st[k]) != AT_OK) {
-                    err = AT_ENOMEM;
-                    goto done;
-                }
-                /* a copy is the same program: its features too */
-                next.have[k] = pop.have[parent];
-                if (pop.have[parent] && cm_feats_copy(&next.f[k], &pop.f[parent]) != AT_OK) {
-                    err = AT_ENOMEM;
-                    goto done;
-                }
+                jobs[jb].parent = parent;
+                jobs[jb].mutate = at_rng_double(&s->rng) < s->cfg.mutation_prob;
+                jobs[jb].seed = at_rng_u64(&s->rng);
             }
-            k++;
+            err = make_all(s, &pop, &next, k, jobs, n_jobs, n_jobs, made, model != NULL, &work,
+                           &n_made);
+            if (err)
+                goto done;
+            for (int jb = 0; jb < n_jobs; jb++)
+                if (jobs[jb].mutate) {
+                    stats->n_mutated += made[jb];
+                    stats->n_mutation_fail += !made[jb];
+                }
+            k += n_made;
+            if (stats->n_mutation_fail > 50 * P)
+                break;
         }
         for (int i = 0; i < n_init; i++) {
             ss_state_free(pop.st[i]);
@@ -773,6 +875,8 @@ done:
     at_free(scores);
     at_free(heap);
     at_free(big_heap);
+    at_free(jobs);
+    at_free(made);
     if (err != AT_OK) {
         for (int i = 0; i < *n_out; i++) {
             ss_state_free(out[i]);

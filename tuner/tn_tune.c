@@ -1121,6 +1121,7 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
         cm_params_default(&p);
         p.seed = o->seed;
         p.warmup = TN_COLD_ROUND;
+        p.predict_threads = o->search.n_threads; /* the search's: nothing else runs then */
         if ((err = cm_model_new(&p, &r.model)) != AT_OK)
             goto out;
         warm = cm_model_params(r.model)->warmup;
