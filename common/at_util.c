@@ -1,14 +1,34 @@
-/* common/at_util.c -- clocks, whole-file and descriptor I/O, strict number parsing. */
+/* common/at_util.c -- clocks, threads for shares of work, whole-file and descriptor I/O,
+** strict number parsing. */
 #include "common.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+void at_run_parts(void *(*fn)(void *), void *parts, size_t size, int n)
+{
+    pthread_t tid[AT_MAX_PARTS];
+    int started[AT_MAX_PARTS] = {0};
+    if (n > AT_MAX_PARTS)
+        n = AT_MAX_PARTS;
+    for (int t = 1; t < n; t++)
+        started[t] = pthread_create(&tid[t], NULL, fn, (char *)parts + (size_t)t * size) == 0;
+    if (n > 0)
+        fn(parts);
+    for (int t = 1; t < n; t++) {
+        if (started[t])
+            pthread_join(tid[t], NULL);
+        else
+            fn((char *)parts + (size_t)t * size);
+    }
+}
 
 double at_time_mono_s(void)
 {

@@ -8,6 +8,7 @@
 **   at_sha256      SHA-256, for workload keys and content hashes
 **   at_rng         explicit, seedable random source (xoshiro256**)
 **   at_json_*      a small JSON DOM parser (arena-backed, line:column errors)
+**   at_run_parts   work split in shares, each in a thread of its own
 **   at_time_*      monotonic and wall clocks
 **
 ** Nothing here keeps global state except the log level and the test allocation
@@ -231,6 +232,14 @@ at_err at_json_parse(at_arena *arena, const char *text, size_t n, at_json **out,
                      size_t errmsg_size);
 /* Object member by key, or NULL. */
 const at_json *at_json_get(const at_json *obj, const char *key);
+
+/* ---- threads ------------------------------------------------------------------------ */
+
+/* fn on each of parts[0..n) (n <= AT_MAX_PARTS, each 'size' bytes): part t > 0 in a thread
+** of its own, part 0 in the caller's (and a part whose thread does not start); returns when
+** all are done.  For work split in shares that need no other synchronisation. */
+#define AT_MAX_PARTS 16
+void at_run_parts(void *(*fn)(void *), void *parts, size_t size, int n);
 
 /* ---- time --------------------------------------------------------------------------- */
 

@@ -884,30 +884,18 @@ static void *predict_part(void *arg)
     return NULL;
 }
 
-#define CM_MAX_PREDICT_THREADS 16
-
 /* Margins of rows[0..n) into out, in p.predict_threads threads when the batch is large (a
 ** thread costs ~50 us, a row ~5 us). */
 static at_err predict_split(cm_model *m, const float *rows, int64_t n, double *out)
 {
-    pred_part part[CM_MAX_PREDICT_THREADS];
-    pthread_t tid[CM_MAX_PREDICT_THREADS];
-    int started[CM_MAX_PREDICT_THREADS] = {0};
-    int nt = n >= 1024 ? AT_MAX(1, AT_MIN(m->p.predict_threads, CM_MAX_PREDICT_THREADS)) : 1;
+    pred_part part[AT_MAX_PARTS];
+    int nt = n >= 1024 ? AT_MAX(1, AT_MIN(m->p.predict_threads, AT_MAX_PARTS)) : 1;
     at_err err = AT_OK;
     for (int t = 0; t < nt; t++) {
         int64_t a = n * t / nt, b = n * (t + 1) / nt;
         part[t] = (pred_part){m, rows + a * CM_N_FEATS, b - a, out + a, AT_OK};
     }
-    for (int t = 1; t < nt; t++)
-        started[t] = pthread_create(&tid[t], NULL, predict_part, &part[t]) == 0;
-    predict_part(&part[0]);
-    for (int t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join(tid[t], NULL);
-        else
-            predict_part(&part[t]);
-    }
+    at_run_parts(predict_part, part, sizeof *part, nt);
     for (int t = 0; t < nt; t++)
         if (part[t].err != AT_OK)
             err = part[t].err;

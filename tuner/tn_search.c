@@ -24,7 +24,6 @@
 #include "tuner/tuner_int.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -315,7 +314,7 @@ static void popn_free(popn *p, int P)
     at_free(p->have);
 }
 
-#define TN_SEARCH_MAX_THREADS 16
+#define TN_SEARCH_MAX_THREADS AT_MAX_PARTS
 
 /* Lower to->st[slot] for its features (work: scratch); one that does not lower scores as
 ** invalid. */
@@ -331,23 +330,6 @@ static at_err lower_member(popn *to, int slot, cm_feats *work, int64_t *n_lowere
     to->have[slot] = 1;
     (*n_lowered)++;
     return AT_OK;
-}
-
-/* fn on parts[0..nt), each 'size' bytes: part t in a thread of its own, part 0 here (and a
-** part whose thread did not start). */
-static void run_parts(void *(*fn)(void *), void *parts, size_t size, int nt)
-{
-    pthread_t tid[TN_SEARCH_MAX_THREADS];
-    int started[TN_SEARCH_MAX_THREADS] = {0};
-    for (int t = 1; t < nt; t++)
-        started[t] = pthread_create(&tid[t], NULL, fn, (char *)parts + (size_t)t * size) == 0;
-    fn(parts);
-    for (int t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join(tid[t], NULL);
-        else
-            fn((char *)parts + (size_t)t * size);
-    }
 }
 
 /* ---- making members (sampled or bred) in threads ----
@@ -460,7 +442,7 @@ static at_err make_all(tn_search *s, const popn *from, popn *to, int base, const
         if (t > 0)
             cm_feats_init(&works[t]);
     }
-    run_parts(make_members, part, sizeof *part, nt);
+    at_run_parts(make_members, part, sizeof *part, nt);
     for (int t = 0; t < nt; t++) {
         if (part[t].err != AT_OK)
             err = part[t].err;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 
 #include "common/common.h"
 
@@ -322,6 +323,43 @@ static void test_opts_parse(void **unused)
     assert_int_equal(at_opts_log_level("p", NULL), 0);
 }
 
+/* at_run_parts: every part runs exactly once, part 0 in the caller's thread and the others
+** in threads of their own, all done when it returns; n = 1 and n = 0 stay in the caller. */
+typedef struct part_rec {
+    int runs;
+    pthread_t self;
+    long sum;
+} part_rec;
+
+static void *run_part(void *arg)
+{
+    part_rec *p = arg;
+    p->runs++;
+    p->self = pthread_self();
+    for (long i = 0; i < 100000; i++) /* some work, so that the threads overlap */
+        p->sum += i % 7;
+    return NULL;
+}
+
+static void test_run_parts(void **unused)
+{
+    part_rec parts[AT_MAX_PARTS];
+    (void)unused;
+    for (int n = 0; n <= 5; n++) {
+        memset(parts, 0, sizeof parts);
+        at_run_parts(run_part, parts, sizeof *parts, n);
+        for (int t = 0; t < AT_MAX_PARTS; t++) {
+            assert_int_equal(parts[t].runs, t < n);
+            if (t < n)
+                assert_int_equal(parts[t].sum, 299995); /* sum of i % 7 below 100000 */
+        }
+        if (n >= 1)
+            assert_true(pthread_equal(parts[0].self, pthread_self()));
+        for (int t = 1; t < n; t++)
+            assert_false(pthread_equal(parts[t].self, pthread_self()));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_sha256_matches_the_old_implementation),
         cmocka_unit_test(test_opts_parse),
         cmocka_unit_test(test_hash64),
+        cmocka_unit_test(test_run_parts),
         cmocka_unit_test(test_rng_reproducible),
         cmocka_unit_test(test_buf_and_arena),
         cmocka_unit_test(test_json_parse_ok),
