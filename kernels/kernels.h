@@ -197,6 +197,8 @@ void kn_ir_print(const kn_ir *ir, at_buf *b);
 ** the 'cuda_*' ones, and 'triple' is "nvptx64-nvidia-cuda". */
 typedef enum { KN_TARGET_LLVM, KN_TARGET_CUDA } kn_target_kind;
 
+#define KN_PREFETCH_BYTES_DEFAULT 2048
+
 typedef struct kn_target {
     char text[256];     /* the canonical target string */
     char triple[96];    /* "x86_64-pc-linux-gnu", "aarch64-linux-gnu" */
@@ -207,6 +209,10 @@ typedef struct kn_target {
     int n_cores;        /* -num-cores=N, else this host's when native, else 4 */
     int64_t l1_bytes, l2_bytes; /* data caches per core (defaults when unknown) */
     int is_host;        /* objects for it can be loaded and run here */
+    /* -prefetch-bytes=N: the innermost rolled loops prefetch the weights (constant inputs)
+    ** they stream about N bytes ahead (kn_llvm.c; 0: none).  In the target string only when
+    ** not the default, so that records of the default keep their target. */
+    int64_t prefetch_bytes;
     /* Not part of the target string: set by a caller that only needs code that compiles
     ** and runs correctly (tests), never for measuring: kn_build then runs only a light IR
     ** cleanup (sroa, early-cse, instcombine, simplifycfg) and LLVM's quick instruction

@@ -63,6 +63,7 @@ typedef struct cg {
     LLVMValueRef *tbaa;     /* access tag per buffer */
     unsigned tbaa_kind;
     int n_tasks_fn;
+    int in_pre;             /* emitting the pre-transform of rewritten weights */
     /* scalar index arithmetic emitted so far in the current block (ibin): an unrolled body
     ** repeats the same terms in every statement */
     struct memo {
@@ -830,6 +831,183 @@ static void emit_store(cg *c, const kn_stmt *s)
     }
 }
 
+
+/* ---- software prefetch of streamed constant inputs ----------------------------------
+** In a model, a step's weights come from memory (the steps before read others), while its
+** activations are where the step before left them; a kernel timed alone finds both in the
+** caches.  A loop emitted rolled whose body has no rolled loop inside (the reduction loop
+** around a register tile) prefetches, at the end of its body, the lines of each constant
+** input (a weight) that the iteration 'ahead' on will read, ahead = ceil(prefetch_bytes /
+** the bytes one iteration moves through it): the memory's latency is then spent while the
+** tile computes.  Only loads whose flat index is affine in the loop's and the inner
+** loops' variables and moves at least a cache line an iteration; the lines an iteration
+** reads (the inner variables' span, at most PF_MAX_LINES) from their lowest; at most
+** PF_MAX_BUFS buffers a loop.  A prefetch never faults, so the lines past the end of the
+** loop (often the next block's) are harmless.  The prefetches stay in the body's block:
+** in a branch of their own (every other iteration) they split the loop, and the register
+** allocation of a dense layer's 8 x 2-vector tile spilled (39 -> 255 stack accesses). */
+#define PF_MAX_BUFS 4
+#define PF_MAX_LINES 32
+#define PF_MAX_INNER 32
+#define PF_LINE 64
+
+typedef struct pf_scan {
+    const cg *c;
+    int rolled;                 /* a loop inside is emitted rolled: not innermost */
+    int n_inner;
+    int inner[PF_MAX_INNER];    /* the inner loops' variables and extents */
+    int64_t inner_ext[PF_MAX_INNER];
+    int n;
+    const ss_expr *load[PF_MAX_BUFS]; /* the first load of each constant input */
+} pf_scan;
+
+static int pf_is_const(const cg *c, int b)
+{
+    int arg = b >= 0 && b < c->ir->n_bufs ? c->ir->bufs[b].arg : -1;
+    return arg >= 0 && arg < c->ir->n_args && c->ir->args[arg].is_const &&
+           !c->ir->args[arg].is_output;
+}
+
+/* Depth is bounded: expressions by SS_MAX_INLINED_DEPTH, statements by the loops. */
+static void pf_scan_expr(pf_scan *p, const ss_expr *e)
+{
+    if (e == NULL)
+        return;
+    if (e->kind == SS_E_LOAD && pf_is_const(p->c, e->id) && e->n == 1) {
+        int seen = 0;
+        for (int i = 0; i < p->n; i++)
+            seen |= p->load[i]->id == e->id;
+        if (!seen && p->n < PF_MAX_BUFS)
+            p->load[p->n++] = e;
+    }
+    for (int i = 0; i < e->n; i++)
+        pf_scan_expr(p, e->a[i]);
+}
+
+static void pf_scan_stmt(pf_scan *p, const kn_stmt *s)
+{
+    if (s == NULL || p->rolled)
+        return;
+    switch (s->kind) {
+    case KN_S_SEQ:
+        for (int i = 0; i < s->n; i++)
+            pf_scan_stmt(p, s->items[i]);
+        return;
+    case KN_S_STORE:
+        pf_scan_expr(p, s->index);
+        pf_scan_expr(p, s->value);
+        return;
+    case KN_S_IF:
+        pf_scan_expr(p, s->cond);
+        pf_scan_stmt(p, s->body);
+        return;
+    case KN_S_FOR:
+        if (s->for_kind == KN_FOR_PARALLEL ||
+            !((s->for_kind == KN_FOR_VECTORIZE && kn_stmt_vectorizable(s->body, s->var)) ||
+              kn_stmt_copied_out(s)) ||
+            p->n_inner == PF_MAX_INNER) {
+            p->rolled = 1;
+            return;
+        }
+        p->inner[p->n_inner] = s->var;
+        p->inner_ext[p->n_inner++] = s->extent;
+        pf_scan_stmt(p, s->body);
+        return;
+    default:
+        p->rolled = 1;
+    }
+}
+
+/* The lines of constant input 'b' that iteration 'at_iter' of 'loop' reads (index 'idx',
+** the inner variables at 0, 'lo' elements below, 'lines' lines). */
+static void prefetch_lines(cg *c, const kn_stmt *loop, const pf_scan *p, const ss_expr *idx,
+                           int b, LLVMValueRef at_iter, int64_t lo, int64_t lines)
+{
+    LLVMValueRef saved[PF_MAX_INNER], at, base, phi = c->var[loop->var];
+    int64_t es = at_dtype_bytes(c->ir->bufs[b].dtype);
+    for (int j = 0; j < p->n_inner; j++) {
+        saved[j] = c->var[p->inner[j]];
+        c->var[p->inner[j]] = ci64(c, 0);
+    }
+    c->var[loop->var] = at_iter;
+    at = emit(c, idx).v;
+    c->var[loop->var] = phi;
+    for (int j = 0; j < p->n_inner; j++)
+        c->var[p->inner[j]] = saved[j];
+    if (c->err || at == NULL)
+        return;
+    if (LLVMTypeOf(at) != c->i64)
+        at = LLVMBuildSExt(c->b, at, c->i64, "");
+    /* not inbounds: the lines ahead may lie past the buffer */
+    {
+        LLVMValueRef off = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, at, ci64(c, lo), ""), ci64(c, es), "");
+        base = LLVMBuildGEP2(c->b, c->i8, c->buf[b], &off, 1, "");
+    }
+    for (int64_t l = 0; l < lines; l++) {
+        LLVMValueRef o = ci64(c, l * PF_LINE);
+        LLVMValueRef args[4] = {l ? LLVMBuildGEP2(c->b, c->i8, base, &o, 1, "") : base, ci32(c, 0),
+                                ci32(c, 3), ci32(c, 1)};
+        LLVMValueRef call = intrinsic(c, "llvm.prefetch", c->ptr, args, 4);
+        /* memory(inaccessiblemem: readwrite) at the call: LLVM models llvm.prefetch as
+        ** reading and writing what its pointer points to, so LICM kept a tile's
+        ** accumulators (in a temporary LLVM cannot tell apart from the weight) in memory,
+        ** stored every iteration, and the tile spilled (39 -> 200 stack accesses) */
+        unsigned kind = LLVMGetEnumAttributeKindForName("memory", 6);
+        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
+                                 LLVMCreateEnumAttribute(c->ctx, kind, 3u << 2));
+    }
+}
+
+/* At the end of the body of 'loop' (variable 'phi'): the lines of the iteration 'ahead'
+** iterations on. */
+static void emit_prefetches(cg *c, const kn_stmt *loop, LLVMValueRef phi)
+{
+    pf_scan p;
+    struct { const ss_expr *idx; int b; int64_t lo, lines, ahead; } plan[PF_MAX_BUFS];
+    int n_plan = 0;
+    int64_t budget = c->tgt->prefetch_bytes;
+    if (budget <= 0 || c->lanes != 0 || c->ir->is_gpu || c->in_pre)
+        return;
+    memset(&p, 0, sizeof p);
+    p.c = c;
+    pf_scan_stmt(&p, loop->body);
+    if (p.rolled)
+        return;
+    for (int i = 0; i < p.n; i++) {
+        const ss_expr *idx = p.load[i]->a[0];
+        int b = p.load[i]->id;
+        int64_t es = at_dtype_bytes(c->ir->bufs[b].dtype), k = 0, lo = 0, span = 0;
+        int64_t step_bytes, lines;
+        int ok = ss_expr_linear_in(idx, loop->var, &k) && k > 0;
+        for (int j = 0; j < p.n_inner && ok; j++) {
+            int64_t cv = 0;
+            ok = ss_expr_linear_in(idx, p.inner[j], &cv);
+            span += (cv < 0 ? -cv : cv) * (p.inner_ext[j] - 1);
+            lo += cv < 0 ? cv * (p.inner_ext[j] - 1) : 0;
+        }
+        if (!ok || es <= 0)
+            continue;
+        step_bytes = k * es;
+        if (step_bytes < PF_LINE)
+            continue;
+        span = (span + 1) * es;
+        lines = ((span < step_bytes ? span : step_bytes) + PF_LINE - 1) / PF_LINE;
+        if (lines > PF_MAX_LINES)
+            lines = PF_MAX_LINES;
+        plan[n_plan].idx = idx;
+        plan[n_plan].b = b;
+        plan[n_plan].lo = lo;
+        plan[n_plan].lines = lines;
+        plan[n_plan++].ahead = (budget + step_bytes - 1) / step_bytes;
+    }
+    if (n_plan == 0)
+        return;
+    for (int i = 0; i < n_plan && !c->err; i++)
+        prefetch_lines(c, loop, &p, plan[i].idx, plan[i].b,
+                       LLVMBuildNSWAdd(c->b, phi, ci64(c, plan[i].ahead), ""), plan[i].lo,
+                       plan[i].lines);
+}
+
 static void emit_loop(cg *c, const kn_stmt *s, LLVMValueRef begin, LLVMValueRef end)
 {
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
@@ -852,6 +1030,7 @@ static void emit_loop(cg *c, const kn_stmt *s, LLVMValueRef begin, LLVMValueRef 
     phi = LLVMBuildPhi(c->b, c->i64, c->ir->vars[s->var].name);
     c->var[s->var] = phi;
     emit_stmt(c, s->body);
+    emit_prefetches(c, s, phi);
     c->var[s->var] = NULL;
     latch = LLVMGetInsertBlock(c->b);
     next = LLVMBuildNSWAdd(c->b, phi, ci64(c, 1), "");
@@ -1325,6 +1504,7 @@ static at_err generate(cg *c, const kn_ir *ir, const kn_target *t, const char *e
         at_free(c->buf_off);
         c->ir = f;
         c->n_tasks_fn = f == ir ? 0 : 1000;
+        c->in_pre = f != ir;
         c->var = at_calloc((size_t)f->n_vars + 1, sizeof *c->var);
         c->buf = at_calloc((size_t)f->n_bufs + 1, sizeof *c->buf);
         c->tbaa = at_calloc((size_t)f->n_bufs + 1, sizeof *c->tbaa);

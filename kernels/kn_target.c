@@ -143,7 +143,7 @@ at_err kn_target_parse(const char *text, kn_target *out, char *errmsg, size_t er
 {
     char buf[512], *tok, *save = NULL;
     char triple[96] = "", cpu[64] = "", attr[1024] = "";
-    int64_t cores = 0;
+    int64_t cores = 0, prefetch = KN_PREFETCH_BYTES_DEFAULT;
     int first = 1;
     LLVMTargetRef tgt;
     char *err = NULL, *host;
@@ -168,7 +168,7 @@ at_err kn_target_parse(const char *text, kn_target *out, char *errmsg, size_t er
         }
         if (eq == NULL)
             return kn__fail(errmsg, errmsg_size, AT_EINVAL, "target '%s': option '%s' has no value "
-                               "(expected -mtriple=, -mcpu=, -mattr= or -num-cores=)", text, tok);
+                               "(expected -mtriple=, -mcpu=, -mattr=, -num-cores= or -prefetch-bytes=)", text, tok);
         *eq = 0;
         if (strcmp(tok, "-mtriple") == 0) {
             if (!valid_word(eq + 1, "-_.") || strlen(eq + 1) >= sizeof triple)
@@ -201,12 +201,17 @@ at_err kn_target_parse(const char *text, kn_target *out, char *errmsg, size_t er
                 return kn__fail(errmsg, errmsg_size, AT_EINVAL,
                                    "target '%s': -num-cores must be 1 to 4096, got '%s'", text,
                                    eq + 1);
+        } else if (strcmp(tok, "-prefetch-bytes") == 0) {
+            if (at_parse_i64(eq + 1, &prefetch) != AT_OK || prefetch < 0 || prefetch > 65536)
+                return kn__fail(errmsg, errmsg_size, AT_EINVAL,
+                                "target '%s': -prefetch-bytes must be 0 to 65536, got '%s'",
+                                text, eq + 1);
         } else if (strcmp(tok, "-keys") == 0 || strcmp(tok, "-model") == 0) {
             /* accepted for compatibility with TVM target strings; not used */
         } else {
             return kn__fail(errmsg, errmsg_size, AT_EINVAL,
                                "target '%s': unknown option '%s' (expected -mtriple, -mcpu, "
-                               "-mattr or -num-cores)",
+                               "-mattr, -num-cores or -prefetch-bytes)",
                                text, tok);
         }
     }
@@ -271,6 +276,7 @@ at_err kn_target_parse(const char *text, kn_target *out, char *errmsg, size_t er
         return kn__fail(errmsg, errmsg_size, AT_EINVAL, "target '%s': AArch64 without NEON is not "
                            "supported", text);
     out->n_cores = cores ? (int)cores : 4;
+    out->prefetch_bytes = prefetch;
     if (out->l1_bytes <= 0)
         out->l1_bytes = out->is_aarch64 ? 64 * 1024 : 32 * 1024;
     if (out->l2_bytes <= 0)
@@ -282,6 +288,8 @@ at_err kn_target_parse(const char *text, kn_target *out, char *errmsg, size_t er
         at_buf_printf(&b, "llvm -mtriple=%s -mcpu=%s%s%s -num-cores=%d", out->triple,
                       strcmp(cpu, "native") == 0 ? "native" : out->cpu, attr[0] ? " -mattr=" : "",
                       attr, out->n_cores);
+        if (prefetch != KN_PREFETCH_BYTES_DEFAULT)
+            at_buf_printf(&b, " -prefetch-bytes=%lld", (long long)prefetch);
         if (b.data == NULL || b.len >= sizeof out->text) {
             at_buf_fini(&b);
             return kn__fail(errmsg, errmsg_size, AT_EINVAL, "target '%s' is too long", text);

@@ -349,6 +349,98 @@ static void test_unroll_budget(void **unused)
     ss_dag_unref(dag);
 }
 
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* A register tile's reduction loop prefetches the weight it streams (kn_llvm.c, "software
+** prefetch"): BERT's 128 x 768 x 768 dense layer with its bias, as a tuning run found it
+** (tiles of 8 rows x 2 vectors of 16, each summed over k in a rolled loop of 64 steps of
+** 12, the weight in the tiles' layout), so each step reads 12 x 2 x 16 floats of the
+** weight: 24 lines, prefetched 2048 bytes (2 steps) ahead by default, not at all with
+** -prefetch-bytes=0.  The tile's accumulators must stay in registers: without the
+** prefetches' memory attribute LICM left them stored to the workspace every step (a store
+** in the loop's block).  And the kernel still matches the naive one. */
+static void test_prefetch(void **unused)
+{
+    static const char state_json[] =
+        "{\"v\":1,\"steps\":[[\"SP\",3,2,768,[12],1],[\"SP\",3,1,768,[4,2,16],1],"
+        "[\"SP\",3,0,128,[16,1,8],1],[\"RE\",3,[0,4,1,5,8,2,6,9,3,7]],[\"FSP\",4,1,1,1],"
+        "[\"FSP\",4,0,2,1],[\"RE\",4,[0,2,1,3]],[\"CA\",3,4,1],[\"FU\",4,[0,1]],[\"AN\",4,0,3],"
+        "[\"SP\",4,2,128,[32],1],[\"AN\",4,3,2],[\"PR\",3,0,\"auto_unroll_max_step$512\"],"
+        "[\"AN\",3,9,2],[\"LR\",3,1]]}";
+    ss_dag *dag;
+    ss_state *st, *naive;
+    kn_ir *ir;
+    kn_target on, off;
+    kn_bufset bs, ref;
+    char err[512], *raw = NULL, *opt = NULL, *none = NULL;
+    int n;
+    (void)unused;
+    dag = op_dag("dense:M=128,N=768,K=768,bias=1");
+    OK(ss_state_from_json(dag, state_json, strlen(state_json), &st, err, sizeof err));
+    assert_int_equal(ss_state_new(dag, &naive), AT_OK);
+    OK(kn_lower(st, &ir, err, sizeof err));
+    OK(kn_target_parse("llvm -mtriple=x86_64-pc-linux-gnu -mcpu=skylake-avx512", &on, err,
+                       sizeof err));
+    assert_int_equal(on.prefetch_bytes, KN_PREFETCH_BYTES_DEFAULT);
+    assert_null(strstr(on.text, "prefetch"));
+    OK(kn_target_parse("llvm -mtriple=x86_64-pc-linux-gnu -mcpu=skylake-avx512 "
+                       "-prefetch-bytes=0", &off, err, sizeof err));
+    assert_int_equal(off.prefetch_bytes, 0);
+    assert_non_null(strstr(off.text, " -prefetch-bytes=0"));
+    OK(kn_build_llvm_text(ir, &on, 0, &raw, err, sizeof err));
+    OK(kn_build_llvm_text(ir, &on, 1, &opt, err, sizeof err));
+    OK(kn_build_llvm_text(ir, &off, 1, &none, err, sizeof err));
+    n = count_of(raw, "call void @llvm.prefetch");
+    if (n < 24)
+        fail_msg("%d prefetches, expected the k loop's 24 lines of the weight at least", n);
+    assert_true(count_of(opt, "call void @llvm.prefetch") >= 24);
+    assert_int_equal(count_of(none, "llvm.prefetch"), 0);
+    /* the optimised block that holds the most prefetches (the k loop's) stores nothing */
+    {
+        const char *best = NULL, *best_end = NULL;
+        int most = 0;
+        for (const char *blk = opt; blk; blk = strstr(blk + 1, "\n\n")) {
+            const char *end = strstr(blk + 2, "\n\n");
+            int k = 0;
+            if (end == NULL)
+                end = blk + strlen(blk);
+            for (const char *p = strstr(blk, "call void @llvm.prefetch"); p && p < end;
+                 p = strstr(p + 1, "call void @llvm.prefetch"))
+                k++;
+            if (k > most) {
+                most = k;
+                best = blk;
+                best_end = end;
+            }
+        }
+        assert_true(most >= 24);
+        for (const char *p = strstr(best, "  store "); p && p < best_end; p = strstr(p + 1, "  store "))
+            fail_msg("a store in the prefetching loop's block: %.80s", p);
+    }
+    kn_ir_free(ir);
+    run_state(st, &bs, kn_rt_serial_par()); /* the host target: prefetching */
+    run_state(naive, &ref, kn_rt_serial_par());
+    {
+        double e = kn_rt_rel_err(bs.ptr[bs.n - 1], ref.ptr[ref.n - 1], AT_DT_F32, 128 * 768);
+        if (!(e <= 1e-5))
+            fail_msg("rel err %g against the naive dense layer", e);
+    }
+    kn_bufset_free(&bs);
+    kn_bufset_free(&ref);
+    at_free(raw);
+    at_free(opt);
+    at_free(none);
+    ss_state_free(st);
+    ss_state_free(naive);
+    ss_dag_unref(dag);
+}
+
 /* kn_ir_code_size counts what the back end gets: an unrolled loop's body once per
 ** iteration, a loop that stays a loop once; auto_unroll_max_step unrolls the serial loops
 ** whose unrolled body fits the budget, as kn_llvm.c does.  B[i, j] = A[i, j] * 2 over 4 x 16:
@@ -526,6 +618,7 @@ int main(void)
         cmocka_unit_test(test_layout_rewrite),
         cmocka_unit_test(test_math_functions),
         cmocka_unit_test(test_unroll_budget),
+        cmocka_unit_test(test_prefetch),
         cmocka_unit_test(test_code_size),
         cmocka_unit_test(test_ir_hash),
         cmocka_unit_test(test_parallel_claims),

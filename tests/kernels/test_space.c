@@ -384,6 +384,8 @@ static void test_bad_targets(void **unused)
         {"llvm -mfoo=bar", "target 'llvm -mfoo=bar': unknown option '-mfoo'"},
         {"llvm -mattr=avx2", "target 'llvm -mattr=avx2': each -mattr feature starts with + or -"},
         {"llvm -num-cores=0", "target 'llvm -num-cores=0': -num-cores must be 1 to 4096"},
+        {"llvm -prefetch-bytes=-64",
+         "target 'llvm -prefetch-bytes=-64': -prefetch-bytes must be 0 to 65536"},
         {"llvm -mtriple=aarch64-linux-gnu -mcpu=native", "target 'llvm -mtriple=aarch64-linux-gnu "
                                                         "-mcpu=native': -mcpu=native needs the host's"},
     };
