@@ -831,7 +831,6 @@ static void emit_store(cg *c, const kn_stmt *s)
     }
 }
 
-
 /* ---- software prefetch of streamed constant inputs ----------------------------------
 ** In a model, a step's weights come from memory (the steps before read others), while its
 ** activations are where the step before left them; a kernel timed alone finds both in the
@@ -943,18 +942,18 @@ static void prefetch_lines(cg *c, const kn_stmt *loop, const pf_scan *p, const s
         LLVMValueRef off = LLVMBuildMul(c->b, LLVMBuildAdd(c->b, at, ci64(c, lo), ""), ci64(c, es), "");
         base = LLVMBuildGEP2(c->b, c->i8, c->buf[b], &off, 1, "");
     }
+    /* memory(inaccessiblemem: readwrite) at each call: LLVM models llvm.prefetch as reading
+    ** and writing what its pointer points to, so LICM kept a tile's accumulators (in a
+    ** temporary LLVM cannot tell apart from the weight) in memory, stored every iteration,
+    ** and the tile spilled (39 -> 200 stack accesses) */
+    LLVMAttributeRef only_inaccessible = LLVMCreateEnumAttribute(
+        c->ctx, LLVMGetEnumAttributeKindForName("memory", 6), 3u << 2);
     for (int64_t l = 0; l < lines; l++) {
         LLVMValueRef o = ci64(c, l * PF_LINE);
         LLVMValueRef args[4] = {l ? LLVMBuildGEP2(c->b, c->i8, base, &o, 1, "") : base, ci32(c, 0),
                                 ci32(c, 3), ci32(c, 1)};
-        LLVMValueRef call = intrinsic(c, "llvm.prefetch", c->ptr, args, 4);
-        /* memory(inaccessiblemem: readwrite) at the call: LLVM models llvm.prefetch as
-        ** reading and writing what its pointer points to, so LICM kept a tile's
-        ** accumulators (in a temporary LLVM cannot tell apart from the weight) in memory,
-        ** stored every iteration, and the tile spilled (39 -> 200 stack accesses) */
-        unsigned kind = LLVMGetEnumAttributeKindForName("memory", 6);
-        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
-                                 LLVMCreateEnumAttribute(c->ctx, kind, 3u << 2));
+        LLVMAddCallSiteAttribute(intrinsic(c, "llvm.prefetch", c->ptr, args, 4),
+                                 LLVMAttributeFunctionIndex, only_inaccessible);
     }
 }
 
@@ -1000,8 +999,6 @@ static void emit_prefetches(cg *c, const kn_stmt *loop, LLVMValueRef phi)
         plan[n_plan].lines = lines;
         plan[n_plan++].ahead = (budget + step_bytes - 1) / step_bytes;
     }
-    if (n_plan == 0)
-        return;
     for (int i = 0; i < n_plan && !c->err; i++)
         prefetch_lines(c, loop, &p, plan[i].idx, plan[i].b,
                        LLVMBuildNSWAdd(c->b, phi, ci64(c, plan[i].ahead), ""), plan[i].lo,
