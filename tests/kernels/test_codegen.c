@@ -362,7 +362,8 @@ static int count_of(const char *hay, const char *needle)
 ** (tiles of 8 rows x 2 vectors of 16, each summed over k in a rolled loop of 64 steps of
 ** 12, the weight in the tiles' layout), so each step reads 12 x 2 x 16 floats of the
 ** weight: 24 lines, prefetched 2048 bytes (2 steps) ahead by default, not at all with
-** -prefetch-bytes=0.  The tile's accumulators must stay in registers: without the
+** -prefetch-bytes=0; the bias (3 KiB) is not, nor anything on a core whose L2 holds the
+** weight.  The tile's accumulators must stay in registers: without the
 ** prefetches' memory attribute LICM left them stored to the workspace every step (a store
 ** in the loop's block).  And the kernel still matches the naive one. */
 static void test_prefetch(void **unused)
@@ -401,6 +402,19 @@ static void test_prefetch(void **unused)
         fail_msg("%d prefetches, expected the k loop's 24 lines of the weight at least", n);
     assert_true(count_of(opt, "call void @llvm.prefetch") >= 24);
     assert_int_equal(count_of(none, "llvm.prefetch"), 0);
+    /* only the 2.25 MiB weight is prefetched (its lines from one base), not the 3 KiB bias
+    ** the same loop reads: it fits the L2 (1 MiB for a target that is not this host) */
+    assert_int_equal(count_of(raw, "getelementptr i8, ptr %W.layout,"), 1);
+    assert_int_equal(count_of(raw, "getelementptr i8, ptr %b,"), 0);
+    /* a core whose L2 holds the weight too prefetches nothing */
+    {
+        kn_target big = on;
+        char *t = NULL;
+        big.l2_bytes = 4 << 20;
+        OK(kn_build_llvm_text(ir, &big, 0, &t, err, sizeof err));
+        assert_int_equal(count_of(t, "llvm.prefetch"), 0);
+        at_free(t);
+    }
     /* the optimised block that holds the most prefetches (the k loop's) stores nothing */
     {
         const char *best = NULL, *best_end = NULL;
