@@ -455,6 +455,62 @@ static void test_prefetch(void **unused)
     ss_dag_unref(dag);
 }
 
+/* The next panel (kn_llvm.c, "The next panel"): BERT's 80 x 768 x 768 dense layer as a
+** tuning run found it: each parallel task a block of 64 columns over all of k and all 80
+** rows, 20 tiles of 4 rows each summed over k in a rolled loop (384 steps of 2).  The
+** block's 192 KiB panel comes from memory on its first tile only, so the loop prefetches
+** the next block's panel into the L2 (locality 2), a line a step (3,072 lines over 20 x 384
+** steps), instead of lines a fixed distance ahead (locality 3, which it no longer emits);
+** with -prefetch-bytes=0 nothing; and the kernel still matches the naive one. */
+static void test_prefetch_panel(void **unused)
+{
+    static const char state_json[] =
+        "{\"v\":1,\"steps\":[[\"SP\",3,2,768,[2],1],[\"SP\",3,1,768,[1,4,16],1],"
+        "[\"SP\",3,0,80,[20,2,2],1],[\"RE\",3,[0,4,1,5,8,2,6,9,3,7]],[\"FSP\",4,1,1,2],"
+        "[\"FSP\",4,0,2,2],[\"RE\",4,[0,3,1,4,2,5]],[\"CA\",3,4,3],[\"FU\",4,[0,1]],"
+        "[\"AN\",4,0,3],[\"PR\",3,0,\"auto_unroll_max_step$64\"],[\"AN\",3,9,2],"
+        "[\"AN\",4,4,2],[\"LR\",3,1]]}";
+    ss_dag *dag;
+    ss_state *st, *naive;
+    kn_ir *ir;
+    kn_target on, off;
+    kn_bufset bs, ref;
+    char err[512], *raw = NULL, *none = NULL;
+    int n;
+    (void)unused;
+    dag = op_dag("dense:M=80,N=768,K=768,bias=1");
+    OK(ss_state_from_json(dag, state_json, strlen(state_json), &st, err, sizeof err));
+    assert_int_equal(ss_state_new(dag, &naive), AT_OK);
+    OK(kn_lower(st, &ir, err, sizeof err));
+    OK(kn_target_parse("llvm -mtriple=x86_64-pc-linux-gnu -mcpu=skylake-avx512", &on, err,
+                       sizeof err));
+    OK(kn_target_parse("llvm -mtriple=x86_64-pc-linux-gnu -mcpu=skylake-avx512 "
+                       "-prefetch-bytes=0", &off, err, sizeof err));
+    OK(kn_build_llvm_text(ir, &on, 0, &raw, err, sizeof err));
+    OK(kn_build_llvm_text(ir, &off, 0, &none, err, sizeof err));
+    n = count_of(raw, "call void @llvm.prefetch.p0(ptr %");
+    if (count_of(raw, ", i32 0, i32 2, i32 1)") < 1 || count_of(raw, ", i32 0, i32 2, i32 1)") != n)
+        fail_msg("%d prefetches, %d of them into the L2: expected the next panel's only", n,
+                 count_of(raw, ", i32 0, i32 2, i32 1)"));
+    assert_int_equal(count_of(raw, "getelementptr i8, ptr %W.layout,"), 1);
+    assert_int_equal(count_of(none, "llvm.prefetch"), 0);
+    kn_ir_free(ir);
+    run_state(st, &bs, kn_rt_serial_par());
+    run_state(naive, &ref, kn_rt_serial_par());
+    {
+        double e = kn_rt_rel_err(bs.ptr[bs.n - 1], ref.ptr[ref.n - 1], AT_DT_F32, 80 * 768);
+        if (!(e <= 1e-5))
+            fail_msg("rel err %g against the naive dense layer", e);
+    }
+    kn_bufset_free(&bs);
+    kn_bufset_free(&ref);
+    at_free(raw);
+    at_free(none);
+    ss_state_free(st);
+    ss_state_free(naive);
+    ss_dag_unref(dag);
+}
+
 /* kn_ir_code_size counts what the back end gets: an unrolled loop's body once per
 ** iteration, a loop that stays a loop once; auto_unroll_max_step unrolls the serial loops
 ** whose unrolled body fits the budget, as kn_llvm.c does.  B[i, j] = A[i, j] * 2 over 4 x 16:
@@ -633,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_math_functions),
         cmocka_unit_test(test_unroll_budget),
         cmocka_unit_test(test_prefetch),
+        cmocka_unit_test(test_prefetch_panel),
         cmocka_unit_test(test_code_size),
         cmocka_unit_test(test_ir_hash),
         cmocka_unit_test(test_parallel_claims),
