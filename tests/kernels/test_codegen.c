@@ -357,6 +357,20 @@ static int count_of(const char *hay, const char *needle)
     return n;
 }
 
+/* The last output of 'st' run serially matches the naive schedule's (n floats). */
+static void matches_naive(const ss_state *st, const ss_state *naive, int64_t n)
+{
+    kn_bufset bs, ref;
+    double e;
+    run_state(st, &bs, kn_rt_serial_par());
+    run_state(naive, &ref, kn_rt_serial_par());
+    e = kn_rt_rel_err(bs.ptr[bs.n - 1], ref.ptr[ref.n - 1], AT_DT_F32, n);
+    if (!(e <= 1e-5))
+        fail_msg("rel err %g against the naive schedule", e);
+    kn_bufset_free(&bs);
+    kn_bufset_free(&ref);
+}
+
 /* A register tile's reduction loop prefetches the weight it streams (kn_llvm.c, "software
 ** prefetch"): BERT's 128 x 768 x 768 dense layer with its bias, as a tuning run found it
 ** (tiles of 8 rows x 2 vectors of 16, each summed over k in a rolled loop of 64 steps of
@@ -378,7 +392,6 @@ static void test_prefetch(void **unused)
     ss_state *st, *naive;
     kn_ir *ir;
     kn_target on, off;
-    kn_bufset bs, ref;
     char err[512], *raw = NULL, *opt = NULL, *none = NULL;
     int n;
     (void)unused;
@@ -438,15 +451,7 @@ static void test_prefetch(void **unused)
             fail_msg("a store in the prefetching loop's block: %.80s", p);
     }
     kn_ir_free(ir);
-    run_state(st, &bs, kn_rt_serial_par()); /* the host target: prefetching */
-    run_state(naive, &ref, kn_rt_serial_par());
-    {
-        double e = kn_rt_rel_err(bs.ptr[bs.n - 1], ref.ptr[ref.n - 1], AT_DT_F32, 128 * 768);
-        if (!(e <= 1e-5))
-            fail_msg("rel err %g against the naive dense layer", e);
-    }
-    kn_bufset_free(&bs);
-    kn_bufset_free(&ref);
+    matches_naive(st, naive, 128 * 768); /* built for the host: prefetching */
     at_free(raw);
     at_free(opt);
     at_free(none);
@@ -474,7 +479,6 @@ static void test_prefetch_panel(void **unused)
     ss_state *st, *naive;
     kn_ir *ir;
     kn_target on, off;
-    kn_bufset bs, ref;
     char err[512], *raw = NULL, *none = NULL;
     int n;
     (void)unused;
@@ -495,15 +499,7 @@ static void test_prefetch_panel(void **unused)
     assert_int_equal(count_of(raw, "getelementptr i8, ptr %W.layout,"), 1);
     assert_int_equal(count_of(none, "llvm.prefetch"), 0);
     kn_ir_free(ir);
-    run_state(st, &bs, kn_rt_serial_par());
-    run_state(naive, &ref, kn_rt_serial_par());
-    {
-        double e = kn_rt_rel_err(bs.ptr[bs.n - 1], ref.ptr[ref.n - 1], AT_DT_F32, 80 * 768);
-        if (!(e <= 1e-5))
-            fail_msg("rel err %g against the naive dense layer", e);
-    }
-    kn_bufset_free(&bs);
-    kn_bufset_free(&ref);
+    matches_naive(st, naive, 80 * 768); /* built for the host: prefetching */
     at_free(raw);
     at_free(none);
     ss_state_free(st);
