@@ -371,10 +371,11 @@ at_err kn_hand_matmul(ss_state *st, const kn_target *t, char *errmsg, size_t err
 ** add) inlined into the output, which reads the block, a vector at a time.  Variant 0 (8
 ** rows x 2 vectors, 4 rows with AVX2's 16 registers; blocks of 32 x 4 tiles) is the fastest
 ** of 1,000 trials on matmul 1024^3; the others (0 <= variant < KN_HAND_MATMUL_VARIANTS)
-** change the tile and block sizes.  AT_EINVAL, the state untouched, when 'st' is not the
+** change the tile and block sizes (4: blocks one tile wide, whose next panel of B the
+** kernel can prefetch).  AT_EINVAL, the state untouched, when 'st' is not the
 ** naive state of one sum over k with two spatial axes (its first computed stage) followed
 ** only by elementwise stages over the same [i, j], or for no such variant. */
-#define KN_HAND_MATMUL_VARIANTS 4
+#define KN_HAND_MATMUL_VARIANTS 5
 at_err kn_hand_matmul_tiled(ss_state *st, int vector_bytes, int layout_rewrite, int variant,
                             char *errmsg, size_t errmsg_size);
 /* Inline elementwise stages, parallelize the outer loops and vectorize the inner loop of

@@ -706,7 +706,7 @@ static void seed_from_similar(run *r, ttask *t)
     /* the matmuls, the Winograd transforms, the convolutions and the row-wise operators
     ** start from their hand-written schedule too: structures the sampler draws rarely
     ** (kn_hand_matmul_tiled: the 1,000-trial best's register tiles summed over all of K,
-    ** B in their order, in four block sizes, 4.7-5.4 ms on matmul 1024^3 where the
+    ** B in their order, in five block sizes, 4.7-5.4 ms on matmul 1024^3 where the
     ** 1,000-trial bests re-measure at 4.5-4.9; a dense layer's bias, GELU or residual add
     ** inlined after it: BERT's 16 x 768 x 768 projection 0.15 ms where its 8 first-round
     ** trials had found 0.57; kn_hand_winograd: the transforms' a-term
