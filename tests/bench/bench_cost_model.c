@@ -52,6 +52,7 @@
 #define REPS 5
 #define MAX_SPLITS 64
 static int n_splits = 21; /* --splits: held-out 80/20 splits of each task */
+static int n_ensemble = 1; /* --ensemble: models trained per split, their scores summed */
 /* --again-db: the data set measured a second time ("": not) */
 static const char *again_path = "build/rel/bench/cost_model_again.db";
 
@@ -539,28 +540,49 @@ static void bench_remeasured(rec_store *st, const char *path, int t)
             at_time_mono_s() - t0, c1[n2 / 10], c1[n2 / 2], c1[n2 * 9 / 10]);
 }
 
+/* Train n_ensemble models on tr (seeds apart) and score te with the sum of their scores. */
+static void fit_predict(const cm_data *tr, const cm_params *p, const cm_data *te, double *sc)
+{
+    int n = cm_data_count(te);
+    double *one = malloc((size_t)(n + 1) * sizeof *one);
+    char err[512];
+    if (one == NULL)
+        die("predict", "out of memory");
+    for (int i = 0; i < n; i++)
+        sc[i] = 0;
+    for (int k = 0; k < n_ensemble; k++) {
+        cm_params q = *p;
+        cm_model *m;
+        q.seed = p->seed + 7919 * (uint64_t)k;
+        if (cm_model_new(&q, &m) != AT_OK)
+            die("model", "out of memory");
+        if (cm_model_fit(m, tr, err, sizeof err) != AT_OK)
+            die("training", err);
+        if (cm_model_predict_data(m, te, one) != AT_OK)
+            die("predict", "XGBoost failed");
+        for (int i = 0; i < n; i++)
+            sc[i] += one[i];
+        cm_model_free(m);
+    }
+    free(one);
+}
+
 /* Train on tr plus the programs xi[0..nx) of 'extra' (xi NULL: its first nx), score te. */
 static void eval_with(const cm_data *tr, const cm_data *extra, const int *xi, int nx,
                       const cm_data *te, const cm_params *p, double *sc, cm_metrics *mt)
 {
     cm_data *tr2;
-    cm_model *m2;
-    char err[512];
     int n = AT_MAX(cm_data_count(tr), nx);
     int *ix = malloc((size_t)(n + 1) * sizeof *ix);
     for (int i = 0; ix && i < n; i++)
         ix[i] = i;
     if (ix == NULL || cm_data_new(&tr2) != AT_OK ||
         cm_data_append(tr2, tr, ix, cm_data_count(tr)) != AT_OK ||
-        cm_data_append(tr2, extra, xi ? xi : ix, nx) != AT_OK || cm_model_new(p, &m2) != AT_OK)
+        cm_data_append(tr2, extra, xi ? xi : ix, nx) != AT_OK)
         die("split", "out of memory");
     free(ix);
-    if (cm_model_fit(m2, tr2, err, sizeof err) != AT_OK)
-        die("training", err);
-    if (cm_model_predict_data(m2, te, sc) != AT_OK)
-        die("predict", "XGBoost failed");
+    fit_predict(tr2, p, te, sc);
     cm_metrics_eval(te, sc, 1.05, mt);
-    cm_model_free(m2);
     cm_data_free(tr2);
 }
 
@@ -593,19 +615,16 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
             for (int r = 0; r < n_splits; r++) {
                 cm_params p = *base;
                 cm_data *tr, *te;
-                cm_model *m;
                 cm_metrics mt;
                 double *sc;
                 p.objective = (cm_objective)o;
                 p.seed = 43 + (uint64_t)r;
-                if (cm_data_split(d, 0.8, 500 + (uint64_t)r, &tr, &te) != AT_OK ||
-                    cm_model_new(&p, &m) != AT_OK)
+                if (cm_data_split(d, 0.8, 500 + (uint64_t)r, &tr, &te) != AT_OK)
                     die("split", "out of memory");
-                if (cm_model_fit(m, tr, err, sizeof err) != AT_OK)
-                    die("training", err);
                 sc = malloc((size_t)cm_data_count(te) * sizeof *sc);
-                if (cm_model_predict_data(m, te, sc) != AT_OK)
-                    die("predict", "XGBoost failed");
+                if (sc == NULL)
+                    die("split", "out of memory");
+                fit_predict(tr, &p, te, sc);
                 cm_metrics_eval(te, sc, 1.05, &mt);
                 acc[o][r] = mt.pairwise_acc;
                 if (o == CM_OBJ_RANK) {
@@ -629,7 +648,6 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                 s1[o][r] = mt.top1_score;
                 s5[o][r] = mt.top5_score;
                 free(sc);
-                cm_model_free(m);
                 cm_data_free(tr);
                 cm_data_free(te);
             }
@@ -695,7 +713,7 @@ int main(int argc, char **argv)
     int quality_only = 0;
     double pair_weight = -1, min_pair_ratio = -1, top_weight = -1;
     int monotone = -1, rounds = -1, depth = -1, partners = -1;
-    double eta = -1;
+    double eta = -1, subsample = -1, colsample = -1;
     {
         int n_pos = 0, help = 0;
         at_opt opts[] = {
@@ -716,11 +734,16 @@ int main(int argc, char **argv)
             {"eta", 0, AT_OPT_NUM, &eta, "X", "cm_params.eta"},
             {"partners", 0, AT_OPT_INT, &partners, "N", "cm_params.n_partners"},
             {"splits", 0, AT_OPT_INT, &n_splits, "N", "held-out splits, 1-64 (21)"},
+            {"ensemble", 0, AT_OPT_INT, &n_ensemble, "K",
+             "models per split, seeds apart, their scores summed (1)"},
+            {"subsample", 0, AT_OPT_NUM, &subsample, "X", "cm_params.subsample"},
+            {"colsample", 0, AT_OPT_NUM, &colsample, "X", "cm_params.colsample"},
             {"quality-only", 0, AT_OPT_BOOL, &quality_only, NULL, "only the held-out figures"},
         };
         if (at_opts_parse("bench_cost_model", opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos,
                           &help) != 0 ||
             at_opt_range("bench_cost_model", "--splits", n_splits, 1, MAX_SPLITS) != 0 ||
+            at_opt_range("bench_cost_model", "--ensemble", n_ensemble, 1, 16) != 0 ||
             at_opt_range("bench_cost_model", "--monotone", monotone, -1, 1) != 0)
             return 2;
         if (help || n_pos) {
@@ -767,6 +790,10 @@ int main(int argc, char **argv)
         p.eta = eta;
     if (partners > 0)
         p.n_partners = partners;
+    if (subsample > 0)
+        p.subsample = subsample;
+    if (colsample > 0)
+        p.colsample = colsample;
     if (cm_model_new(&p, &m) != AT_OK || cm_model_fit(m, d, err, sizeof err) != AT_OK)
         die("training", err);
     if (!quality_only) {
