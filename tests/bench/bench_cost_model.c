@@ -746,6 +746,13 @@ int main(int argc, char **argv)
             at_opt_range("bench_cost_model", "--ensemble", n_ensemble, 1, 16) != 0 ||
             at_opt_range("bench_cost_model", "--monotone", monotone, -1, 1) != 0)
             return 2;
+        if ((subsample != -1 && !(subsample > 0 && subsample <= 1)) ||
+            (colsample != -1 && !(colsample > 0 && colsample <= 1))) {
+            fprintf(stderr, "bench_cost_model: --%s must be above 0 and at most 1\n",
+                    subsample != -1 && !(subsample > 0 && subsample <= 1) ? "subsample"
+                                                                        : "colsample");
+            return 2;
+        }
         if (help || n_pos) {
             fprintf(help ? stdout : stderr, "usage: bench_cost_model [flags]\n\nflags:\n");
             at_opts_help(help ? stdout : stderr, opts, (int)AT_ARRAY_LEN(opts));
