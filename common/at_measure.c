@@ -3,6 +3,7 @@
 ** without gaps, which the static assertion below holds. */
 #include "common.h"
 
+#include <stdlib.h>
 #include <strings.h>
 
 static const struct {
@@ -54,4 +55,17 @@ at_err at_measure_parse(const char *s, int *out)
         return AT_OK;
     }
     return AT_EINVAL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double at_median_sort(double *v, int n)
+{
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }

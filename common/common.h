@@ -327,6 +327,9 @@ const char *at_measure_hint(int code);
 /* Parse a name as at_measure_name writes it (case-insensitive) or a decimal number;
 ** AT_EINVAL otherwise. */
 at_err at_measure_parse(const char *s, int *out);
+/* Sort v[0..n) in place, ascending, and return its median (the mean of the middle two when
+** n is even); 0 when n <= 0. */
+double at_median_sort(double *v, int n);
 
 /* ---- command lines (at_opts.c) ---------------------------------------------------------
 ** The flag parser of tuner, tracker and rpc_agent: a table of at_opt per command. */

@@ -32,12 +32,6 @@ void rec__state_hash(const char *state, char out[33])
     at_sha256_hex(state, strlen(state), 16, out);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 void rec__costs_stats(const double *c, int n, double *mean, double *median)
 {
     double sum = 0, small[16], *v = small;
@@ -49,8 +43,7 @@ void rec__costs_stats(const double *c, int n, double *mean, double *median)
         return;
     }
     memcpy(v, c, sizeof *v * (size_t)n);
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    *median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    *median = at_median_sort(v, n);
     if (v != small)
         at_free(v);
 }

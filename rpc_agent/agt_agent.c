@@ -226,12 +226,6 @@ static void job_free(agt_job *j)
 
 /* ---- the measuring thread ------------------------------------------------------------- */
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
 static void make_result(agt_agent *a, const at_wire_job *w, int status, const double *costs,
                         int n_costs, const char *text, double run_s)
 {
@@ -240,9 +234,7 @@ static void make_result(agt_agent *a, const at_wire_job *w, int status, const do
     memset(&r, 0, sizeof r);
     if (n_costs > 0 && n_costs <= AT_WIRE_MAX_COSTS) {
         memcpy(sorted, costs, (size_t)n_costs * sizeof *sorted);
-        qsort(sorted, (size_t)n_costs, sizeof *sorted, cmp_double);
-        r.median_s = n_costs % 2 ? sorted[n_costs / 2]
-                                 : 0.5 * (sorted[n_costs / 2 - 1] + sorted[n_costs / 2]);
+        r.median_s = at_median_sort(sorted, n_costs);
     }
     r.id = w->id;
     r.status = status;

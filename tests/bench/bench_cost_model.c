@@ -87,12 +87,6 @@ static double mean(const double *v, int n)
     return n > 0 ? t / n : 0;
 }
 
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static ss_space *space_of(const char *spec, ss_dag **dag)
 {
     ss_space *sp;
@@ -249,10 +243,10 @@ static void bench_throughput(cm_model *trained)
             die("predict", "XGBoost failed");
         pred[r] = at_time_mono_s() - t0;
     }
-    printf("bench cost_model_extract_rate %.0f states/s\n", median(ext, REPS));
-    printf("bench cost_model_predict_rate %.0f states/s\n", POP / median(pred, REPS));
-    printf("bench cost_model_population_2048 %.3f s\n", median(pred, REPS));
-    printf("bench cost_model_population_2048/goal_1s %.2f x\n", 1.0 / median(pred, REPS));
+    printf("bench cost_model_extract_rate %.0f states/s\n", at_median_sort(ext, REPS));
+    printf("bench cost_model_predict_rate %.0f states/s\n", POP / at_median_sort(pred, REPS));
+    printf("bench cost_model_population_2048 %.3f s\n", at_median_sort(pred, REPS));
+    printf("bench cost_model_population_2048/goal_1s %.2f x\n", 1.0 / at_median_sort(pred, REPS));
     for (int i = 0; i < POP; i++)
         ss_state_free(pop[i]);
     free(pop);
@@ -318,7 +312,7 @@ static void bench_training(cm_model *trained, const cm_params *p)
                     (long long)ti.n_rows, ti.n_rounds);
         cm_model_free(m);
     }
-    printf("bench cost_model_train_10000 %.2f s\n", median(secs, 3));
+    printf("bench cost_model_train_10000 %.2f s\n", at_median_sort(secs, 3));
     for (int i = 0; i < n; i++)
         cm_feats_fini(&f[i]);
     cm_feats_fini(&tmp);
@@ -651,30 +645,31 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                 cm_data_free(tr);
                 cm_data_free(te);
             }
-            /* the means first (median() sorts): recall moves in steps of 1/k per split */
+            /* the means first (at_median_sort sorts them): recall moves in steps of 1/k per split
+             */
             printf("bench cost_model_%s_top1_recall_mean_%s %.3f\n", tasks[t].name,
                    cm_objective_name((cm_objective)o), mean(r1[o], n_splits));
             printf("bench cost_model_%s_top5_recall_mean_%s %.3f\n", tasks[t].name,
                    cm_objective_name((cm_objective)o), mean(r5[o], n_splits));
             printf("bench cost_model_%s_top1_score_mean_%s %.3f\n", tasks[t].name,
                    cm_objective_name((cm_objective)o), mean(s1[o], n_splits));
-            med_acc[o] = median(acc[o], n_splits);
+            med_acc[o] = at_median_sort(acc[o], n_splits);
             printf("bench cost_model_%s_pairwise_acc_%s %.3f\n", tasks[t].name,
                    cm_objective_name((cm_objective)o), med_acc[o]);
             printf("bench cost_model_%s_top1_recall_%s %.2f\n", tasks[t].name,
-                   cm_objective_name((cm_objective)o), median(r1[o], n_splits));
+                   cm_objective_name((cm_objective)o), at_median_sort(r1[o], n_splits));
             printf("bench cost_model_%s_top5_recall_%s %.2f\n", tasks[t].name,
-                   cm_objective_name((cm_objective)o), median(r5[o], n_splits));
+                   cm_objective_name((cm_objective)o), at_median_sort(r5[o], n_splits));
             printf("bench cost_model_%s_top1_score_%s %.3f\n", tasks[t].name,
-                   cm_objective_name((cm_objective)o), median(s1[o], n_splits));
+                   cm_objective_name((cm_objective)o), at_median_sort(s1[o], n_splits));
             printf("bench cost_model_%s_top5_score_%s %.3f\n", tasks[t].name,
-                   cm_objective_name((cm_objective)o), median(s5[o], n_splits));
+                   cm_objective_name((cm_objective)o), at_median_sort(s5[o], n_splits));
         }
         if (no > 0) {
             printf("bench cost_model_%s_top5_recall_mean_with_others %.3f\n", tasks[t].name,
                    mean(xr5, n_splits));
             printf("bench cost_model_%s_pairwise_acc_with_others %.3f\n", tasks[t].name,
-                   median(xacc, n_splits));
+                   at_median_sort(xacc, n_splits));
         }
         if (corp) {
             printf("bench cost_model_%s_top1_recall_mean_with_corpus %.3f\n", tasks[t].name,
@@ -684,7 +679,7 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
             printf("bench cost_model_%s_top1_score_mean_with_corpus %.3f\n", tasks[t].name,
                    mean(cs1, n_splits));
             printf("bench cost_model_%s_pairwise_acc_with_corpus %.3f\n", tasks[t].name,
-                   median(cacc, n_splits));
+                   at_median_sort(cacc, n_splits));
         }
         printf("bench cost_model_%s_pairwise_acc/reg %.2f x\n", tasks[t].name,
                med_acc[CM_OBJ_RANK] / med_acc[CM_OBJ_REG]);

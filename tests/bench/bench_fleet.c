@@ -48,18 +48,6 @@ static void *agt_main(void *p)
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static int start_tracker(runner *r, char *url, size_t n)
 {
     char err[256];
@@ -190,8 +178,8 @@ static int bench_dispatch(int quick)
         if (s < 0) return 1;
         if (r > 0) rate[r - 1] = n / s;
     }
-    printf("bench fleet_dispatch %.0f jobs/s\n", median(rate, reps));
-    printf("bench fleet_dispatch/goal_5000 %.2f x\n", median(rate, reps) / 5000.0);
+    printf("bench fleet_dispatch %.0f jobs/s\n", at_median_sort(rate, reps));
+    printf("bench fleet_dispatch/goal_5000 %.2f x\n", at_median_sort(rate, reps) / 5000.0);
     fflush(stdout);
     tn_fleet_close(f);
     for (int i = 0; i < N_BENCH_AGENTS; i++)
@@ -252,7 +240,7 @@ static int bench_e2e(int quick, const kn_artifact *art)
         if (s < 0) return 1;
         if (r > 0) rate[r - 1] = n / s;
     }
-    printf("bench fleet_e2e_sandboxed %.0f jobs/s\n", median(rate, reps));
+    printf("bench fleet_e2e_sandboxed %.0f jobs/s\n", at_median_sort(rate, reps));
     fflush(stdout);
     tn_fleet_close(f);
     for (int i = 0; i < 2; i++)
@@ -283,7 +271,7 @@ static double latency(tn_fleet *f, const kn_artifact *art, const char *name, int
         if (r >= 2) /* two warm-ups: the reference is cached from then on */
             v[r - 2] = s;
     }
-    return median(v, reps);
+    return at_median_sort(v, reps);
 }
 
 static int bench_latency(int quick, const kn_artifact *art)

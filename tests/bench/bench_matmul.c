@@ -13,18 +13,6 @@
 
 #include "kernels/kernels.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 #define CHECK(x)                                                                               \
     do {                                                                                       \
         if ((x) != AT_OK) {                                                                    \
@@ -154,14 +142,16 @@ int main(int argc, char **argv)
         }
     }
     {
-        double mo = median(ours, reps), mb = median(blas, reps), md = median(dnnl, reps);
+        double mo = at_median_sort(ours, reps), mb = at_median_sort(blas, reps),
+               md = at_median_sort(dnnl, reps);
         double best = mb > md ? mb : md;
         printf("bench matmul%lld_ours_%dt %.1f GFLOPS\n", (long long)n, threads, mo);
         printf("bench matmul%lld_openblas_%dt %.1f GFLOPS\n", (long long)n, threads, mb);
         printf("bench matmul%lld_onednn_%dt %.1f GFLOPS\n", (long long)n, threads, md);
         printf("bench matmul%lld_ours/%s %.2f x\n", (long long)n, mb > md ? "openblas" : "onednn",
                mo / best);
-        printf("bench matmul%lld_compile_median %.1f ms\n", (long long)n, median(comp, reps));
+        printf("bench matmul%lld_compile_median %.1f ms\n", (long long)n,
+               at_median_sort(comp, reps));
     }
     kn_rt_free(C2);
     kn_rt_free(ws);

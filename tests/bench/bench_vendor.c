@@ -16,18 +16,6 @@
 #include "common/common.h"
 #include "kernels/kernels_rt.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* ---- FMA peak: independent chains of vector FMAs ---- */
 
 #define CHAINS 12
@@ -194,7 +182,7 @@ static double dnnl_conv_flops_per_s(const int p[9], int reps)
     dnnl_memory_destroy(mdst);
     dnnl_stream_destroy(c.stream);
     dnnl_engine_destroy(eng);
-    return flops / median(times, reps);
+    return flops / at_median_sort(times, reps);
 }
 
 int main(int argc, char **argv)
@@ -229,7 +217,7 @@ int main(int argc, char **argv)
         double v[64];
         for (int r = 0; r < reps; r++)
             v[r] = peak(threads);
-        printf("bench peak_fma_%dt %.1f GFLOPS\n", threads, median(v, reps));
+        printf("bench peak_fma_%dt %.1f GFLOPS\n", threads, at_median_sort(v, reps));
     }
     if (strstr(what, "sgemm")) {
         gemm g = {n, kn_rt_alloc((size_t)n * n * 4), kn_rt_alloc((size_t)n * n * 4),
@@ -242,8 +230,8 @@ int main(int argc, char **argv)
             v[r] = flops / time_until(run_openblas, &g, 0.2) * 1e-9;
             w[r] = flops / time_until(run_dnnl_gemm, &g, 0.2) * 1e-9;
         }
-        printf("bench openblas_sgemm%d_%dt %.1f GFLOPS\n", n, threads, median(v, reps));
-        printf("bench onednn_sgemm%d_%dt %.1f GFLOPS\n", n, threads, median(w, reps));
+        printf("bench openblas_sgemm%d_%dt %.1f GFLOPS\n", n, threads, at_median_sort(v, reps));
+        printf("bench onednn_sgemm%d_%dt %.1f GFLOPS\n", n, threads, at_median_sort(w, reps));
         kn_rt_free(g.a);
         kn_rt_free(g.b);
         kn_rt_free(g.c);

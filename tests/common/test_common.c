@@ -341,6 +341,21 @@ static void *run_part(void *arg)
     return NULL;
 }
 
+/* at_median_sort: odd and even counts, duplicates, negative numbers and the empty array;
+** the array comes back sorted. */
+static void test_median_sort(void **unused)
+{
+    double odd[] = {5, -1, 3, 3, 9}, even[] = {4, 1, 8, 2}, one[] = {7}, none[1] = {0};
+    (void)unused;
+    assert_true(at_median_sort(odd, 5) == 3);
+    for (int i = 1; i < 5; i++)
+        assert_true(odd[i - 1] <= odd[i]);
+    assert_true(at_median_sort(even, 4) == 3); /* (2 + 4) / 2 */
+    assert_true(even[0] == 1 && even[3] == 8);
+    assert_true(at_median_sort(one, 1) == 7);
+    assert_true(at_median_sort(none, 0) == 0);
+}
+
 static void test_run_parts(void **unused)
 {
     part_rec parts[AT_MAX_PARTS];
@@ -368,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_opts_parse),
         cmocka_unit_test(test_hash64),
         cmocka_unit_test(test_run_parts),
+        cmocka_unit_test(test_median_sort),
         cmocka_unit_test(test_rng_reproducible),
         cmocka_unit_test(test_buf_and_arena),
         cmocka_unit_test(test_json_parse_ok),

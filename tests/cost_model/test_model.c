@@ -39,18 +39,6 @@ static kn_target host;
 static ss_hw hw;
 static int n_per_task = 240;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void test_pairwise_accuracy(void **unused)
 {
     double acc[N_SEEDS], med;
@@ -82,7 +70,7 @@ static void test_pairwise_accuracy(void **unused)
         cm_data_free(tr);
         cm_data_free(te);
     }
-    med = median(acc, N_SEEDS);
+    med = at_median_sort(acc, N_SEEDS);
     fprintf(stderr, "median pairwise accuracy %.3f\n", med);
     if (!(med >= 0.75))
         fail_msg("median held-out pairwise accuracy %.3f < 0.75", med);
@@ -198,7 +186,7 @@ static void test_best_of_1000(void **unused)
     }
     tn_measurer_close(ms, 0);
     rec_store_close(out);
-    med = median(ratio, N_BEST_SEEDS);
+    med = at_median_sort(ratio, N_BEST_SEEDS);
     fprintf(stderr, "median x%.2f\n", med);
     if (!(med > 1))
         fail_msg("the predicted best of 1,000 is not faster than the best of 8 random "

@@ -326,18 +326,6 @@ static void test_code_size_limit(void **unused)
     ss_dag_unref(dag);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void test_short_run_improves_and_records_everything(void **unused)
 {
     rec *v;
@@ -382,8 +370,8 @@ static void test_short_run_improves_and_records_everything(void **unused)
     ** timing moves on 2 cores shared with another test (a seed once timed 5.45 us while
     ** every later program was timed at 5.65 us and over), so the bound is 2x, not 1x. */
     assert_true(n_first >= 4 && n_late >= 28);
-    first_med = median(first_v, n_first);
-    late_med = median(late_v, n_late);
+    first_med = at_median_sort(first_v, n_first);
+    late_med = at_median_sort(late_v, n_late);
     if (!(late_med < first_med))
         fail_msg("the search does not steer: median %g s in the first round, %g s in the "
                  "last seven", first_med, late_med);
