@@ -1,0 +1,20 @@
+#!/bin/sh
+# scripts/cm_study/run.sh SCRIPT.py -- the cost model's top-5 recall study (docs/cost_model.md,
+# "Where top-5 recall stops"): not part of the product.  Dumps the feature rows of every
+# record of the bench's data set and corpus (build/rel/bench/, measured by
+# bench_cost_model) with dump.c, and runs SCRIPT.py (base.py, knob.py, lc.py, ins.py,
+# insp.py, obj.py, obj2.py, reg.py) with XGBoost from PyPI in a throwaway venv.
+# Run from the repository root after 'make' and one bench_cost_model run.
+set -e
+out=${CM_STUDY_OUT:-/tmp/cm_study}
+dir=${CM_STUDY_DIR:-build/rel/bench}
+mkdir -p "$out"
+L=build/rel/lib
+cc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$out/dump" scripts/cm_study/dump.c $L/libtuner.a \
+    $L/libmodels.a $L/libcost_model.a $L/librecords.a $L/libkernels.a $L/libkernels_rt.a \
+    $L/libschedule_space.a $L/libcommon.a -L/usr/lib/llvm-16/lib -lLLVM-16 -lsqlite3 \
+    -lxgboost -lnng -luv -lmsgpackc -lmbedcrypto -lcairo -lseccomp -lm -lpthread -ldl
+"$out/dump" "$dir/cost_model.db" names >"$out/ds.txt"
+"$out/dump" "$dir/corpus.db" >"$out/corpus.txt"
+[ -x "$out/venv/bin/python" ] || { python3 -m venv "$out/venv" && "$out/venv/bin/pip" install -q xgboost numpy; }
+CM_STUDY_OUT=$out CM_STUDY_DIR=$dir exec "$out/venv/bin/python" "scripts/cm_study/${1:-base.py}"
