@@ -1,4 +1,4 @@
-import sys, numpy as np, xgboost as xgb
+import sys, numpy as np
 sys.path.insert(0, __import__('os').path.dirname(__file__))
 import base
 orig = base.labels
