@@ -12,7 +12,8 @@ filter=${2:-}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(pwd)/scripts/lsan.supp:print_suppressions=0}
-timeout_s=${AT_TEST_TIMEOUT:-900}  # the slowest test takes about 260 s
+# the slowest test takes about 260 s; in test-long, test_space about 8 minutes alone
+if [ -n "${AT_TEST_LONG:-}" ]; then timeout_s=${AT_TEST_TIMEOUT:-1800}; else timeout_s=${AT_TEST_TIMEOUT:-900}; fi
 jobs=${AT_TEST_JOBS:-$(nproc)}
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "run_tests.sh: AT_TEST_JOBS must be a number >= 1, not '$jobs'" >&2; exit 2; }
 # Tests whose assertions rest on measured speed (the cost model's ranking accuracy, a tuning
