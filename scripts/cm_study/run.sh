@@ -3,7 +3,8 @@
 # "Where top-5 recall stops"): not part of the product.  Dumps the feature rows of every
 # record of the bench's data set and corpus (build/rel/bench/, measured by
 # bench_cost_model) with dump.c, and runs SCRIPT.py (base.py, knob.py, lc.py, ins.py,
-# insp.py, obj.py, obj2.py, reg.py) with XGBoost from PyPI in a throwaway venv.
+# insp.py, obj.py, obj2.py, reg.py; withrun.py TXT,TXT DB,DB with dump outputs of tuning
+# runs' stores) with XGBoost from PyPI in a throwaway venv.
 # Run from the repository root after 'make' and one bench_cost_model run.
 set -e
 out=${CM_STUDY_OUT:-/tmp/cm_study}
@@ -17,4 +18,6 @@ cc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$out/dump" scripts/cm_study/dump.c $L/libt
 "$out/dump" "$dir/cost_model.db" names >"$out/ds.txt"
 "$out/dump" "$dir/corpus.db" >"$out/corpus.txt"
 [ -x "$out/venv/bin/python" ] || { python3 -m venv "$out/venv" && "$out/venv/bin/pip" install -q xgboost numpy; }
-CM_STUDY_OUT=$out CM_STUDY_DIR=$dir exec "$out/venv/bin/python" "scripts/cm_study/${1:-base.py}"
+script=${1:-base.py}
+[ $# -gt 0 ] && shift
+CM_STUDY_OUT=$out CM_STUDY_DIR=$dir exec "$out/venv/bin/python" "scripts/cm_study/$script" "$@"
