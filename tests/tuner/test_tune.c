@@ -347,10 +347,11 @@ static void test_short_run_improves_and_records_everything(void **unused)
             continue;
         if (v[i].trial < 8) {
             first = AT_MIN(first, v[i].mean);
-            first_v[n_first++] = v[i].mean;
+            if (n_first < 8)
+                first_v[n_first++] = v[i].mean;
         } else {
             later = AT_MIN(later, v[i].mean);
-            if (v[i].trial >= 64)
+            if (v[i].trial >= 64 && n_late < 56)
                 late_v[n_late++] = v[i].mean;
         }
     }
