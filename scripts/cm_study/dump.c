@@ -11,7 +11,8 @@ int main(int argc, char **argv)
 {
     rec_store *st; rec_iter *it; const rec_record *r; char msg[512];
     ss_dag *dag = NULL; char *dag_text = NULL; cm_feats f; cm_feats_init(&f);
-    if (argc < 2 || rec_store_open(argv[1], REC_OPEN_READONLY, &st, msg, sizeof msg) != AT_OK) { fprintf(stderr, "open\n"); return 1; }
+    if (argc < 2) { fprintf(stderr, "usage: dump STORE [names]\n"); return 2; }
+    if (rec_store_open(argv[1], REC_OPEN_READONLY, &st, msg, sizeof msg) != AT_OK) { fprintf(stderr, "dump: %s: %s\n", argv[1], msg); return 1; }
     if (argc > 2) { printf("names"); for (int k = 0; k < CM_N_FEATS; k++) printf(" %s", cm_feature_name(k)); printf("\n"); }
     rec_iter_open(st, NULL, REC_ORDER_STABLE, &it);
     while (rec_iter_next(it, &r) == AT_OK && r) {
