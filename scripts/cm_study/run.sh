@@ -3,7 +3,7 @@
 # "Where top-5 recall stops"): not part of the product.  Dumps the feature rows of every
 # record of the bench's data set and corpus (build/rel/bench/, measured by
 # bench_cost_model) with dump.c, and runs SCRIPT.py (base.py, knob.py, lc.py, ins.py,
-# insp.py, obj.py, obj2.py, reg.py, est.py, knn.py; withrun.py TXT,TXT DB,DB with dump outputs of tuning
+# insp.py, obj.py, obj2.py, reg.py, est.py, knn.py; mlp.py runs with Debian's torch, see its head; withrun.py TXT,TXT DB,DB with dump outputs of tuning
 # runs' stores) with XGBoost from PyPI in a throwaway venv.
 # Run from the repository root after 'make' and one bench_cost_model run.
 set -e
