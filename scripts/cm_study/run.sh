@@ -3,8 +3,9 @@
 # "Where top-5 recall stops"): not part of the product.  Dumps the feature rows of every
 # record of the bench's data set and corpus (build/rel/bench/, measured by
 # bench_cost_model) with dump.c, and runs SCRIPT.py (base.py, knob.py, lc.py, ins.py,
-# insp.py, obj.py, obj2.py, reg.py, est.py, knn.py; mlp.py runs with Debian's torch, see its head; withrun.py TXT,TXT DB,DB with dump outputs of tuning
-# runs' stores) with XGBoost from PyPI in a throwaway venv.
+# insp.py, obj.py, obj2.py, reg.py, est.py, knn.py; withrun.py TXT,TXT DB,DB with dump
+# outputs of tuning runs' stores) with XGBoost from PyPI in a throwaway venv.  mlp.py runs
+# with Debian's torch on the dumps this leaves (see its head).
 # Run from the repository root after 'make' and one bench_cost_model run.
 set -e
 out=${CM_STUDY_OUT:-/tmp/cm_study}
