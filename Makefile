@@ -128,9 +128,10 @@ bench: deps
 	$(Q)$(MAKE) --no-print-directory -j$$(nproc) all $(patsubst tests/%.c,build/rel/tests/%,$(BENCH_SRCS))
 	$(Q)scripts/bench.sh
 
-# 'make bench-tune [TRIALS=N]': matmul 1024^3 and ResNet-50's 3x3 conv2d tuned through a
-# tracker and an agent on its own core, next to OpenBLAS, oneDNN and the peak (also run at the
-# end of 'make bench'; docs/tuning.md).
+# 'make bench-tune [TRIALS=N]': matmul 1024^3 and ResNet-50's 3x3 conv2d (NCHW, and NHWC as a
+# tuned model runs it) tuned through a tracker and an agent on its own core, next to OpenBLAS,
+# oneDNN and the peak (also run at the end of 'make bench'; BENCH_TUNE_TASKS="NAME ..." runs
+# some of the tasks; docs/tuning.md).
 TRIALS ?= 1000
 .PHONY: bench-tune
 bench-tune: deps

@@ -4,6 +4,7 @@
 # the same run.  docs/tuning.md ("The tuning benchmark") explains the set-up and figures.
 #
 #   scripts/bench_tune.sh [TRIALS]        default 1000 per task (BENCH_TUNE_TRIALS)
+#   BENCH_TUNE_TASKS="conv2d_resnet50_nhwc" scripts/bench_tune.sh     some of the tasks only
 #
 # The agent runs on its own core (taskset -c 1, one kernel thread); the tuner, its build
 # workers and the tracker share core 0.  Kernels are timed as TVM's CPU runners do
@@ -30,7 +31,18 @@ trap cleanup EXIT INT TERM
 TASKS=(
   "matmul1024|matmul:M=1024,N=1024,K=1024|sgemm"
   "conv2d_resnet50|conv2d:N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1|conv"
+  # the same layer in the layout a tuned model runs it in (docs/models.md, section 3b)
+  "conv2d_resnet50_nhwc|conv2d:layout=NHWC,N=1,C=64,H=56,W=56,K=64,R=3,S=3,pad=1|conv"
 )
+# BENCH_TUNE_TASKS="NAME ...": only these of the tasks above (default all)
+if [ -n "${BENCH_TUNE_TASKS:-}" ]; then
+  sel=()
+  for t in "${TASKS[@]}"; do
+    for n in $BENCH_TUNE_TASKS; do [ "${t%%|*}" = "$n" ] && sel+=("$t"); done
+  done
+  [ ${#sel[@]} -gt 0 ] || { echo "bench: BENCH_TUNE_TASKS names none of: ${TASKS[*]%%|*}" >&2; exit 2; }
+  TASKS=("${sel[@]}")
+fi
 
 # ---- the references, on the agent's core, one thread ----
 echo "# vendor references on cpu $AGENT_CPU, one thread: $VENDOR" >&2
@@ -109,6 +121,7 @@ ratio() { # NAME NUM DEN
 }
 mm=$(f tune_matmul1024_best)
 cv=$(f tune_conv2d_resnet50_best)
+cvh=$(f tune_conv2d_resnet50_nhwc_best)
 best_vendor_mm=$(awk -v a="$blas" -v b="$dnnl_mm" 'BEGIN { print (a > b ? a : b) }')
 ratio tune_matmul1024/best_vendor_sgemm "$mm" "$best_vendor_mm"
 ratio tune_matmul1024/openblas_sgemm "$mm" "$blas"
@@ -116,4 +129,6 @@ ratio tune_matmul1024/onednn_sgemm "$mm" "$dnnl_mm"
 ratio tune_matmul1024/peak "$mm" "$peak"
 ratio tune_conv2d_resnet50/onednn_conv2d "$cv" "$dnnl_conv"
 ratio tune_conv2d_resnet50/peak "$cv" "$peak"
+ratio tune_conv2d_resnet50_nhwc/onednn_conv2d "$cvh" "$dnnl_conv"
+ratio tune_conv2d_resnet50_nhwc/peak "$cvh" "$peak"
 exit $status
