@@ -292,9 +292,10 @@ static void expect_as_naive(const char *what, ss_dag *dag, ss_state *naive, ss_s
 }
 
 /* kn_hand_conv_nhwc on NHWC convolutions (depthwise, 1x1, a 3-channel stride-2 stem, with
-** and without an epilogue, extents that 8 and the vector do not divide), in each of its
-** channel blocks that divides the channels, computes what the naive state computes (the
-** others are refused); an NCHW convolution and a matmul are refused. */
+** and without an epilogue, extents that 8 and the vector do not divide, stride-1 ones whose
+** padding it copies per tile), in each of its channel blocks that divides the channels,
+** computes what the naive state computes (the others are refused); the padding is inlined
+** except at stride 1 over input channels; an NCHW convolution and a matmul are refused. */
 /* kn_hand_rowwise: softmax and layer norm (the library's, of several shapes; BERT's
 ** attention scores among them) and a row reduction with its elementwise use, a row at a
 ** time with vector accumulators: each matches the naive lowering; other DAGs are refused
@@ -437,10 +438,17 @@ static void test_hand_conv_nhwc(void **unused)
         /* 96 channels: 6, 3 and 2 vectors of 16 (12, 6, 4 of 8) */
         "conv2d:layout=NHWC,N=1,C=96,H=13,W=14,K=96,R=3,S=3,stride=2,pad=1,groups=96,bias=1",
         "conv2d:layout=NHWC,N=1,C=8,H=5,W=7,K=96,R=1,S=1,bias=1,relu=1",
+        /* stride 1 summing over channels: the padding copied per tile (the first two with
+        ** 64 channels, every block; 80 input channels, more than one vector loop takes;
+        ** grouped; an NCHW input) */
+        "conv2d:layout=NHWC,N=2,C=24,H=9,W=13,K=64,R=3,S=3,pad=1,bias=1,relu=1",
+        "conv2d:layout=NHWC,N=1,C=80,H=7,W=7,K=64,R=3,S=3,pad=1",
+        "conv2d:layout=NHWC,N=1,C=80,H=6,W=9,K=32,R=3,S=3,pad=1,groups=2",
+        "conv2d:layout=NHWC,in_layout=NCHW,N=1,C=3,H=10,W=12,K=16,R=3,S=3,pad=1",
     };
     char err[512];
     int64_t vw = host.vector_bytes / 4;
-    int n_wide = 0;
+    int n_wide = 0, n_tiled = 0;
     (void)unused;
     for (size_t i = 0; i < sizeof texts / sizeof texts[0] + sizeof specs / sizeof specs[0];
          i++) {
@@ -456,6 +464,16 @@ static void test_hand_conv_nhwc(void **unused)
         assert_int_equal(ss_state_new(dag, &hand), AT_OK);
         if (kn_hand_conv_nhwc(hand, host.vector_bytes, 0, err, sizeof err) != AT_OK)
             fail_msg("%s: kn_hand_conv_nhwc: %s", what, err);
+        {
+            /* the padding: inlined, but copied per tile at stride 1 when the convolution
+            ** sums over input channels */
+            int pad = ss_dag_find(dag, "pad");
+            int per_tile = pad >= 0 && strstr(what, "R=3") && !strstr(what, "stride=2") &&
+                           !strstr(what, "dilation=2");
+            if (pad >= 0)
+                assert_int_equal(hand->stages[pad].loc, per_tile ? SS_LOC_AT : SS_LOC_INLINE);
+            n_tiled += per_tile;
+        }
         expect_as_naive(what, dag, naive, hand);
         ss_state_free(hand);
         /* the wider channel blocks: where they divide K, the same result; else refused */
@@ -481,6 +499,7 @@ static void test_hand_conv_nhwc(void **unused)
         ss_dag_unref(dag);
     }
     assert_true(n_wide >= 2); /* the 96-channel ones take both wider blocks */
+    assert_int_equal(n_tiled, 4);
     /* not an NHWC convolution: refused, the state untouched */
     for (int i = 0; i < 2; i++) {
         ss_dag *dag = op_dag(i == 0 ? "conv2d:N=1,C=4,H=8,W=8,K=8,R=3,S=3,pad=1"
