@@ -349,7 +349,8 @@ at_err kn_hand_conv_nhwc(ss_state *st, int vector_bytes, int variant, char *errm
                    p->axes[nhwc_in ? 1 : 2].extent == c->axes[1].extent + R - 1 &&
                    p->axes[nhwc_in ? 2 : 3].extent == OW + S - 1;
     }
-    if (pad >= 0 && !tile_pad) STEP(ss_state_compute_inline(st, pad, errmsg, errmsg_size));
+    if (pad >= 0 && !tile_pad)
+        STEP(ss_state_compute_inline(st, pad, errmsg, errmsg_size));
     for (int s = conv + 1; s < st->n_stages - 1; s++)
         STEP(ss_state_compute_inline(st, s, errmsg, errmsg_size));
     if (conv == st->n_stages - 1)
