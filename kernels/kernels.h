@@ -390,8 +390,9 @@ at_err kn_hand_winograd(ss_state *st, int vector_bytes, char *errmsg, size_t err
 ** elementwise epilogue): output tiles of up to 8 columns x 1 (variant 0), 2 (1) or 3 (2) vectors
 ** of channels in registers, every tap accumulated into them, [n, h] parallel, the epilogue
 ** inlined, the padding too (copied per tile instead at stride 1 over input channels).  The
-** tuner's first population of an NHWC conv task starts from every variant that fits.  AT_EINVAL for another DAG, or a variant whose channel block does not
-** divide the output channels. */
+** tuner's first population of an NHWC conv task starts from every variant that fits.
+** AT_EINVAL for another DAG, or a variant whose channel block does not divide the output
+** channels. */
 #define KN_HAND_CONV_NHWC_VARIANTS 3
 at_err kn_hand_conv_nhwc(ss_state *st, int vector_bytes, int variant, char *errmsg,
                          size_t errmsg_size);
