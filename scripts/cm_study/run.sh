@@ -3,7 +3,8 @@
 # "Where top-5 recall stops"): not part of the product.  Dumps the feature rows of every
 # record of the bench's data set and corpus (build/rel/bench/, measured by
 # bench_cost_model) with dump.c, and runs SCRIPT.py (base.py, knob.py, lc.py, ins.py,
-# insp.py, obj.py, obj2.py, reg.py, est.py, knn.py; withrun.py TXT,TXT DB,DB with dump
+# insp.py, obj.py, obj2.py, reg.py, est.py, knn.py, asm.py (which first rebuilds every program
+# and disassembles it with asm.c); withrun.py TXT,TXT DB,DB with dump
 # outputs of tuning runs' stores) with XGBoost from PyPI in a throwaway venv.  mlp.py runs
 # with Debian's torch on the dumps this leaves (see its head).
 # Run from the repository root after 'make' and one bench_cost_model run.
@@ -21,4 +22,15 @@ cc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$out/dump" scripts/cm_study/dump.c $L/libt
 [ -x "$out/venv/bin/python" ] || { python3 -m venv "$out/venv" && "$out/venv/bin/pip" install -q xgboost numpy; }
 script=${1:-base.py}
 [ $# -gt 0 ] && shift
+if [ "$script" = asm.py ] && [ ! -s "$out/asm_ds.txt" ]; then
+    # the machine code of every program (3,600 builds: about 3.5 minutes on 2 cores)
+    cc -O2 -std=c11 -D_GNU_SOURCE -I. -I/usr/lib/llvm-16/include -o "$out/asm" \
+        scripts/cm_study/asm.c $L/libkernels.a $L/libkernels_rt.a $L/librecords.a \
+        $L/libschedule_space.a $L/libcommon.a -L/usr/lib/llvm-16/lib -lLLVM-16 -lsqlite3 \
+        -lmsgpackc -lmbedcrypto -lm -lpthread -ldl
+    "$out/asm" "$dir/corpus.db" 2 0 >"$out/asm_cp0.txt" &
+    "$out/asm" "$dir/corpus.db" 2 1 >"$out/asm_cp1.txt"
+    wait
+    "$out/asm" "$dir/cost_model.db" >"$out/asm_ds.txt"
+fi
 CM_STUDY_OUT=$out CM_STUDY_DIR=$dir exec "$out/venv/bin/python" "scripts/cm_study/$script" "$@"
