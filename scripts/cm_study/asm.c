@@ -64,7 +64,7 @@ static int analyse(const uint8_t *code, size_t n, LLVMDisasmContextRef dc, doubl
         memset(&v[ni], 0, sizeof v[ni]);
         v[ni].at = at; v[ni].size = (int)sz;
         classify(text, &v[ni]);
-        snprintf(v[ni].text, sizeof v[ni].text, "%s", text);
+        snprintf(v[ni].text, sizeof v[ni].text, "%.79s", text);
         if (getenv("ASM_PRINT")) printf("%6zu %s\n", at, text);
         ni++; at += sz;
     }
@@ -95,8 +95,7 @@ static int analyse(const uint8_t *code, size_t n, LLVMDisasmContextRef dc, doubl
         double trip = 8;
         for (int b = i - 1; b >= 0 && b >= i - 2; b--) {
             long long n; char reg[16];
-            if (sscanf(v[b].text, " cmp%*c $%lld, %%%15[a-z0-9]", &n, reg) == 2 ||
-                sscanf(v[b].text, " cmp%*c $%lld, %%%15[a-z0-9]", &n, reg) == 2) {
+            if (sscanf(v[b].text, " cmp%*c $%lld, %%%15[a-z0-9]", &n, reg) == 2) {
                 for (int j = b - 1; j >= 0 && (int64_t)v[j].at >= v[i].target; j--) {
                     long long st; char r2[16];
                     if (sscanf(v[j].text, " add%*c $%lld, %%%15[a-z0-9]", &st, r2) == 2 && !strcmp(r2, reg) && st > 0) { trip = (double)n / st; break; }
