@@ -22,6 +22,11 @@ enum { C_ALL, C_FMA, C_VLOAD, C_VSTORE, C_BCAST, C_STACK, C_PREF, C_MEMFMA, C_ZM
 #define MAXI 200000
 
 typedef struct { uint64_t at; int size; int cls[C_N]; int64_t target; char text[80]; } ins;
+/* ASM_HOT_DIR: the record's hottest innermost loop (most FMAs) written to DIR/ID.s for
+** llvm-mca (mca.py) */
+static const char *hot_dir;
+static long long cur_id;
+static double hot_best;
 
 static void classify(const char *t, ins *in)
 {
@@ -144,6 +149,16 @@ static int analyse(const uint8_t *code, size_t n, LLVMDisasmContextRef dc, doubl
             for (int j = a0; j <= i; j++) { sk += v[j].cls[C_STACK]; z += v[j].cls[C_ZMM]; bc += v[j].cls[C_BCAST]; }
             hot[0] = nf; hot[1] = nl; hot[2] = ns; hot[3] = na; hot[4] = sk; hot[5] = z; hot[6] = bc;
             hot[7] = w[i]; hot[8] = itrip[i]; hot[9] = nf > 0 ? b / nf : 0;
+            if (hot_dir && nf > hot_best) {
+                char fn[4096];
+                snprintf(fn, sizeof fn, "%s/%lld.s", hot_dir, cur_id);
+                FILE *f = fopen(fn, "w");
+                if (f) {
+                    for (int j = a0; j < i; j++) fprintf(f, "%s\n", v[j].text);
+                    fclose(f);
+                }
+                hot_best = nf;
+            }
         }
     }
     for (int j = 0; j < ni; j++) if (!done[j]) cyc += w[j] / 4;
@@ -186,6 +201,7 @@ int main(int argc, char **argv)
         if (k++ % every != first) continue;
         if (getenv("ASM_PRINT") && atoll(getenv("ASM_PRINT")) != r->id) continue;
         ss_state *s = NULL; kn_artifact *a = NULL;
+        hot_dir = getenv("ASM_HOT_DIR"); cur_id = r->id; hot_best = 0;
         if (strcmp(tg_text, r->target)) {
             if (kn_target_parse(r->target, &tg, msg, sizeof msg) != AT_OK) { fprintf(stderr, "asm: target %s: %s\n", r->target, msg); return 1; }
             snprintf(tg_text, sizeof tg_text, "%s", r->target);

@@ -3,8 +3,9 @@
 # "Where top-5 recall stops"): not part of the product.  Dumps the feature rows of every
 # record of the bench's data set and corpus (build/rel/bench/, measured by
 # bench_cost_model) with dump.c, and runs SCRIPT.py (base.py, knob.py, lc.py, ins.py,
-# insp.py, obj.py, obj2.py, reg.py, est.py, knn.py, asm.py (which first rebuilds every program
-# and disassembles it with asm.c); withrun.py TXT,TXT DB,DB with dump
+# insp.py, obj.py, obj2.py, reg.py, est.py, knn.py, stage2.py, asm.py and mca.py (which first
+# rebuild every program and disassemble it with asm.c; mca.py runs llvm-mca on each
+# program's hottest loop); withrun.py TXT,TXT DB,DB with dump
 # outputs of tuning runs' stores) with XGBoost from PyPI in a throwaway venv.  mlp.py runs
 # with Debian's torch on the dumps this leaves (see its head).
 # Run from the repository root after 'make' and one bench_cost_model run.
@@ -22,15 +23,19 @@ cc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$out/dump" scripts/cm_study/dump.c $L/libt
 [ -x "$out/venv/bin/python" ] || { python3 -m venv "$out/venv" && "$out/venv/bin/pip" install -q xgboost numpy; }
 script=${1:-base.py}
 [ $# -gt 0 ] && shift
-if [ "$script" = asm.py ] && [ ! -s "$out/asm_ds.txt" ]; then
+if { [ "$script" = asm.py ] || [ "$script" = mca.py ]; } &&
+    { [ ! -s "$out/asm_ds.txt" ] || [ ! -d "$out/hot" ]; }; then
     # the machine code of every program (3,600 builds: about 3.5 minutes on 2 cores)
     cc -O2 -std=c11 -D_GNU_SOURCE -I. -I/usr/lib/llvm-16/include -o "$out/asm" \
         scripts/cm_study/asm.c $L/libkernels.a $L/libkernels_rt.a $L/librecords.a \
         $L/libschedule_space.a $L/libcommon.a -L/usr/lib/llvm-16/lib -lLLVM-16 -lsqlite3 \
         -lmsgpackc -lmbedcrypto -lm -lpthread -ldl
+    rm -rf "$out/hot" "$out/mca.txt" && mkdir -p "$out/hot"
+    export ASM_HOT_DIR="$out/hot"
     "$out/asm" "$dir/corpus.db" 2 0 >"$out/asm_cp0.txt" &
     "$out/asm" "$dir/corpus.db" 2 1 >"$out/asm_cp1.txt"
     wait
     "$out/asm" "$dir/cost_model.db" >"$out/asm_ds.txt"
+    unset ASM_HOT_DIR
 fi
 CM_STUDY_OUT=$out CM_STUDY_DIR=$dir exec "$out/venv/bin/python" "scripts/cm_study/$script" "$@"
