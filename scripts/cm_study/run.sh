@@ -3,9 +3,10 @@
 # "Where top-5 recall stops"): not part of the product.  Dumps the feature rows of every
 # record of the bench's data set and corpus (build/rel/bench/, measured by
 # bench_cost_model) with dump.c, and runs SCRIPT.py (base.py, knob.py, lc.py, ins.py,
-# insp.py, obj.py, obj2.py, reg.py, est.py, knn.py, stage2.py, noise.py, packsum.py, asm.py
-# and mca.py (the last two first rebuild every program and disassemble it with asm.c;
-# mca.py runs llvm-mca on each program's hottest loop); withrun.py TXT,TXT DB,DB with dump
+# insp.py, obj.py, obj2.py, reg.py, est.py, knn.py, stage2.py, noise.py, packsum.py,
+# xgbparams.py, asm.py and mca.py (the last two first rebuild every program and
+# disassemble it with asm.c; mca.py runs llvm-mca on each program's hottest loop);
+# withrun.py TXT,TXT DB,DB with dump
 # outputs of tuning runs' stores) with XGBoost from PyPI in a throwaway venv.  mlp.py runs
 # with Debian's torch on the dumps this leaves (see its head).
 # Run from the repository root after 'make' and one bench_cost_model run.
