@@ -6,7 +6,8 @@
 # insp.py, obj.py, obj2.py, reg.py, est.py, knn.py, stage2.py, noise.py, packsum.py,
 # xgbparams.py, asm.py and mca.py (the last two first rebuild every program and
 # disassemble it with asm.c; mca.py runs llvm-mca on each program's hottest loop), sim.py
-# and simasm.py (first every program's memory accesses through sim.c's cache model);
+# simasm.py and simlin.py (first every program's memory accesses through sim.c's cache
+# model);
 # withrun.py TXT,TXT DB,DB with dump
 # outputs of tuning runs' stores) with XGBoost from PyPI in a throwaway venv.  mlp.py runs
 # with Debian's torch on the dumps this leaves (see its head).
@@ -40,7 +41,7 @@ if { [ "$script" = asm.py ] || [ "$script" = mca.py ] || [ "$script" = simasm.py
     "$out/asm" "$dir/cost_model.db" >"$out/asm_ds.txt"
     unset ASM_HOT_DIR
 fi
-if { [ "$script" = sim.py ] || [ "$script" = simasm.py ]; } && [ ! -s "$out/sim_ds.txt" ]; then
+if case $script in sim*.py) true ;; *) false ;; esac && [ ! -s "$out/sim_ds.txt" ]; then
     # every program's accesses through a model of the caches (sim.c; SIM_ARGS: cache sizes
     # and the sampling cap, default Zen 5's and 3e6; about 3 + 3 minutes)
     cc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$out/sim" scripts/cm_study/sim.c $L/libkernels.a \
