@@ -128,8 +128,27 @@ static int64_t ev(const ss_expr *e, double w)
     return 0;
 }
 
-/* static cost of one run of s: accesses */
+/* static cost of one run of s: accesses (memoized by statement) */
+#define MEMO 16384
+static const void *memo_key[MEMO];
+static double memo_val[MEMO];
+static double cost_(const kn_stmt *s);
 static double cost(const kn_stmt *s)
+{
+    size_t h = ((uintptr_t)s >> 4) * 0x9E3779B97F4A7C15ull >> 50;
+    for (;;) {
+        if (memo_key[h] == s) return memo_val[h];
+        if (!memo_key[h]) break;
+        h = (h + 1) & (MEMO - 1);
+    }
+    double c = cost_(s);
+    /* (re-probe: cost_ may have filled slots) */
+    h = ((uintptr_t)s >> 4) * 0x9E3779B97F4A7C15ull >> 50;
+    while (memo_key[h] && memo_key[h] != s) h = (h + 1) & (MEMO - 1);
+    memo_key[h] = s; memo_val[h] = c;
+    return c;
+}
+static double cost_(const kn_stmt *s)
 {
     switch (s->kind) {
     case KN_S_FOR: {
@@ -207,7 +226,7 @@ int main(int argc, char **argv)
             b += ((uint64_t)ir->bufs[i].n_elems * esize[i] + 8192 + 4095) & ~4095ull;
         }
         memset(cnt, 0, sizeof cnt); cache_clear(&l1); cache_clear(&l2); cache_clear(&tlb); cache_clear(&r32); cache_clear(&r16);
-        memset(site_key, 0, sizeof site_key);
+        memset(site_key, 0, sizeof site_key); memset(memo_key, 0, sizeof memo_key);
         run(ir->body, 1, CAP);
         printf("%lld", (long long)r->id);
         for (int c = 0; c < C_N; c++) printf(" %.6g", cnt[c]);

@@ -1,0 +1,28 @@
+# sim.py's columns in the product's form of the model (packsum.py's emulation: rows scored
+# and summed per program, our pairwise loss on 32 partners, pairs apart by more than 10 %):
+# the program's simulated counts on its first row, missing on the others.  Does the
+# stand-in's gain hold in the product's model?  Run: scripts/cm_study/run.sh simpack.py
+import sys, os, numpy as np
+sys.path.insert(0, os.path.dirname(__file__))
+os.environ['VARIANTS'] = 'none'
+here = os.path.dirname(__file__)
+exec(open(os.path.join(here, 'packsum.py')).read().split("print('stand-in")[0])
+exec(open(os.path.join(here, 'sim.py')).read().split("for t in base.TASKS")[0])
+def evaluate(name):
+    res = {t: [] for t in TASKS}
+    for s in range(S):
+        tr, te = split(s)
+        b = fit_custom(tr + cp, s, packed=True)
+        for t in TASKS:
+            c = np.array([p['cost'] for p in te[t]])
+            res[t].append(recall(predict(b, te[t], True), c, 5))
+    print(name, {t[:6]: round(float(np.mean(v)), 3) for t, v in res.items()}, flush=True)
+keep = {id(p): p['rows'] for p in ds + cp}
+nc = len(ds[0]['sim'])
+for p in ds + cp:
+    p['rows'] = [np.concatenate([r, np.zeros(nc, np.float32)]) for r in p['rows']]
+evaluate('pack-sum (the product), zero columns')
+for p in ds + cp:
+    p['rows'] = [np.concatenate([r[:-nc], p['sim'] if i == 0 else np.full(nc, np.nan, np.float32)]) for i, r in enumerate(p['rows'])]
+evaluate('pack-sum with the simulation on the first row')
+for p in ds + cp: p['rows'] = keep[id(p)]
