@@ -26,3 +26,30 @@ for p in ds + cp:
     p['rows'] = [np.concatenate([r[:-nc], p['sim'] if i == 0 else np.full(nc, np.nan, np.float32)]) for i, r in enumerate(p['rows'])]
 evaluate('pack-sum with the simulation on the first row')
 for p in ds + cp: p['rows'] = keep[id(p)]
+# One model for both paths: trained with the simulated columns missing on a random half of
+# the programs, scored with them (the re-ranked candidates) and without (the population).
+if os.environ.get('SIM_MASK'):
+    def evaluate2(name, frac):
+        res = {t: [] for t in TASKS}; res0 = {t: [] for t in TASKS}
+        for s in range(S):
+            tr, te = split(s)
+            rng = np.random.default_rng(77 + s)
+            full = {}
+            for p in tr + cp:
+                full[id(p)] = p['rows']
+                if rng.random() < frac:
+                    p['rows'] = [np.concatenate([r[:-nc], np.full(nc, np.nan, np.float32)]) for r in p['rows']]
+            b = fit_custom(tr + cp, s, packed=True)
+            for p in tr + cp: p['rows'] = full[id(p)]
+            for t in TASKS:
+                c = np.array([p['cost'] for p in te[t]])
+                res[t].append(recall(predict(b, te[t], True), c, 5))
+                bare = [dict(p, rows=[np.concatenate([r[:-nc], np.full(nc, np.nan, np.float32)]) for r in p['rows']]) for p in te[t]]
+                res0[t].append(recall(predict(b, bare, True), c, 5))
+        print(name, 'scored with the simulation', {t[:6]: round(float(np.mean(v)), 3) for t, v in res.items()},
+              'without', {t[:6]: round(float(np.mean(v)), 3) for t, v in res0.items()}, flush=True)
+    for p in ds + cp:
+        p['rows'] = [np.concatenate([r, p['sim'] if i == 0 else np.full(nc, np.nan, np.float32)]) for i, r in enumerate(p['rows'])]
+    for frac in (0.0, 0.5):
+        evaluate2('trained with the columns missing on %d %% of the programs:' % (frac * 100), frac)
+    for p in ds + cp: p['rows'] = keep[id(p)]
