@@ -53,6 +53,7 @@ static int cache_access(cache *c, uint64_t line)
 enum { C_STMTS, C_ACC, C_M1, C_M1N, C_M2, C_M2N, C_TLB, C_ST, C_SIM, C_R32, C_R16, C_N };
 static double cnt[C_N];
 static cache l1, l2, tlb, r32, r16;
+static int use_reg; /* SIM_REG=1: the register-file columns (else 0) */
 static const kn_ir *IR;
 static int64_t *val;
 static uint64_t base[1024];
@@ -78,8 +79,8 @@ static void touch(const void *site, int buf, int64_t idx, double w, int is_store
     uint64_t *last = site_slot(site);
     cnt[C_SIM] += 1;
     /* a register file of 32 (16) vectors, fully associative, LRU, seen before the sites' filter */
-    if (!cache_access(&r32, line)) cnt[C_R32] += w;
-    if (!cache_access(&r16, line)) cnt[C_R16] += w;
+    if (use_reg && !cache_access(&r32, line)) cnt[C_R32] += w;
+    if (use_reg && !cache_access(&r16, line)) cnt[C_R16] += w;
     if (*last == line) return; /* the same line as this site's last access: a register or a vector's other lanes */
     int seq = *last + 1 == line;
     *last = line;
@@ -92,13 +93,50 @@ static void touch(const void *site, int buf, int64_t idx, double w, int is_store
     cnt[C_M2] += w; if (!seq) cnt[C_M2N] += w;
 }
 
+/* An index as sum(coef[v] * var v) + c when it is affine in the loop variables (the common
+** case: split loops); otherwise it is walked as a tree each time.  Memoized by expression. */
+typedef struct { int n; int var[8]; int64_t coef[8]; int64_t c; int ok; } affine;
+#define AMEMO 8192
+static const void *aff_key[AMEMO];
+static affine aff_val[AMEMO];
+static int affine_of(const ss_expr *e, affine *a, int64_t m)
+{
+    switch (e->kind) {
+    case SS_E_IMM_INT: a->c += m * e->v.i; return 1;
+    case SS_E_VAR:
+        for (int i = 0; i < a->n; i++) if (a->var[i] == e->id) { a->coef[i] += m; return 1; }
+        if (a->n == 8) return 0;
+        a->var[a->n] = e->id; a->coef[a->n++] = m; return 1;
+    case SS_E_ADD: return affine_of(e->a[0], a, m) && affine_of(e->a[1], a, m);
+    case SS_E_SUB: return affine_of(e->a[0], a, m) && affine_of(e->a[1], a, -m);
+    case SS_E_CAST: return affine_of(e->a[0], a, m);
+    case SS_E_MUL:
+        if (e->a[1]->kind == SS_E_IMM_INT) return affine_of(e->a[0], a, m * e->a[1]->v.i);
+        if (e->a[0]->kind == SS_E_IMM_INT) return affine_of(e->a[1], a, m * e->a[0]->v.i);
+        return 0;
+    default: return 0;
+    }
+}
+static int64_t ev(const ss_expr *e, double w);
+static int64_t index_of(const ss_expr *e, double w)
+{
+    size_t h = ((uintptr_t)e >> 4) * 0x9E3779B97F4A7C15ull >> 51;
+    while (aff_key[h] && aff_key[h] != e) h = (h + 1) & (AMEMO - 1);
+    affine *a = &aff_val[h];
+    if (!aff_key[h]) { aff_key[h] = e; memset(a, 0, sizeof *a); a->ok = affine_of(e, a, 1); }
+    if (!a->ok) return ev(e, w);
+    int64_t v = a->c;
+    for (int i = 0; i < a->n; i++) v += a->coef[i] * val[a->var[i]];
+    return v;
+}
+
 static int64_t ev(const ss_expr *e, double w)
 {
     switch (e->kind) {
     case SS_E_IMM_INT: return e->v.i;
     case SS_E_IMM_FLOAT: return 0;
     case SS_E_VAR: return val[e->id];
-    case SS_E_LOAD: { int64_t i = ev(e->a[0], w); touch(e, e->id, i, w, 0); return 0; }
+    case SS_E_LOAD: { int64_t i = index_of(e->a[0], w); touch(e, e->id, i, w, 0); return 0; }
     case SS_E_SELECT: return ev(e->a[0], w) ? ev(e->a[1], w) : ev(e->a[2], w);
     default: break;
     }
@@ -186,7 +224,7 @@ static void run(const kn_stmt *s, double w, double cap)
     case KN_S_STORE:
         cnt[C_STMTS] += w;
         ev(s->value, w);
-        touch(s, s->buf, ev(s->index, w), w, 1);
+        touch(s, s->buf, index_of(s->index, w), w, 1);
         return;
     default: return;
     }
@@ -201,6 +239,7 @@ int main(int argc, char **argv)
     int l2kb = argc > 5 ? atoi(argv[4]) : 1024, l2w = argc > 5 ? atoi(argv[5]) : 16;
     double CAP = argc > 6 ? atof(argv[6]) : 3e6;
     cache_init(&l1, l1kb, l1w, 64); cache_init(&l2, l2kb, l2w, 64);
+    use_reg = getenv("SIM_REG") && atoi(getenv("SIM_REG"));
     cache_init(&r32, 2, 32, 64); cache_init(&r16, 1, 16, 64);
     tlb.ways = 4; tlb.sets = 16; tlb.tag = calloc(64, 8); tlb.age = calloc(64, 8);
     if (rec_store_open(argv[1], REC_OPEN_READONLY, &st, msg, sizeof msg) != AT_OK) { fprintf(stderr, "sim: %s: %s\n", argv[1], msg); return 1; }
@@ -227,6 +266,7 @@ int main(int argc, char **argv)
         }
         memset(cnt, 0, sizeof cnt); cache_clear(&l1); cache_clear(&l2); cache_clear(&tlb); cache_clear(&r32); cache_clear(&r16);
         memset(site_key, 0, sizeof site_key); memset(memo_key, 0, sizeof memo_key);
+        memset(aff_key, 0, sizeof aff_key);
         run(ir->body, 1, CAP);
         printf("%lld", (long long)r->id);
         for (int c = 0; c < C_N; c++) printf(" %.6g", cnt[c]);

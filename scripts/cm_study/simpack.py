@@ -2,17 +2,20 @@
 # and summed per program, our pairwise loss on 32 partners, pairs apart by more than 10 %):
 # the program's simulated counts on its first row, missing on the others.  Does the
 # stand-in's gain hold in the product's model?  Run: scripts/cm_study/run.sh simpack.py
+# (SIM_ALLPAIRS=1: every pair of a task, any gap, as the bench's --partners 256
+# --min-pair-ratio 1.0)
 import sys, os, numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 os.environ['VARIANTS'] = 'none'
 here = os.path.dirname(__file__)
 exec(open(os.path.join(here, 'packsum.py')).read().split("print('stand-in")[0])
 exec(open(os.path.join(here, 'sim.py')).read().split("for t in base.TASKS")[0])
+KW = dict(partners=10**6, ratio=1.0) if os.environ.get('SIM_ALLPAIRS') else {}
 def evaluate(name):
     res = {t: [] for t in TASKS}
     for s in range(S):
         tr, te = split(s)
-        b = fit_custom(tr + cp, s, packed=True)
+        b = fit_custom(tr + cp, s, packed=True, **KW)
         for t in TASKS:
             c = np.array([p['cost'] for p in te[t]])
             res[t].append(recall(predict(b, te[t], True), c, 5))
