@@ -5,7 +5,8 @@
 ** the caches, the others' counts scaled to the loop's extent.  One line a record:
 **   id, then per thread: statements run, line accesses, L1 misses, of them not the next line
 **   of the same access site, L2 misses, of them not the next line, TLB misses, stores'
-**   line accesses, simulated accesses, line accesses that miss a 32-line and a 16-line
+**   line accesses, simulated accesses (with SIM_STRIDE=1 'not the next line' is 'not the
+**   same change of line as the site's last': what a stride prefetcher would not fetch), line accesses that miss a 32-line and a 16-line
 **   fully associative LRU (a register file).
 ** Usage: sim STORE [L1_KB L1_WAYS L2_KB L2_WAYS [CAP]] (default 48 12 1024 16: AMD Zen 5; CAP
 ** 3e6 accesses a program); SIM_EVERY=N SIM_FIRST=I: only records I, I+N, ... */
@@ -63,6 +64,8 @@ static int esize[1024];
 #define SITES 8192
 static const void *site_key[SITES];
 static uint64_t site_line[SITES];
+static int64_t site_delta[SITES]; /* its last change of line (SIM_STRIDE=1) */
+static int use_stride;
 static uint64_t *site_slot(const void *k)
 {
     size_t h = ((uintptr_t)k >> 4) * 0x9E3779B97F4A7C15ull >> 51;
@@ -83,6 +86,11 @@ static void touch(const void *site, int buf, int64_t idx, double w, int is_store
     if (use_reg && !cache_access(&r16, line)) cnt[C_R16] += w;
     if (*last == line) return; /* the same line as this site's last access: a register or a vector's other lanes */
     int seq = *last + 1 == line;
+    if (use_stride) { /* a stride prefetcher: the same change of line as this site's last */
+        int64_t *dl = &site_delta[last - site_line], d = (int64_t)(line - *last);
+        seq = *last != UINT64_MAX && d == *dl;
+        *dl = d;
+    }
     *last = line;
     cnt[C_ACC] += w;
     if (is_store) cnt[C_ST] += w;
@@ -240,6 +248,7 @@ int main(int argc, char **argv)
     double CAP = argc > 6 ? atof(argv[6]) : 3e6;
     cache_init(&l1, l1kb, l1w, 64); cache_init(&l2, l2kb, l2w, 64);
     use_reg = getenv("SIM_REG") && atoi(getenv("SIM_REG"));
+    use_stride = getenv("SIM_STRIDE") && atoi(getenv("SIM_STRIDE"));
     cache_init(&r32, 2, 32, 64); cache_init(&r16, 1, 16, 64);
     tlb.ways = 4; tlb.sets = 16; tlb.tag = calloc(64, 8); tlb.age = calloc(64, 8);
     if (rec_store_open(argv[1], REC_OPEN_READONLY, &st, msg, sizeof msg) != AT_OK) { fprintf(stderr, "sim: %s: %s\n", argv[1], msg); return 1; }
