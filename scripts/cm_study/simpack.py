@@ -12,14 +12,15 @@ exec(open(os.path.join(here, 'packsum.py')).read().split("print('stand-in")[0])
 exec(open(os.path.join(here, 'sim.py')).read().split("for t in base.TASKS")[0])
 KW = dict(partners=10**6, ratio=1.0) if os.environ.get('SIM_ALLPAIRS') else {}
 def evaluate(name):
-    res = {t: [] for t in TASKS}
+    res = {t: [] for t in TASKS}; res1 = {t: [] for t in TASKS}
     for s in range(S):
         tr, te = split(s)
         b = fit_custom(tr + cp, s, packed=True, **KW)
         for t in TASKS:
-            c = np.array([p['cost'] for p in te[t]])
-            res[t].append(recall(predict(b, te[t], True), c, 5))
-    print(name, {t[:6]: round(float(np.mean(v)), 3) for t, v in res.items()}, flush=True)
+            c = np.array([p['cost'] for p in te[t]]); pr = predict(b, te[t], True)
+            res[t].append(recall(pr, c, 5)); res1[t].append(recall(pr, c, 1))
+    print(name, 'top-5', {t[:6]: round(float(np.mean(v)), 3) for t, v in res.items()},
+          'top-1', {t[:6]: round(float(np.mean(v)), 3) for t, v in res1.items()}, flush=True)
 keep = {id(p): p['rows'] for p in ds + cp}
 nc = len(ds[0]['sim'])
 for p in ds + cp:
