@@ -7,7 +7,8 @@
 **   of the same access site, L2 misses, of them not the next line, TLB misses, stores'
 **   line accesses, simulated accesses (with SIM_STRIDE=1 'not the next line' is 'not the
 **   same change of line as the site's last': what a stride prefetcher would not fetch), line accesses that miss a 32-line and a 16-line
-**   fully associative LRU (a register file).
+**   fully associative LRU (a register file; SIM_REG=1, else 0), iterations of the loops the
+**   code keeps (not copied out, not one vector), of those with no such loop inside.
 ** Usage: sim STORE [L1_KB L1_WAYS L2_KB L2_WAYS [CAP]] (default 48 12 1024 16: AMD Zen 5; CAP
 ** 3e6 accesses a program); SIM_EVERY=N SIM_FIRST=I: only records I, I+N, ... */
 #include "kernels/kernels.h"
@@ -51,7 +52,7 @@ static int cache_access(cache *c, uint64_t line)
     return 0;
 }
 
-enum { C_STMTS, C_ACC, C_M1, C_M1N, C_M2, C_M2N, C_TLB, C_ST, C_SIM, C_R32, C_R16, C_N };
+enum { C_STMTS, C_ACC, C_M1, C_M1N, C_M2, C_M2N, C_TLB, C_ST, C_SIM, C_R32, C_R16, C_ITER, C_INNER, C_N };
 static double cnt[C_N];
 static cache l1, l2, tlb, r32, r16;
 static int use_reg; /* SIM_REG=1: the register-file columns (else 0) */
@@ -209,6 +210,23 @@ static double cost_(const kn_stmt *s)
     }
 }
 
+/* Does the back end emit s as a loop (not copied out, not one vector)? */
+static int emitted(const kn_stmt *s)
+{
+    return s->kind == KN_S_FOR && !kn_stmt_copied_out(s) &&
+           !(s->for_kind == KN_FOR_VECTORIZE && kn_stmt_vectorizable(s->body, s->var));
+}
+/* Does s hold an emitted loop? */
+static int holds_loop(const kn_stmt *s)
+{
+    switch (s->kind) {
+    case KN_S_FOR: return emitted(s) || holds_loop(s->body);
+    case KN_S_SEQ: for (int i = 0; i < s->n; i++) if (holds_loop(s->items[i])) return 1; return 0;
+    case KN_S_IF: return holds_loop(s->body);
+    default: return 0;
+    }
+}
+
 static void run(const kn_stmt *s, double w, double cap)
 {
     switch (s->kind) {
@@ -216,6 +234,10 @@ static void run(const kn_stmt *s, double w, double cap)
         int64_t e = s->extent;
         if (s->for_kind == KN_FOR_PARALLEL) e = (e + 1) / 2;
         double bc = cost(s->body);
+        if (emitted(s)) {  /* iterations of loops the code keeps: their overhead, counted whole */
+            cnt[C_ITER] += w * (double)e;
+            if (!holds_loop(s->body)) cnt[C_INNER] += w * (double)e;
+        }
         if ((double)e * bc <= cap || e <= 2) {
             for (int64_t i = 0; i < e; i++) { val[s->var] = i; run(s->body, w, cap / (double)e); }
             return;

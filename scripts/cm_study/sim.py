@@ -2,7 +2,8 @@
 # program's line accesses, L1 / L2 / TLB misses, added to the booster's input, as logs and
 # per statement run.  Run: scripts/cm_study/run.sh sim.py after sim.c's outputs are in
 # CM_STUDY_OUT or SIM_DIR (sim_ds.txt for the data set, sim_cp*.txt for the corpus; run.sh
-# makes them).  SIM_REG=1 adds the register-file columns (32 and 16 lines); SPLITS=N.
+# makes them).  SIM_REG=1 adds the register-file columns (32 and 16 lines), SIM_ITER=1 the
+# kept loops' iterations (all, and the innermost); SPLITS=N.
 import sys, os, glob, numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import base
@@ -22,7 +23,8 @@ def cols(a):
     return np.array([l(st), l(acc), l(m1), l(m1n), l(m2), l(m2n), l(tlb), l(sto),
                      acc / st, m1 / st, m1n / st, m2 / st, m2n / st, tlb / st, sto / st,
                      l(m1 * 4 + m1n * 8 + m2 * 20 + m2n * 60 + tlb * 10)] +
-                    ([l(a[9]), l(a[10]), a[9] / st, a[10] / st] if os.environ.get('SIM_REG') else []),
+                    ([l(a[9]), l(a[10]), a[9] / st, a[10] / st] if os.environ.get('SIM_REG') else []) +
+                    ([l(a[11]), l(a[12]), a[11] / st, a[12] / st] if os.environ.get('SIM_ITER') else []),
                     np.float32)
 NC = len(cols(next(iter(A.values()))))
 for src, m in ((ds, A), (cp, B)):
