@@ -3,13 +3,16 @@
 # the program's simulated counts on its first row, missing on the others.  Does the
 # stand-in's gain hold in the product's model?  Run: scripts/cm_study/run.sh simpack.py
 # (SIM_ALLPAIRS=1: every pair of a task, any gap, as the bench's --partners 256
-# --min-pair-ratio 1.0)
+# --min-pair-ratio 1.0; SIM_ASM=1: asm.py's columns of the machine code too)
 import sys, os, numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 os.environ['VARIANTS'] = 'none'
 here = os.path.dirname(__file__)
 exec(open(os.path.join(here, 'packsum.py')).read().split("print('stand-in")[0])
 exec(open(os.path.join(here, 'sim.py')).read().split("for t in base.TASKS")[0])
+if os.environ.get('SIM_ASM'):  # asm.py's columns too, beside the simulation's
+    exec(open(os.path.join(here, 'asm.py')).read().split("print('base'")[0])
+    for p in ds + cp: p['sim'] = np.concatenate([p['sim'], p['asm']])
 KW = dict(partners=10**6, ratio=1.0) if os.environ.get('SIM_ALLPAIRS') else {}
 def evaluate(name):
     res = {t: [] for t in TASKS}; res1 = {t: [] for t in TASKS}
