@@ -34,6 +34,40 @@
 #include "records/records.h"
 #include "schedule_space/schedule_space.h"
 
+/* ---- the caches simulated (cm_sim.c) ------------------------------------------------- */
+
+/* What cm_sim_run counts over a CPU program, per thread (thread 0's share of the parallel
+** loop), estimated for the whole run when loops are sampled.  A "line" access is one whose
+** site (a LOAD or a store) moved to another cache line since its last access; "far"
+** misses are those not on the line after the site's last (what a next-line prefetcher
+** does not hide). */
+enum {
+    CM_SIM_STMTS,       /* stores run */
+    CM_SIM_LINES,       /* line accesses, loads and stores */
+    CM_SIM_L1_MISSES,   /* of them, L1D misses */
+    CM_SIM_L1_FAR,      /* ... not on the next line */
+    CM_SIM_L2_MISSES,   /* L2 misses */
+    CM_SIM_L2_FAR,      /* ... not on the next line */
+    CM_SIM_TLB_MISSES,  /* misses of a 64-entry data TLB of 4 KiB pages */
+    CM_SIM_STORE_LINES, /* line accesses of stores */
+    CM_SIM_N
+};
+
+typedef struct cm_sim_params {
+    int64_t l1_bytes, l2_bytes; /* per core */
+    int l1_ways, l2_ways;
+    int n_threads; /* the parallel loop's iterations are shared by this many */
+    double cap;    /* accesses to simulate at most, about (loops beyond it are sampled) */
+} cm_sim_params;
+
+/* The target's caches (L1D with 64 sets, L2 16-way), cores and a cap of 3e5 accesses
+** (docs/cost_model.md: about 15-40 ms a program of the bench's tasks). */
+void cm_sim_params_init(cm_sim_params *p, const kn_target *t);
+/* Run the loads and stores of CPU program 'ir' through the caches; out[CM_SIM_N].
+** AT_EINVAL for a GPU program or bad parameters, AT_ENOMEM; 'errmsg' says which. */
+at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N], char *errmsg,
+                  size_t errmsg_size);
+
 /* ---- features (cm_feature.c) --------------------------------------------------------- */
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models

@@ -9,6 +9,8 @@
 **   same change of line as the site's last': what a stride prefetcher would not fetch), line accesses that miss a 32-line and a 16-line
 **   fully associative LRU (a register file; SIM_REG=1, else 0), iterations of the loops the
 **   code keeps (not copied out, not one vector), of those with no such loop inside.
+** The product's cost_model/cm_sim.c counts the same (without the SIM_* variants below);
+** this prototype stays as the study's record of them.
 ** Usage: sim STORE [L1_KB L1_WAYS L2_KB L2_WAYS [CAP]] (default 48 12 1024 16: AMD Zen 5; CAP
 ** 3e6 accesses a program); SIM_EVERY=N SIM_FIRST=I: only records I, I+N, ... */
 #include "kernels/kernels.h"

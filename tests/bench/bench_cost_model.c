@@ -7,6 +7,11 @@
 **   bench cost_model_population_2048 T s              the same as the time one population
 **                                                      takes (goal: under 1 s on one core)
 **   bench cost_model_population_2048/goal_1s R x      goal / time
+**   bench cost_model_cache_sim_rate N states/s        cm_sim_run (the caches simulated, the
+**                                                      target's sizes, a cap of 3e5 accesses)
+**                                                      on 64 states of that population
+**   bench cost_model_cache_sim_256 T s                the same for 256 states: re-ranking a
+**                                                      round's best with it (not yet done)
 **   bench cost_model_train_10000 T s                  training on 10,000 programs
 **   bench cost_model_TASK_pairwise_acc_OBJ A          held-out pairwise accuracy (pairs whose
 **   bench cost_model_TASK_top1_recall_OBJ R           costs differ by > 5%), top-1 and top-5
@@ -49,6 +54,7 @@
 #include <unistd.h>
 
 #define POP 2048
+#define SIM_N 64
 #define REPS 5
 #define MAX_SPLITS 64
 static int n_splits = 21; /* --splits: held-out 80/20 splits of each task */
@@ -247,6 +253,25 @@ static void bench_throughput(cm_model *trained)
     printf("bench cost_model_predict_rate %.0f states/s\n", POP / at_median_sort(pred, REPS));
     printf("bench cost_model_population_2048 %.3f s\n", at_median_sort(pred, REPS));
     printf("bench cost_model_population_2048/goal_1s %.2f x\n", 1.0 / at_median_sort(pred, REPS));
+    {
+        /* the caches simulated (cm_sim.c) over the first 64 states: what re-ranking a
+        ** round's best candidates with them would cost */
+        cm_sim_params sp_;
+        double c[CM_SIM_N], t0, secs;
+        cm_sim_params_init(&sp_, &host);
+        t0 = at_time_mono_s();
+        for (int i = 0; i < SIM_N; i++) {
+            kn_ir *ir;
+            if (kn_lower(pop[i], &ir, err, sizeof err) != AT_OK)
+                die("lower", err);
+            if (cm_sim_run(ir, &sp_, c, err, sizeof err) != AT_OK)
+                die("cache simulation", err);
+            kn_ir_free(ir);
+        }
+        secs = at_time_mono_s() - t0;
+        printf("bench cost_model_cache_sim_rate %.1f states/s\n", SIM_N / secs);
+        printf("bench cost_model_cache_sim_256 %.2f s\n", 256 * secs / SIM_N);
+    }
     for (int i = 0; i < POP; i++)
         ss_state_free(pop[i]);
     free(pop);
