@@ -183,6 +183,13 @@ double cm_data_label(const cm_data *d, int i)
     return d->label[i];
 }
 
+void cm_data_set_sim(cm_data *d, const cm_sim_params *p)
+{
+    d->use_sim = p != NULL;
+    if (p)
+        d->sim = *p;
+}
+
 at_err cm_data_add(cm_data *d, const cm_sample *s, int n, int *n_unlowered)
 {
     cm_feats f;
@@ -194,6 +201,7 @@ at_err cm_data_add(cm_data *d, const cm_sample *s, int n, int *n_unlowered)
         if (s[i].task == NULL || (!s[i].state && !s[i].ir && !s[i].feats))
             return AT_EINVAL;
     cm_feats_init(&f);
+    f.sim = d->use_sim ? &d->sim : NULL;
     for (int i = 0; i < n && err == AT_OK; i++) {
         const cm_feats *use = s[i].feats;
         double cost = s[i].status != 0 || failed_cost(s[i].cost_s) ? AT_MEASURE_FAIL_COST
@@ -319,6 +327,7 @@ at_err cm_data_load_store(cm_data *d, rec_store *st, const rec_filter *f, cm_loa
     if (errmsg && errmsg_size)
         errmsg[0] = 0;
     cm_feats_init(&feats);
+    feats.sim = d->use_sim ? &d->sim : NULL;
     at_buf_init(&key);
     if ((err = rec_iter_open(st, f, REC_ORDER_STABLE, &it)) != AT_OK) {
         if (errmsg)

@@ -1149,6 +1149,33 @@ at_err cm_features_extract(const kn_ir *ir, cm_feats *f)
     }
     if (f->n_rows == 0)
         return AT_EINVAL;
+    if (f->sim && !ir->is_gpu) {
+        /* group 10, on the first row: the program's counts, and per store run */
+        double c[CM_SIM_N], *r0 = s->acc_rows, st;
+        if ((err = cm_sim_run(ir, f->sim, c, NULL, 0)) != AT_OK) {
+            f->n_rows = 0;
+            return err;
+        }
+        st = c[CM_SIM_STMTS] > 0 ? c[CM_SIM_STMTS] : 1;
+        r0[CM_F_SIM_STMTS] = c[CM_SIM_STMTS];
+        r0[CM_F_SIM_LINES] = c[CM_SIM_LINES];
+        r0[CM_F_SIM_L1_MISSES] = c[CM_SIM_L1_MISSES];
+        r0[CM_F_SIM_L1_FAR] = c[CM_SIM_L1_FAR];
+        r0[CM_F_SIM_L2_MISSES] = c[CM_SIM_L2_MISSES];
+        r0[CM_F_SIM_L2_FAR] = c[CM_SIM_L2_FAR];
+        r0[CM_F_SIM_TLB_MISSES] = c[CM_SIM_TLB_MISSES];
+        r0[CM_F_SIM_STORE_LINES] = c[CM_SIM_STORE_LINES];
+        r0[CM_F_SIM_LINES_PER] = c[CM_SIM_LINES] / st;
+        r0[CM_F_SIM_L1_PER] = c[CM_SIM_L1_MISSES] / st;
+        r0[CM_F_SIM_L1_FAR_PER] = c[CM_SIM_L1_FAR] / st;
+        r0[CM_F_SIM_L2_PER] = c[CM_SIM_L2_MISSES] / st;
+        r0[CM_F_SIM_L2_FAR_PER] = c[CM_SIM_L2_FAR] / st;
+        r0[CM_F_SIM_TLB_PER] = c[CM_SIM_TLB_MISSES] / st;
+        r0[CM_F_SIM_STORE_PER] = c[CM_SIM_STORE_LINES] / st;
+        r0[CM_F_SIM_PENALTY] = 4 * c[CM_SIM_L1_MISSES] + 8 * c[CM_SIM_L1_FAR] +
+                               20 * c[CM_SIM_L2_MISSES] + 60 * c[CM_SIM_L2_FAR] +
+                               10 * c[CM_SIM_TLB_MISSES];
+    }
     for (int r = 0; r < f->n_rows; r++) {
         const double *src = s->acc_rows + (size_t)r * CM_N_FEATS;
         float *dst = f->rows + (size_t)r * CM_N_FEATS;

@@ -72,8 +72,8 @@ at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N],
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 4 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
-                                ** 4: group 9, lanes */
+#define CM_FEATURE_VERSION 5 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
+                                ** 4: group 9, lanes; 5: group 10, the caches simulated */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */
@@ -258,7 +258,25 @@ at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N],
       "else 1")                                                                             \
     X(LANE_OPS, "lane_ops", 1,                                                             \
       "float ops of the store over the whole nest / eff_lanes: the vector instructions "    \
-      "its arithmetic takes")
+      "its arithmetic takes")                                                               \
+    /* group 10: the caches simulated (first row only, when asked: cm_feats.sim) */        \
+    X(SIM_STMTS, "sim_stmts", 1, "stores thread 0 runs (cm_sim_run)")                      \
+    X(SIM_LINES, "sim_lines", 1, "its line accesses")                                      \
+    X(SIM_L1_MISSES, "sim_l1_misses", 1, "its L1D misses")                                 \
+    X(SIM_L1_FAR, "sim_l1_far", 1, "its L1D misses not on the site's next line")           \
+    X(SIM_L2_MISSES, "sim_l2_misses", 1, "its L2 misses")                                  \
+    X(SIM_L2_FAR, "sim_l2_far", 1, "its L2 misses not on the site's next line")            \
+    X(SIM_TLB_MISSES, "sim_tlb_misses", 1, "its data TLB misses")                          \
+    X(SIM_STORE_LINES, "sim_store_lines", 1, "its stores' line accesses")                  \
+    X(SIM_LINES_PER, "sim_lines_per", 0, "sim_lines per store run")                        \
+    X(SIM_L1_PER, "sim_l1_per", 0, "sim_l1_misses per store run")                          \
+    X(SIM_L1_FAR_PER, "sim_l1_far_per", 0, "sim_l1_far per store run")                     \
+    X(SIM_L2_PER, "sim_l2_per", 0, "sim_l2_misses per store run")                          \
+    X(SIM_L2_FAR_PER, "sim_l2_far_per", 0, "sim_l2_far per store run")                     \
+    X(SIM_TLB_PER, "sim_tlb_per", 0, "sim_tlb_misses per store run")                       \
+    X(SIM_STORE_PER, "sim_store_per", 0, "sim_store_lines per store run")                  \
+    X(SIM_PENALTY, "sim_penalty", 1,                                                       \
+      "4 x L1 misses + 8 x far ones + 20 x L2 misses + 60 x far ones + 10 x TLB misses")
 
 typedef enum cm_feat {
 #define X(id, name, lg, doc) CM_F_##id,
@@ -283,6 +301,10 @@ typedef struct cm_feats {
     int cap_rows;
     int64_t code_size; /* kn_ir_code_size of the program (the search's code-size limit) */
     uint64_t ir_hash;  /* kn_ir_hash of the program: which states are one program */
+    /* Group 10: NULL (cm_feats_init), its columns are 0; else the first row of a CPU
+    ** program gets cm_sim_run's counts with these caches (about 50 ms a program, not for
+    ** populations).  Set by the caller; cm_feats_copy leaves it. */
+    const cm_sim_params *sim;
     void *scratch; /* private working storage */
 } cm_feats;
 
@@ -320,6 +342,9 @@ void cm_data_free(cm_data *d); /* NULL is fine */
 ** failure with no rows, counted in *n_unlowered (may be NULL).  AT_ENOMEM, AT_EINVAL for a
 ** sample with no program or no task. */
 at_err cm_data_add(cm_data *d, const cm_sample *s, int n, int *n_unlowered);
+/* Later cm_data_add and cm_data_load_store fill group 10 (the caches simulated) with these
+** caches; NULL: leave it 0 (the default).  The parameters are copied. */
+void cm_data_set_sim(cm_data *d, const cm_sim_params *p);
 int cm_data_count(const cm_data *d);   /* programs */
 int cm_data_n_tasks(const cm_data *d);
 int64_t cm_data_n_rows(const cm_data *d);

@@ -28,6 +28,8 @@ struct cm_data {
     int n_tasks, cap_tasks;
     char **task_names;     /* owned */
     int labels_dirty;
+    int use_sim;           /* group 10 filled with 'sim' (cm_data_set_sim) */
+    cm_sim_params sim;
 };
 
 /* Task index of 'name', added if new; -1 when out of memory. */

@@ -730,7 +730,8 @@ int main(int argc, char **argv)
     cm_params p;
     cm_model *m;
     char err[1024];
-    int quality_only = 0;
+    int quality_only = 0, use_sim = 0;
+    cm_sim_params sim;
     double pair_weight = -1, min_pair_ratio = -1, top_weight = -1;
     int monotone = -1, rounds = -1, depth = -1, partners = -1;
     double eta = -1, subsample = -1, colsample = -1;
@@ -759,6 +760,8 @@ int main(int argc, char **argv)
             {"subsample", 0, AT_OPT_NUM, &subsample, "X", "cm_params.subsample"},
             {"colsample", 0, AT_OPT_NUM, &colsample, "X", "cm_params.colsample"},
             {"quality-only", 0, AT_OPT_BOOL, &quality_only, NULL, "only the held-out figures"},
+            {"sim", 0, AT_OPT_BOOL, &use_sim, NULL,
+             "group 10, the caches simulated, for every record (cm_sim_run: minutes)"},
         };
         if (at_opts_parse("bench_cost_model", opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos,
                           &help) != 0 ||
@@ -785,7 +788,11 @@ int main(int argc, char **argv)
         die("target", "no host target");
     ss_hw_cpu(&hw, host.n_cores, host.vector_bytes, host.l1_bytes, host.l2_bytes);
     st = dataset(path, n_states, budget_s);
-    if (cm_data_new(&d) != AT_OK || cm_data_load_store(d, st, NULL, &ls, err, sizeof err) != AT_OK)
+    cm_sim_params_init(&sim, &host);
+    if (cm_data_new(&d) != AT_OK)
+        die("data", "out of memory");
+    cm_data_set_sim(d, use_sim ? &sim : NULL);
+    if (cm_data_load_store(d, st, NULL, &ls, err, sizeof err) != AT_OK)
         die(path, err);
     fprintf(stderr, "# data set %s: %lld records (%lld failed) of %d tasks\n", path,
             (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
@@ -793,8 +800,10 @@ int main(int argc, char **argv)
         /* this host's records only: a store measured on another CPU keeps its records */
         rec_filter hf = {NULL, host.text, NULL, NULL};
         cst = corpus(corpus_path, n_corpus);
-        if (cm_data_new(&corp) != AT_OK ||
-            cm_data_load_store(corp, cst, &hf, &ls, err, sizeof err) != AT_OK)
+        if (cm_data_new(&corp) != AT_OK)
+            die("data", "out of memory");
+        cm_data_set_sim(corp, use_sim ? &sim : NULL);
+        if (cm_data_load_store(corp, cst, &hf, &ls, err, sizeof err) != AT_OK)
             die(corpus_path, err);
         fprintf(stderr, "# corpus %s: %lld records (%lld failed) of %d tasks\n", corpus_path,
                 (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);

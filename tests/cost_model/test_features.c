@@ -70,7 +70,7 @@ static void test_feature_list(void **unused)
     char *doc = NULL, err[256];
     size_t n;
     (void)unused;
-    assert_int_equal(CM_N_FEATS, 185);
+    assert_int_equal(CM_N_FEATS, 201);
     assert_int_equal(CM_BUF_STRIDE, 20);
     assert_int_equal(CM_F_B4_VEC_GATHER + 1, CM_F_CURVE_0);
     for (int i = 0; i < CM_N_FEATS; i++) {
@@ -184,6 +184,50 @@ static void test_naive_matmul(void **unused)
     assert_feat(&f, r, CM_F_INNER_BODY, 1);
     assert_feat(&f, r, CM_F_ACCUMULATORS, 1);
     assert_feat(&f, r, CM_F_CHAIN, 1);
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+/* Group 10 on a naive matmul 16^3 (tests/cost_model/test_sim.c works its counts out):
+** the first row gets them when cm_feats.sim asks, and 0 otherwise. */
+static void test_caches_simulated(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=16,N=16,K=16");
+    ss_state *st;
+    kn_ir *ir;
+    cm_feats f;
+    cm_sim_params p;
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    lower_extract(st, &ir, &f);
+    for (int k = CM_F_SIM_STMTS; k <= CM_F_SIM_PENALTY; k++)
+        assert_feat(&f, 0, k, 0);
+    cm_sim_params_init(&p, NULL);
+    p.l1_bytes = 48 << 10;
+    p.l1_ways = 12;
+    p.n_threads = 1;
+    p.cap = 1e9;
+    f.sim = &p;
+    assert_int_equal(cm_features_extract(ir, &f), AT_OK);
+    assert_int_equal(f.n_rows, 1);
+    assert_feat(&f, 0, CM_F_SIM_STMTS, 4352);
+    assert_feat(&f, 0, CM_F_SIM_LINES, 4160);
+    assert_feat(&f, 0, CM_F_SIM_L1_MISSES, 48);
+    assert_feat(&f, 0, CM_F_SIM_L1_FAR, 3);
+    assert_feat(&f, 0, CM_F_SIM_L2_MISSES, 48);
+    assert_feat(&f, 0, CM_F_SIM_L2_FAR, 3);
+    assert_feat(&f, 0, CM_F_SIM_TLB_MISSES, 3);
+    assert_feat(&f, 0, CM_F_SIM_STORE_LINES, 32);
+    assert_feat(&f, 0, CM_F_SIM_LINES_PER, 4160.0 / 4352);
+    assert_feat(&f, 0, CM_F_SIM_L1_PER, 48.0 / 4352);
+    assert_feat(&f, 0, CM_F_SIM_L2_FAR_PER, 3.0 / 4352);
+    assert_feat(&f, 0, CM_F_SIM_STORE_PER, 32.0 / 4352);
+    assert_feat(&f, 0, CM_F_SIM_PENALTY, 4 * 48 + 8 * 3 + 20 * 48 + 60 * 3 + 10 * 3);
+    /* the other groups are what they were */
+    assert_feat(&f, 0, CM_F_FLOAT_MAD, 4096);
     kn_ir_free(ir);
     ss_state_free(st);
     ss_dag_unref(dag);
@@ -730,6 +774,7 @@ int main(void)
         cmocka_unit_test(test_feature_list),
         cmocka_unit_test(test_naive_matmul),
         cmocka_unit_test(test_annotated_matmul),
+        cmocka_unit_test(test_caches_simulated),
         cmocka_unit_test(test_unit_stride_inner),
         cmocka_unit_test(test_guarded_vector_is_serial),
         cmocka_unit_test(test_auto_unroll),
