@@ -11,7 +11,7 @@ def read(paths):
     for path in paths:
         for line in open(path):
             v = line.split()
-            m[int(v[0])] = np.array([float(x) for x in v[1:]], np.float32)
+            m[int(v[0])] = np.minimum(np.array([float(x) for x in v[1:]]), 1e30).astype(np.float32)  # a dynamic count past float's range
     return m
 A = read([OUT + '/asm_ds.txt']); B = read(sorted(glob.glob(OUT + '/asm_cp*.txt')))
 N = len(next(iter(A.values())))
