@@ -190,6 +190,13 @@ void cm_data_set_sim(cm_data *d, const cm_sim_params *p)
         d->sim = *p;
 }
 
+void cm_data_set_code(cm_data *d, const kn_target *t)
+{
+    d->use_code = t != NULL;
+    if (t)
+        d->code = *t;
+}
+
 at_err cm_data_add(cm_data *d, const cm_sample *s, int n, int *n_unlowered)
 {
     cm_feats f;
@@ -202,6 +209,7 @@ at_err cm_data_add(cm_data *d, const cm_sample *s, int n, int *n_unlowered)
             return AT_EINVAL;
     cm_feats_init(&f);
     f.sim = d->use_sim ? &d->sim : NULL;
+    f.code = d->use_code ? &d->code : NULL;
     for (int i = 0; i < n && err == AT_OK; i++) {
         const cm_feats *use = s[i].feats;
         double cost = s[i].status != 0 || failed_cost(s[i].cost_s) ? AT_MEASURE_FAIL_COST
@@ -328,6 +336,7 @@ at_err cm_data_load_store(cm_data *d, rec_store *st, const rec_filter *f, cm_loa
         errmsg[0] = 0;
     cm_feats_init(&feats);
     feats.sim = d->use_sim ? &d->sim : NULL;
+    feats.code = d->use_code ? &d->code : NULL;
     at_buf_init(&key);
     if ((err = rec_iter_open(st, f, REC_ORDER_STABLE, &it)) != AT_OK) {
         if (errmsg)

@@ -1176,6 +1176,25 @@ at_err cm_features_extract(const kn_ir *ir, cm_feats *f)
                                20 * c[CM_SIM_L2_MISSES] + 60 * c[CM_SIM_L2_FAR] +
                                10 * c[CM_SIM_TLB_MISSES];
     }
+    if (f->code && !ir->is_gpu) {
+        /* group 11, on the first row: the program built, its code read back */
+        double c[CM_CODE_N], *r0 = s->acc_rows;
+        kn_artifact *a;
+        if ((err = kn_build(ir, f->code, NULL, &a, NULL, 0)) != AT_OK) {
+            f->n_rows = 0;
+            return err;
+        }
+        err = cm_code_run(a, f->code, c, NULL, 0);
+        kn_artifact_free(a);
+        if (err != AT_OK) {
+            f->n_rows = 0;
+            return err;
+        }
+        _Static_assert(CM_F_CODE_CYCLES - CM_F_CODE_FMA_SHARE == CM_CODE_CYCLES,
+                       "group 11 follows cm_code_run's order");
+        for (int k = 0; k < CM_CODE_N; k++)
+            r0[CM_F_CODE_FMA_SHARE + k] = c[k];
+    }
     for (int r = 0; r < f->n_rows; r++) {
         const double *src = s->acc_rows + (size_t)r * CM_N_FEATS;
         float *dst = f->rows + (size_t)r * CM_N_FEATS;

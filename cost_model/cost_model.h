@@ -68,12 +68,44 @@ void cm_sim_params_init(cm_sim_params *p, const kn_target *t);
 at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N], char *errmsg,
                   size_t errmsg_size);
 
+/* ---- the machine code read back (cm_code.c) ----------------------------------------- */
+
+/* What cm_code_run reads from a built CPU program's object (x86-64): shares and logs of the
+** instructions in the innermost loops, the same over the dynamic counts (each instruction
+** times its loops' trip counts), and a cycle estimate; docs/cost_model.md. */
+enum {
+    CM_CODE_FMA_SHARE,          /* innermost loops: FMAs / instructions */
+    CM_CODE_STACK_SHARE,        /* stack accesses (spills, reloads) / instructions */
+    CM_CODE_LOADS_PER_FMA,      /* vector loads, broadcasts and FMAs' memory operands / FMAs */
+    CM_CODE_STORE_SHARE,        /* vector stores / instructions */
+    CM_CODE_ZMM_SHARE,          /* instructions on 512-bit registers / instructions */
+    CM_CODE_INSNS,              /* log2(1 + instructions) */
+    CM_CODE_FMAS,               /* log2(1 + FMAs) */
+    CM_CODE_DYN_FMA_SHARE,      /* the same five over the dynamic counts */
+    CM_CODE_DYN_STACK_SHARE,
+    CM_CODE_DYN_LOADS_PER_FMA,
+    CM_CODE_DYN_STORE_SHARE,
+    CM_CODE_DYN_ZMM_SHARE,
+    CM_CODE_DYN_INSNS,          /* log2(1 + dynamic instructions) */
+    CM_CODE_DYN_FMAS,           /* log2(1 + dynamic FMAs) */
+    CM_CODE_DYN_STACK,          /* log2(1 + dynamic stack accesses) */
+    CM_CODE_DYN_LOADS,          /* log2(1 + dynamic loads) */
+    CM_CODE_CYCLES,             /* log2(1 + the cycle estimate) */
+    CM_CODE_N
+};
+
+/* Read the code of 'a', built for CPU target 't' (x86-64); out[CM_CODE_N].  AT_EINVAL for
+** another architecture, no object or a malformed one, AT_ENOMEM; 'errmsg' says which. */
+at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_N],
+                   char *errmsg, size_t errmsg_size);
+
 /* ---- features (cm_feature.c) --------------------------------------------------------- */
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 5 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
-                                ** 4: group 9, lanes; 5: group 10, the caches simulated */
+#define CM_FEATURE_VERSION 6 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
+                                ** 4: group 9, lanes; 5: group 10, the caches simulated;
+                                ** 6: group 11, the machine code read back */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */
@@ -276,7 +308,25 @@ at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N],
     X(SIM_TLB_PER, "sim_tlb_per", 0, "sim_tlb_misses per store run")                       \
     X(SIM_STORE_PER, "sim_store_per", 0, "sim_store_lines per store run")                  \
     X(SIM_PENALTY, "sim_penalty", 1,                                                       \
-      "4 x L1 misses + 8 x far ones + 20 x L2 misses + 60 x far ones + 10 x TLB misses")
+      "4 x L1 misses + 8 x far ones + 20 x L2 misses + 60 x far ones + 10 x TLB misses")    \
+    /* group 11: the machine code read back (first row only, when asked: cm_feats.code) */ \
+    X(CODE_FMA_SHARE, "code_fma_share", 0, "innermost loops' FMAs / instructions")         \
+    X(CODE_STACK_SHARE, "code_stack_share", 0, "innermost loops' stack accesses / instrs") \
+    X(CODE_LOADS_PER_FMA, "code_loads_per_fma", 0, "innermost loops' vector loads / FMAs") \
+    X(CODE_STORE_SHARE, "code_store_share", 0, "innermost loops' vector stores / instrs")  \
+    X(CODE_ZMM_SHARE, "code_zmm_share", 0, "innermost loops' 512-bit instrs / instrs")     \
+    X(CODE_INSNS, "code_insns", 0, "log2(1 + innermost loops' instructions)")              \
+    X(CODE_FMAS, "code_fmas", 0, "log2(1 + innermost loops' FMAs)")                        \
+    X(CODE_DYN_FMA_SHARE, "code_dyn_fma_share", 0, "dynamic FMAs / instructions")          \
+    X(CODE_DYN_STACK_SHARE, "code_dyn_stack_share", 0, "dynamic stack accesses / instrs")  \
+    X(CODE_DYN_LOADS_PER_FMA, "code_dyn_loads_per_fma", 0, "dynamic vector loads / FMAs")  \
+    X(CODE_DYN_STORE_SHARE, "code_dyn_store_share", 0, "dynamic vector stores / instrs")   \
+    X(CODE_DYN_ZMM_SHARE, "code_dyn_zmm_share", 0, "dynamic 512-bit instrs / instrs")      \
+    X(CODE_DYN_INSNS, "code_dyn_insns", 0, "log2(1 + dynamic instructions)")               \
+    X(CODE_DYN_FMAS, "code_dyn_fmas", 0, "log2(1 + dynamic FMAs)")                         \
+    X(CODE_DYN_STACK, "code_dyn_stack", 0, "log2(1 + dynamic stack accesses)")             \
+    X(CODE_DYN_LOADS, "code_dyn_loads", 0, "log2(1 + dynamic vector loads)")               \
+    X(CODE_CYCLES, "code_cycles", 0, "log2(1 + cycles estimated from the innermost loops)")
 
 typedef enum cm_feat {
 #define X(id, name, lg, doc) CM_F_##id,
@@ -305,6 +355,10 @@ typedef struct cm_feats {
     ** program gets cm_sim_run's counts with these caches (about 50 ms a program, not for
     ** populations).  Set by the caller; cm_feats_copy leaves it. */
     const cm_sim_params *sim;
+    /* Group 11: NULL (cm_feats_init), its columns are 0; else a CPU program is built for
+    ** this target (x86-64) and the first row gets cm_code_run's columns (about 50 ms a
+    ** program: for programs about to be built anyway).  Set by the caller, as 'sim'. */
+    const kn_target *code;
     void *scratch; /* private working storage */
 } cm_feats;
 
@@ -345,6 +399,10 @@ at_err cm_data_add(cm_data *d, const cm_sample *s, int n, int *n_unlowered);
 /* Later cm_data_add and cm_data_load_store fill group 10 (the caches simulated) with these
 ** caches; NULL: leave it 0 (the default).  The parameters are copied. */
 void cm_data_set_sim(cm_data *d, const cm_sim_params *p);
+/* Later cm_data_add and cm_data_load_store fill group 11 (the machine code read back) with
+** each program built for 't' (NULL: off, the default); a program that does not build, or
+** whose code cannot be read, is counted as unlowered. */
+void cm_data_set_code(cm_data *d, const kn_target *t);
 int cm_data_count(const cm_data *d);   /* programs */
 int cm_data_n_tasks(const cm_data *d);
 int64_t cm_data_n_rows(const cm_data *d);

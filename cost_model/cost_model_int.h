@@ -30,6 +30,8 @@ struct cm_data {
     int labels_dirty;
     int use_sim;           /* group 10 filled with 'sim' (cm_data_set_sim) */
     cm_sim_params sim;
+    int use_code;          /* group 11 filled with code built for 'code' (cm_data_set_code) */
+    kn_target code;
 };
 
 /* Task index of 'name', added if new; -1 when out of memory. */

@@ -12,6 +12,8 @@
 **                                                      on 64 states of that population
 **   bench cost_model_cache_sim_256 T s                the same for 256 states: re-ranking a
 **                                                      round's best with it (not yet done)
+**   bench cost_model_code_rate N states/s             kn_build + cm_code_run (the machine
+**                                                      code read back, group 11; x86-64)
 **   bench cost_model_train_10000 T s                  training on 10,000 programs
 **   bench cost_model_TASK_pairwise_acc_OBJ A          held-out pairwise accuracy (pairs whose
 **   bench cost_model_TASK_top1_recall_OBJ R           costs differ by > 5%), top-1 and top-5
@@ -271,6 +273,20 @@ static void bench_throughput(cm_model *trained)
         secs = at_time_mono_s() - t0;
         printf("bench cost_model_cache_sim_rate %.1f states/s\n", SIM_N / secs);
         printf("bench cost_model_cache_sim_256 %.2f s\n", 256 * secs / SIM_N);
+        /* the machine code read back (cm_code.c) over the same states, each built */
+        t0 = at_time_mono_s();
+        for (int i = 0; i < SIM_N && host.is_x86; i++) {
+            kn_artifact *a;
+            double cc[CM_CODE_N];
+            if (kn_build_state(pop[i], &host, NULL, &a, err, sizeof err) != AT_OK)
+                die("build", err);
+            if (cm_code_run(a, &host, cc, err, sizeof err) != AT_OK)
+                die("reading the code", err);
+            kn_artifact_free(a);
+        }
+        secs = at_time_mono_s() - t0;
+        if (host.is_x86)
+            printf("bench cost_model_code_rate %.1f states/s\n", SIM_N / secs);
     }
     for (int i = 0; i < POP; i++)
         ss_state_free(pop[i]);
@@ -730,7 +746,7 @@ int main(int argc, char **argv)
     cm_params p;
     cm_model *m;
     char err[1024];
-    int quality_only = 0, use_sim = 0;
+    int quality_only = 0, use_sim = 0, use_code = 0;
     cm_sim_params sim;
     double pair_weight = -1, min_pair_ratio = -1, top_weight = -1;
     int monotone = -1, rounds = -1, depth = -1, partners = -1;
@@ -762,6 +778,8 @@ int main(int argc, char **argv)
             {"quality-only", 0, AT_OPT_BOOL, &quality_only, NULL, "only the held-out figures"},
             {"sim", 0, AT_OPT_BOOL, &use_sim, NULL,
              "group 10, the caches simulated, for every record (cm_sim_run: minutes)"},
+            {"code", 0, AT_OPT_BOOL, &use_code, NULL,
+             "group 11, the machine code read back, for every record (a build each: minutes)"},
         };
         if (at_opts_parse("bench_cost_model", opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos,
                           &help) != 0 ||
@@ -792,6 +810,7 @@ int main(int argc, char **argv)
     if (cm_data_new(&d) != AT_OK)
         die("data", "out of memory");
     cm_data_set_sim(d, use_sim ? &sim : NULL);
+    cm_data_set_code(d, use_code ? &host : NULL);
     if (cm_data_load_store(d, st, NULL, &ls, err, sizeof err) != AT_OK)
         die(path, err);
     fprintf(stderr, "# data set %s: %lld records (%lld failed) of %d tasks\n", path,
@@ -803,6 +822,7 @@ int main(int argc, char **argv)
         if (cm_data_new(&corp) != AT_OK)
             die("data", "out of memory");
         cm_data_set_sim(corp, use_sim ? &sim : NULL);
+        cm_data_set_code(corp, use_code ? &host : NULL);
         if (cm_data_load_store(corp, cst, &hf, &ls, err, sizeof err) != AT_OK)
             die(corpus_path, err);
         fprintf(stderr, "# corpus %s: %lld records (%lld failed) of %d tasks\n", corpus_path,

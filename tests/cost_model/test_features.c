@@ -70,7 +70,7 @@ static void test_feature_list(void **unused)
     char *doc = NULL, err[256];
     size_t n;
     (void)unused;
-    assert_int_equal(CM_N_FEATS, 201);
+    assert_int_equal(CM_N_FEATS, 218);
     assert_int_equal(CM_BUF_STRIDE, 20);
     assert_int_equal(CM_F_B4_VEC_GATHER + 1, CM_F_CURVE_0);
     for (int i = 0; i < CM_N_FEATS; i++) {
@@ -228,6 +228,59 @@ static void test_caches_simulated(void **unused)
     assert_feat(&f, 0, CM_F_SIM_PENALTY, 4 * 48 + 8 * 3 + 20 * 48 + 60 * 3 + 10 * 3);
     /* the other groups are what they were */
     assert_feat(&f, 0, CM_F_FLOAT_MAD, 4096);
+    kn_ir_free(ir);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+/* Group 11 on a naive matmul 64^3 built for this machine: 0 unless cm_feats.code asks,
+** then the first row holds what cm_code_run reads from the same build (262,144
+** multiply-adds: scalar FMAs, or vector ones of up to 16 lanes). */
+static void test_machine_code(void **unused)
+{
+    ss_dag *dag = dag_of("matmul:M=64,N=64,K=64");
+    ss_state *st;
+    kn_ir *ir;
+    kn_artifact *a;
+    cm_feats f;
+    double c[CM_CODE_N];
+    char err[256];
+    (void)unused;
+    cm_feats_init(&f);
+    assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    lower_extract(st, &ir, &f);
+    for (int k = CM_F_CODE_FMA_SHARE; k <= CM_F_CODE_CYCLES; k++)
+        assert_feat(&f, 0, k, 0);
+    if (host.is_x86) {
+        f.code = &host;
+        assert_int_equal(cm_features_extract(ir, &f), AT_OK);
+        assert_int_equal(kn_build(ir, &host, NULL, &a, err, sizeof err), AT_OK);
+        assert_int_equal(cm_code_run(a, &host, c, err, sizeof err), AT_OK);
+        kn_artifact_free(a);
+        for (int k = 0; k < CM_CODE_N; k++)
+            assert_feat(&f, 0, CM_F_CODE_FMA_SHARE + k, c[k]);
+        double fmas = exp2(f.rows[CM_F_CODE_DYN_FMAS]) - 1;
+        assert_true(fmas >= 262144.0 / 16 * 0.99 && fmas <= 262144.0 * 1.01);
+        assert_feat(&f, 0, CM_F_FLOAT_MAD, 262144);
+        /* a data set asked for them (cm_data_set_code) holds the same columns */
+        cm_data *d;
+        cm_sample smp = {"t", st, NULL, NULL, 1e-3, 0};
+        int n_rows = 0, unl = -1;
+        assert_int_equal(cm_data_new(&d), AT_OK);
+        cm_data_set_code(d, &host);
+        assert_int_equal(cm_data_add(d, &smp, 1, &unl), AT_OK);
+        assert_int_equal(unl, 0);
+        const float *rows = cm_data_rows(d, 0, &n_rows);
+        assert_int_equal(n_rows, 1);
+        for (int k = CM_F_CODE_FMA_SHARE; k <= CM_F_CODE_CYCLES; k++)
+            assert_true(rows[k] == f.rows[k]);
+        cm_data_set_code(d, NULL);
+        assert_int_equal(cm_data_add(d, &smp, 1, &unl), AT_OK);
+        rows = cm_data_rows(d, 1, &n_rows);
+        assert_true(n_rows == 1 && rows[CM_F_CODE_DYN_FMAS] == 0);
+        cm_data_free(d);
+    }
     kn_ir_free(ir);
     ss_state_free(st);
     ss_dag_unref(dag);
@@ -775,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_naive_matmul),
         cmocka_unit_test(test_annotated_matmul),
         cmocka_unit_test(test_caches_simulated),
+        cmocka_unit_test(test_machine_code),
         cmocka_unit_test(test_unit_stride_inner),
         cmocka_unit_test(test_guarded_vector_is_serial),
         cmocka_unit_test(test_auto_unroll),

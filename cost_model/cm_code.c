@@ -1,0 +1,331 @@
+/* cost_model/cm_code.c -- what LLVM emitted for a CPU program, read back as numbers.
+**
+** The object a build produced is disassembled with LLVM's disassembler (AT&T syntax, x86-64
+** only: the instruction classes below are x86's), loops are found from backward branches,
+** and each instruction is classed: FMA, vector load, vector store, broadcast, stack access
+** (a spill or reload), prefetch, FMA with a memory operand, 512-bit register.  The counts
+** in the innermost loops, and the dynamic counts (each instruction times the trip counts
+** of the loops around it, read from "cmp $N" / "add $s" / "inc" / "mov $-N" where LLVM left
+** them, else 8), become 17 columns: ratios, logs and a cycle estimate (each innermost loop
+** at the bound of its FMAs, loads, stores and issue width).  docs/cost_model.md, "The
+** machine code read back", says what they did for ranking (scripts/cm_study/asm.c is the
+** study's version of the same reading). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost_model/cost_model.h"
+
+#ifndef AT_NO_LLVM
+#include <llvm-c/Core.h>
+#include <llvm-c/Disassembler.h>
+#include <llvm-c/Object.h>
+#include <llvm-c/Target.h>
+#endif
+
+enum { K_ALL, K_FMA, K_VLOAD, K_VSTORE, K_BCAST, K_STACK, K_PREF, K_MEMFMA, K_ZMM, K_N };
+
+/* at most this many instructions read (a build's kernels have thousands) */
+#define CODE_MAX_INSNS (1 << 20)
+
+typedef struct insn {
+    uint64_t at;
+    int64_t target; /* a branch's destination, else -1 */
+    unsigned char cls[K_N];
+    char text[80];
+} insn;
+
+static void put_err(char *errmsg, size_t n, const char *fmt, const char *a)
+{
+    if (errmsg && n)
+        snprintf(errmsg, n, fmt, a);
+}
+
+/* Class one instruction of 'size' bytes from its AT&T text. */
+static void classify(const char *t, size_t size, insn *in)
+{
+    const char *p = t;
+    char mn[32];
+    int k = 0;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    while (*p && *p != ' ' && *p != '\t' && k < 31)
+        mn[k++] = *p++;
+    mn[k] = 0;
+    const char *ops = p;
+    int mem = strchr(ops, '(') != NULL, vec = strstr(ops, "mm") != NULL;
+    memset(in->cls, 0, sizeof in->cls);
+    in->cls[K_ALL] = 1;
+    in->cls[K_ZMM] = strstr(ops, "zmm") != NULL;
+    if (!strncmp(mn, "vfmadd", 6) || !strncmp(mn, "vfnmadd", 7) || !strncmp(mn, "vfmsub", 6) ||
+        !strncmp(mn, "vfnmsub", 7)) {
+        in->cls[K_FMA] = 1;
+        in->cls[K_MEMFMA] = (unsigned char)mem;
+    } else if (!strncmp(mn, "prefetch", 8)) {
+        in->cls[K_PREF] = 1;
+    } else if (!strncmp(mn, "vbroadcast", 10)) {
+        in->cls[K_BCAST] = 1;
+    } else if (vec && mem && !strncmp(mn, "vmov", 4)) {
+        /* AT&T: the source comes first, so a store's memory operand is last */
+        const char *par = strchr(ops, '('), *comma = strchr(ops, ',');
+        if (comma && par < comma)
+            in->cls[K_VLOAD] = 1;
+        else
+            in->cls[K_VSTORE] = 1;
+    }
+    in->cls[K_STACK] = mem && (strstr(ops, "(%rsp") || strstr(ops, "(%rbp"));
+    in->target = -1;
+    if (mn[0] == 'j') { /* a relative displacement, printed as a number */
+        char *e;
+        long long d = strtoll(ops, &e, 0);
+        if (e != ops)
+            in->target = (int64_t)(in->at + size) + d;
+    }
+}
+
+static int is_loop(const insn *v, int i)
+{
+    return v[i].target >= 0 && v[i].target <= (int64_t)v[i].at;
+}
+
+/* The trip count of the loop closed by backward branch i: "cmp $N, %r" just before it and
+** "add $s, %r" / "inc %r" in the loop (a counter from 0), or "add $s, %r" before it and
+** "mov $-N, %r" before the loop (a counter from -N up to 0); else 8. */
+static double trip_count(const insn *v, int i)
+{
+    for (int b = i - 1; b >= 0 && b >= i - 2; b--) {
+        long long n, st;
+        char reg[16], r2[16];
+        if (sscanf(v[b].text, " cmp%*c $%lld, %%%15[a-z0-9]", &n, reg) == 2) {
+            for (int j = b - 1; j >= 0 && (int64_t)v[j].at >= v[i].target; j--) {
+                if (sscanf(v[j].text, " add%*c $%lld, %%%15[a-z0-9]", &st, r2) == 2 &&
+                    !strcmp(r2, reg) && st > 0)
+                    return n / (double)st < 1 ? 1 : n / (double)st;
+                if (sscanf(v[j].text, " inc%*c %%%15[a-z0-9]", r2) == 1 && !strcmp(r2, reg))
+                    return n < 1 ? 1 : (double)n;
+            }
+            break;
+        }
+    }
+    if (i > 0) {
+        long long st, n;
+        char reg[16], r2[16];
+        if (sscanf(v[i - 1].text, " add%*c $%lld, %%%15[a-z0-9]", &st, reg) == 2 && st > 0)
+            for (int j = i - 2; j >= 0 && j >= i - 400; j--) {
+                if ((int64_t)v[j].at >= v[i].target)
+                    continue;
+                if (sscanf(v[j].text, " mov%*c $%lld, %%%15[a-z0-9]", &n, r2) == 2 && n < 0 &&
+                    !strcmp(r2, reg))
+                    return -n / (double)st < 1 ? 1 : -n / (double)st;
+                if ((int64_t)v[j].at < v[i].target - 64)
+                    break;
+            }
+    }
+    return 8;
+}
+
+/* Counts of one section's code into raw[]: [0, K_N) the innermost loops', [K_N, 2 K_N) the
+** dynamic ones, raw[2 K_N] the cycle estimate. */
+static void analyse(insn *v, int ni, int *inner, double *w, double *raw)
+{
+    memset(inner, 0, sizeof(int) * (size_t)ni);
+    for (int j = 0; j < ni; j++)
+        w[j] = 1;
+    for (int i = 0; i < ni; i++) {
+        if (!is_loop(v, i))
+            continue;
+        int contains_other = 0;
+        for (int j = 0; j < ni && !contains_other; j++)
+            contains_other = j != i && is_loop(v, j) && v[j].target >= v[i].target &&
+                             v[j].at < v[i].at;
+        double trip = trip_count(v, i);
+        for (int j = 0; j < ni; j++)
+            if ((int64_t)v[j].at >= v[i].target && v[j].at <= v[i].at) {
+                w[j] *= trip;
+                if (w[j] > 1e30)
+                    w[j] = 1e30;
+                if (!contains_other)
+                    inner[j] = 1;
+            }
+    }
+    /* each innermost loop at the bound of its FMAs (2 a cycle), loads (3), stores (2) and
+    ** instructions (6); the rest at 4 instructions a cycle */
+    double cyc = 0;
+    for (int i = 0; i < ni; i++) {
+        if (!is_loop(v, i))
+            continue;
+        int a0 = -1;
+        for (int j = 0; j <= i; j++)
+            if ((int64_t)v[j].at >= v[i].target) {
+                if (!inner[j]) {
+                    a0 = -1;
+                    break;
+                }
+                if (a0 < 0)
+                    a0 = j;
+            }
+        if (a0 < 0)
+            continue;
+        double nf = 0, nl = 0, ns = 0, na = 0;
+        for (int j = a0; j <= i; j++) {
+            nf += v[j].cls[K_FMA];
+            na += 1;
+            ns += v[j].cls[K_VSTORE];
+            nl += v[j].cls[K_VLOAD] + v[j].cls[K_BCAST] + v[j].cls[K_MEMFMA];
+            if (v[j].cls[K_STACK] && !v[j].cls[K_VSTORE] && !v[j].cls[K_VLOAD])
+                nl += 1;
+            inner[j] = 2; /* counted in a loop's bound */
+        }
+        double b = fmax(fmax(nf / 2, nl / 3), fmax(ns / 2, na / 6));
+        cyc += b * w[i];
+    }
+    for (int j = 0; j < ni; j++) {
+        if (inner[j] != 2)
+            cyc += w[j] / 4;
+        for (int c = 0; c < K_N; c++) {
+            raw[c] += inner[j] ? v[j].cls[c] : 0;
+            raw[K_N + c] += w[j] * v[j].cls[c];
+        }
+    }
+    raw[2 * K_N] += cyc;
+}
+
+at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_N],
+                   char *errmsg, size_t errmsg_size)
+{
+    if (errmsg && errmsg_size)
+        errmsg[0] = 0;
+    for (int c = 0; c < CM_CODE_N; c++)
+        out[c] = 0;
+    if (!a || !t || !a->obj || !a->obj_size) {
+        put_err(errmsg, errmsg_size, "%s", "cm_code_run: no object");
+        return AT_EINVAL;
+    }
+    if (!t->is_x86) {
+        put_err(errmsg, errmsg_size, "cm_code_run: %s: only x86-64's code is read",
+                t->triple);
+        return AT_EINVAL;
+    }
+#ifdef AT_NO_LLVM
+    put_err(errmsg, errmsg_size, "%s", "cm_code_run: built without LLVM");
+    return AT_EINVAL;
+#else
+    static int inited;
+    if (!inited) { /* idempotent: a race initialises twice */
+        LLVMInitializeX86TargetInfo();
+        LLVMInitializeX86TargetMC();
+        LLVMInitializeX86Disassembler();
+        inited = 1;
+    }
+    at_err err = AT_OK;
+    LLVMDisasmContextRef dc =
+        LLVMCreateDisasmCPUFeatures(t->triple, t->cpu, t->features, NULL, 0, NULL, NULL);
+    if (!dc) {
+        put_err(errmsg, errmsg_size, "cm_code_run: no disassembler for %s", t->triple);
+        return AT_EINVAL;
+    }
+    LLVMMemoryBufferRef mb =
+        LLVMCreateMemoryBufferWithMemoryRange((const char *)a->obj, a->obj_size, "obj", 0);
+    char *lerr = NULL;
+    LLVMBinaryRef bin = mb ? LLVMCreateBinary(mb, NULL, &lerr) : NULL;
+    if (!bin) {
+        put_err(errmsg, errmsg_size, "cm_code_run: not an object: %s", lerr ? lerr : "?");
+        if (lerr)
+            LLVMDisposeMessage(lerr);
+        if (mb)
+            LLVMDisposeMemoryBuffer(mb);
+        LLVMDisasmDispose(dc);
+        return AT_EINVAL;
+    }
+    double raw[2 * K_N + 1] = {0};
+    insn *v = NULL;
+    int *inner = NULL;
+    double *w = NULL;
+    int cap = 0, n_text = 0;
+    LLVMSectionIteratorRef si = LLVMObjectFileCopySectionIterator(bin);
+    for (; err == AT_OK && !LLVMObjectFileIsSectionIteratorAtEnd(bin, si);
+         LLVMMoveToNextSection(si)) {
+        const char *nm = LLVMGetSectionName(si);
+        if (!nm || strncmp(nm, ".text", 5))
+            continue;
+        const uint8_t *code = (const uint8_t *)LLVMGetSectionContents(si);
+        size_t n = (size_t)LLVMGetSectionSize(si);
+        int ni = 0;
+        n_text++;
+        for (size_t at = 0; at < n;) {
+            char text[256];
+            if (ni == CODE_MAX_INSNS) {
+                put_err(errmsg, errmsg_size, "cm_code_run: %s: over 2^20 instructions", nm);
+                err = AT_EINVAL;
+                break;
+            }
+            if (ni == cap) {
+                int nc = cap ? 2 * cap : 4096;
+                insn *nv = realloc(v, sizeof *v * (size_t)nc);
+                int *nin = nv ? realloc(inner, sizeof *inner * (size_t)nc) : NULL;
+                double *nw = nin ? realloc(w, sizeof *w * (size_t)nc) : NULL;
+                if (nv)
+                    v = nv;
+                if (nin)
+                    inner = nin;
+                if (!nw) {
+                    put_err(errmsg, errmsg_size, "%s", "cm_code_run: out of memory");
+                    err = AT_ENOMEM;
+                    break;
+                }
+                w = nw;
+                cap = nc;
+            }
+            size_t sz = LLVMDisasmInstruction(dc, (uint8_t *)code + at, n - at, at, text,
+                                              sizeof text);
+            if (!sz) { /* not an instruction: skip a byte */
+                at++;
+                continue;
+            }
+            v[ni].at = at;
+            snprintf(v[ni].text, sizeof v[ni].text, "%.79s", text);
+            classify(text, sz, &v[ni]);
+            ni++;
+            at += sz;
+        }
+        if (err == AT_OK && ni)
+            analyse(v, ni, inner, w, raw);
+    }
+    LLVMDisposeSectionIterator(si);
+    LLVMDisposeBinary(bin);
+    LLVMDisposeMemoryBuffer(mb);
+    LLVMDisasmDispose(dc);
+    free(v);
+    free(inner);
+    free(w);
+    if (err != AT_OK)
+        return err;
+    if (!n_text) {
+        put_err(errmsg, errmsg_size, "%s", "cm_code_run: the object has no code");
+        return AT_EINVAL;
+    }
+    const double *in = raw, *dy = raw + K_N;
+    double al = in[K_ALL], dal = dy[K_ALL];
+    double ld = in[K_VLOAD] + in[K_BCAST] + in[K_MEMFMA];
+    double dld = dy[K_VLOAD] + dy[K_BCAST] + dy[K_MEMFMA];
+    out[CM_CODE_FMA_SHARE] = in[K_FMA] / fmax(al, 1);
+    out[CM_CODE_STACK_SHARE] = in[K_STACK] / fmax(al, 1);
+    out[CM_CODE_LOADS_PER_FMA] = ld / fmax(in[K_FMA], 1);
+    out[CM_CODE_STORE_SHARE] = in[K_VSTORE] / fmax(al, 1);
+    out[CM_CODE_ZMM_SHARE] = in[K_ZMM] / fmax(al, 1);
+    out[CM_CODE_INSNS] = log2(1 + al);
+    out[CM_CODE_FMAS] = log2(1 + in[K_FMA]);
+    out[CM_CODE_DYN_FMA_SHARE] = dy[K_FMA] / fmax(dal, 1);
+    out[CM_CODE_DYN_STACK_SHARE] = dy[K_STACK] / fmax(dal, 1);
+    out[CM_CODE_DYN_LOADS_PER_FMA] = dld / fmax(dy[K_FMA], 1);
+    out[CM_CODE_DYN_STORE_SHARE] = dy[K_VSTORE] / fmax(dal, 1);
+    out[CM_CODE_DYN_ZMM_SHARE] = dy[K_ZMM] / fmax(dal, 1);
+    out[CM_CODE_DYN_INSNS] = log2(1 + dal);
+    out[CM_CODE_DYN_FMAS] = log2(1 + dy[K_FMA]);
+    out[CM_CODE_DYN_STACK] = log2(1 + dy[K_STACK]);
+    out[CM_CODE_DYN_LOADS] = log2(1 + dld);
+    out[CM_CODE_CYCLES] = log2(1 + raw[2 * K_N]);
+    return AT_OK;
+#endif
+}

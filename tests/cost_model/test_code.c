@@ -1,0 +1,136 @@
+/* tests/cost_model/test_code.c -- the machine code read back (cm_code.c).
+**
+** Real builds for this machine: a naive matmul's dynamic FMAs against its multiply-adds
+** (every one of them is an FMA once LLVM is done, scalar or vector, so their count times
+** the lanes is M N K within the trip counts read), four times the K loop giving four
+** times the dynamic FMAs, shares within [0, 1], random states of two operators; then the
+** errors: another architecture, no object, bytes that are not an object. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost_model/cost_model.h"
+
+static kn_target host;
+
+static void code_of(const char *spec, int random_seed, double out[CM_CODE_N])
+{
+    ss_dag *dag;
+    ss_state *st;
+    kn_artifact *a;
+    char err[512];
+    if (kn_op_build(spec, &dag, err, sizeof err) != AT_OK)
+        fail_msg("%s: %s", spec, err);
+    if (random_seed) {
+        ss_hw hw;
+        ss_space *sp;
+        at_rng rng;
+        ss_hw_cpu(&hw, host.n_cores, host.vector_bytes, host.l1_bytes, host.l2_bytes);
+        assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+        at_rng_seed(&rng, (uint64_t)random_seed);
+        int tries = 0;
+        while (ss_space_sample(sp, &rng, &st) != AT_OK)
+            if (++tries == 100)
+                fail_msg("%s: no random state in 100 tries", spec);
+        ss_space_free(sp);
+    } else {
+        assert_int_equal(ss_state_new(dag, &st), AT_OK);
+    }
+    if (kn_build_state(st, &host, NULL, &a, err, sizeof err) != AT_OK)
+        fail_msg("%s: build: %s", spec, err);
+    if (cm_code_run(a, &host, out, err, sizeof err) != AT_OK)
+        fail_msg("%s: cm_code_run: %s", spec, err);
+    for (int c = 0; c < CM_CODE_N; c++)
+        assert_true(isfinite(out[c]) && out[c] >= 0);
+    for (int c = CM_CODE_FMA_SHARE; c <= CM_CODE_ZMM_SHARE; c++)
+        if (c != CM_CODE_LOADS_PER_FMA)
+            assert_true(out[c] <= 1);
+    for (int c = CM_CODE_DYN_FMA_SHARE; c <= CM_CODE_DYN_ZMM_SHARE; c++)
+        if (c != CM_CODE_DYN_LOADS_PER_FMA)
+            assert_true(out[c] <= 1);
+    kn_artifact_free(a);
+    ss_state_free(st);
+    ss_dag_unref(dag);
+}
+
+static void test_naive_matmul(void **state)
+{
+    (void)state;
+    double a[CM_CODE_N], b[CM_CODE_N];
+    code_of("matmul:M=64,N=64,K=64", 0, a);
+    code_of("matmul:M=64,N=64,K=256", 0, b);
+    double fmas = exp2(a[CM_CODE_DYN_FMAS]) - 1, fmas4 = exp2(b[CM_CODE_DYN_FMAS]) - 1;
+    print_message("naive matmul 64^3: %.0f dynamic FMAs, %.0f instructions, cycles %.0f; "
+                  "K=256: %.0f FMAs\n", fmas, exp2(a[CM_CODE_DYN_INSNS]) - 1,
+                  exp2(a[CM_CODE_CYCLES]) - 1, fmas4);
+    /* 262,144 multiply-adds: scalar FMAs, or vector ones of up to 16 lanes */
+    assert_true(fmas >= 262144.0 / 16 * 0.99 && fmas <= 262144.0 * 1.01);
+    /* the K loop's trip count is read: four times the FMAs */
+    assert_true(fabs(fmas4 / fmas - 4) < 0.05);
+    assert_true(a[CM_CODE_FMAS] > 0 && a[CM_CODE_INSNS] >= a[CM_CODE_FMAS]);
+    assert_true(a[CM_CODE_DYN_INSNS] > a[CM_CODE_INSNS]);
+    assert_true(a[CM_CODE_CYCLES] > 0 && b[CM_CODE_CYCLES] > a[CM_CODE_CYCLES]);
+}
+
+static void test_random_states(void **state)
+{
+    (void)state;
+    static const char *const specs[] = {"matmul:M=128,N=128,K=128",
+                                        "conv2d:N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1"};
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++)
+        for (int seed = 1; seed <= 6; seed++) {
+            double o[CM_CODE_N];
+            code_of(specs[i], seed, o);
+            assert_true(o[CM_CODE_DYN_INSNS] >= o[CM_CODE_DYN_FMAS]);
+            assert_true(o[CM_CODE_DYN_INSNS] > 0);
+        }
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    double o[CM_CODE_N];
+    char err[256];
+    kn_artifact a;
+    memset(&a, 0, sizeof a);
+    assert_int_equal(cm_code_run(NULL, &host, o, err, sizeof err), AT_EINVAL);
+    assert_non_null(strstr(err, "no object"));
+    assert_int_equal(cm_code_run(&a, &host, o, err, sizeof err), AT_EINVAL);
+    uint8_t junk[64];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)(i * 37 + 11);
+    a.obj = junk;
+    a.obj_size = sizeof junk;
+    assert_int_equal(cm_code_run(&a, &host, o, err, sizeof err), AT_EINVAL);
+    assert_non_null(strstr(err, "not an object"));
+    kn_target arm;
+    if (kn_target_parse("llvm -mtriple=aarch64-linux-gnu", &arm, err, sizeof err) != AT_OK)
+        fail_msg("aarch64 target: %s", err);
+    assert_int_equal(cm_code_run(&a, &arm, o, err, sizeof err), AT_EINVAL);
+    assert_non_null(strstr(err, "only x86-64"));
+    for (int c = 0; c < CM_CODE_N; c++)
+        assert_true(o[c] == 0);
+}
+
+int main(void)
+{
+    if (kn_target_host(&host) != AT_OK)
+        return 1;
+    if (!host.is_x86) {
+        print_message("not x86-64: cm_code_run reads x86-64's code only; errors tested\n");
+        const struct CMUnitTest only[] = {cmocka_unit_test(test_errors)};
+        return cmocka_run_group_tests(only, NULL, NULL);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_naive_matmul),
+        cmocka_unit_test(test_random_states),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
