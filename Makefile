@@ -351,11 +351,12 @@ bench-model:
 # 'make test' runs scripts/gpu_bundle.sh --check on it: the binaries start with
 # LD_LIBRARY_PATH at the bundle alone and every library resolves inside it.  Needs the CUDA
 # toolkit's NVRTC header (CUDA_HOME); without it, the target says so and 'make test' skips.
-# Only kn_target.c and kn_backend.c differ without LLVM: every other object is the release
-# build's (which 'make test' builds anyway), so the bundle costs two compiles and the links.
+# Only kn_target.c, kn_backend.c and cm_code.c differ without LLVM: every other object is the
+# release build's (which 'make test' builds anyway), so the bundle costs three compiles and
+# the links.
 BUNDLE_CFLAGS := $(REL_CFLAGS) -DAT_NO_LLVM
 BUNDLE_LDLIBS  = $(filter-out $(LLVM_LIBS),$(LDLIBS))
-NOLLVM_OWN    := kernels/kn_target.c kernels/kn_backend.c
+NOLLVM_OWN    := kernels/kn_target.c kernels/kn_backend.c cost_model/cm_code.c
 bundle_srcs    = $(filter-out kernels/kn_llvm.c,$(call mod_srcs,$(1)))
 nollvm_objs    = $(foreach f,$(1),$(if $(filter $(f),$(NOLLVM_OWN)),build/nollvm,build/rel)/obj/$(f:.c=.o))
 LIBS_nollvm   := $(foreach m,$(MODULES),$(if $(call bundle_srcs,$(m)),build/nollvm/lib/lib$(call lib_of,$(m)).a))
