@@ -1,12 +1,12 @@
 /* cost_model/cm_code.c -- what LLVM emitted for a CPU program, read back as numbers.
 **
-** The object a build produced is disassembled with LLVM's disassembler (AT&T syntax, x86-64
-** only: the instruction classes below are x86's), loops are found from backward branches,
-** and each instruction is classed: FMA, vector load, vector store, broadcast, stack access
-** (a spill or reload), prefetch, FMA with a memory operand, 512-bit register.  The counts
-** in the innermost loops, and the dynamic counts (each instruction times the trip counts
-** of the loops around it, read from "cmp $N" / "add $s" / "inc" / "mov $-N" where LLVM left
-** them, else 8), become 17 columns: ratios, logs and a cycle estimate (each innermost loop
+** The object a build produced is disassembled with LLVM's disassembler (x86-64 in AT&T
+** syntax, and AArch64: each has its own classes below), loops are found from backward
+** branches, and each instruction is classed: FMA, vector load, vector store, broadcast,
+** stack access (a spill or reload), prefetch, FMA with a memory operand, 512-bit (or SVE)
+** register.  The counts in the innermost loops, and the dynamic counts (each instruction
+** times the trip counts of the loops around it, read from the loop's compare and counter
+** where LLVM left them, else 8), become 17 columns: ratios, logs and a cycle estimate (each innermost loop
 ** at the bound of its FMAs, loads, stores and issue width).  docs/cost_model.md, "The
 ** machine code read back", says what they did for ranking (scripts/cm_study/asm.c is the
 ** study's version of the same reading). */
@@ -56,18 +56,23 @@ static void put_err(char *errmsg, size_t n, const char *fmt, const char *a)
         snprintf(errmsg, n, fmt, a);
 }
 
+/* The mnemonic of instruction text 't' into mn[32]; returns its operands. */
+static const char *mnemonic(const char *t, char mn[32])
+{
+    int k = 0;
+    while (*t == ' ' || *t == '\t')
+        t++;
+    while (*t && *t != ' ' && *t != '\t' && k < 31)
+        mn[k++] = *t++;
+    mn[k] = 0;
+    return t;
+}
+
 /* Class one instruction of 'size' bytes from its AT&T text. */
 static void classify(const char *t, size_t size, insn *in)
 {
-    const char *p = t;
     char mn[32];
-    int k = 0;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    while (*p && *p != ' ' && *p != '\t' && k < 31)
-        mn[k++] = *p++;
-    mn[k] = 0;
-    const char *ops = p;
+    const char *ops = mnemonic(t, mn);
     int mem = strchr(ops, '(') != NULL, vec = strstr(ops, "mm") != NULL;
     memset(in->cls, 0, sizeof in->cls);
     in->cls[K_ALL] = 1;
@@ -98,9 +103,92 @@ static void classify(const char *t, size_t size, insn *in)
     }
 }
 
+/* The same for AArch64's text ("fmla v0.4s, v1.4s, v2.4s", "ldr q1, [x8, #16]", "b.ne #-24":
+** a branch's displacement counts from the branch itself). */
+static int a64_fp_reg(const char *op)
+{
+    while (*op == ' ' || *op == '\t' || *op == '{')
+        op++;
+    return strchr("qdshbv", op[0]) && op[0] && op[1] >= '0' && op[1] <= '9';
+}
+
+static void classify_a64(const char *t, insn *in)
+{
+    char mn[32];
+    const char *ops = mnemonic(t, mn);
+    int mem = strchr(ops, '[') != NULL, fp = a64_fp_reg(ops);
+    memset(in->cls, 0, sizeof in->cls);
+    in->cls[K_ALL] = 1;
+    for (const char *z = ops; (z = strchr(z, 'z')) != NULL; z++) /* SVE's z registers */
+        if ((z == ops || z[-1] == ' ' || z[-1] == '{') && z[1] >= '0' && z[1] <= '9')
+            in->cls[K_ZMM] = 1;
+    if (!strcmp(mn, "fmadd") || !strcmp(mn, "fmsub") || !strcmp(mn, "fnmadd") ||
+        !strcmp(mn, "fnmsub") || !strcmp(mn, "fmla") || !strcmp(mn, "fmls")) {
+        in->cls[K_FMA] = 1;
+    } else if (!strcmp(mn, "prfm") || !strcmp(mn, "prfum")) {
+        in->cls[K_PREF] = 1;
+    } else if (!strncmp(mn, "ld1r", 4) || !strcmp(mn, "dup")) {
+        in->cls[K_BCAST] = 1;
+    } else if (mem && fp && (!strncmp(mn, "ldr", 3) || !strncmp(mn, "ldp", 3) ||
+                             !strncmp(mn, "ldur", 4) || (!strncmp(mn, "ld", 2) && mn[2] >= '1' &&
+                                                         mn[2] <= '4'))) {
+        in->cls[K_VLOAD] = 1;
+    } else if (mem && fp && (!strncmp(mn, "str", 3) || !strncmp(mn, "stp", 3) ||
+                             !strncmp(mn, "stur", 4) || (!strncmp(mn, "st", 2) && mn[2] >= '1' &&
+                                                         mn[2] <= '4'))) {
+        in->cls[K_VSTORE] = 1;
+    }
+    in->cls[K_STACK] = mem && (strstr(ops, "[sp") || strstr(ops, "[x29"));
+    in->target = -1;
+    if (!strcmp(mn, "b") || !strncmp(mn, "b.", 2) || !strcmp(mn, "cbz") || !strcmp(mn, "cbnz") ||
+        !strcmp(mn, "tbz") || !strcmp(mn, "tbnz")) {
+        const char *h = strrchr(ops, '#');
+        char *e;
+        long long d = h ? strtoll(h + 1, &e, 0) : 0;
+        if (h && e != h + 1)
+            in->target = (int64_t)in->at + d;
+    }
+}
+
 static int is_loop(const insn *v, int i)
 {
     return v[i].target >= 0 && v[i].target <= (int64_t)v[i].at;
+}
+
+/* Two of AArch64's registers are one when their numbers are ("w8" and "x8"). */
+static int a64_same(const char *a, const char *b)
+{
+    return a[0] && b[0] && !strcmp(a + 1, b + 1);
+}
+
+/* AArch64: "cmp xR, #N" just before the branch and "add xR, xR, #s" in the loop, or
+** "subs xR, xR, #s" just before it and "mov xR, #N" before the loop; else 8. */
+static double trip_count_a64(const insn *v, int i)
+{
+    long long n, st;
+    char reg[16], r1[16], r2[16];
+    for (int b = i - 1; b >= 0 && b >= i - 2; b--) {
+        if (sscanf(v[b].text, " cmp %15[a-z0-9], #%lld", reg, &n) == 2) {
+            for (int j = b - 1; j >= 0 && (int64_t)v[j].at >= v[i].target; j--)
+                if (sscanf(v[j].text, " add %15[a-z0-9], %15[a-z0-9], #%lld", r1, r2, &st) == 3 &&
+                    a64_same(r1, reg) && a64_same(r2, reg) && st > 0)
+                    return n / (double)st < 1 ? 1 : n / (double)st;
+            break;
+        }
+    }
+    if (i > 0 &&
+        sscanf(v[i - 1].text, " subs %15[a-z0-9], %15[a-z0-9], #%lld", reg, r2, &st) == 3 &&
+        a64_same(reg, r2) && st > 0)
+        for (int j = i - 2; j >= 0 && j >= i - 400; j--) {
+            if ((int64_t)v[j].at >= v[i].target)
+                continue;
+            if (sscanf(v[j].text, " mov %15[a-z0-9], #%lld", r1, &n) == 2 && a64_same(r1, reg) &&
+                n > 0)
+                return n / (double)st < 1 ? 1 : n / (double)st;
+            if ((int64_t)v[j].at < v[i].target - 64)
+                break;
+        }
+    return 8;
 }
 
 /* The trip count of the loop closed by backward branch i: "cmp $N, %r" just before it and
@@ -141,7 +229,7 @@ static double trip_count(const insn *v, int i)
 
 /* Counts of one section's code into raw[]: [0, K_N) the innermost loops', [K_N, 2 K_N) the
 ** dynamic ones, raw[2 K_N] the cycle estimate. */
-static void analyse(insn *v, int ni, int *inner, double *w, double *raw)
+static void analyse(insn *v, int ni, int a64, int *inner, double *w, double *raw)
 {
     memset(inner, 0, sizeof(int) * (size_t)ni);
     for (int j = 0; j < ni; j++)
@@ -153,7 +241,7 @@ static void analyse(insn *v, int ni, int *inner, double *w, double *raw)
         for (int j = 0; j < ni && !contains_other; j++)
             contains_other = j != i && is_loop(v, j) && v[j].target >= v[i].target &&
                              v[j].at < v[i].at;
-        double trip = trip_count(v, i);
+        double trip = a64 ? trip_count_a64(v, i) : trip_count(v, i);
         for (int j = 0; j < ni; j++)
             if ((int64_t)v[j].at >= v[i].target && v[j].at <= v[i].at) {
                 w[j] *= trip;
@@ -216,9 +304,9 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
         put_err(errmsg, errmsg_size, "%s", "cm_code_run: no object");
         return AT_EINVAL;
     }
-    if (!t->is_x86) {
-        put_err(errmsg, errmsg_size, "cm_code_run: %s: only x86-64's code is read",
-                t->triple);
+    if (!t->is_x86 && !t->is_aarch64) {
+        put_err(errmsg, errmsg_size,
+                "cm_code_run: %s: only x86-64's and AArch64's code is read", t->triple);
         return AT_EINVAL;
     }
     static int inited;
@@ -226,6 +314,9 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
         LLVMInitializeX86TargetInfo();
         LLVMInitializeX86TargetMC();
         LLVMInitializeX86Disassembler();
+        LLVMInitializeAArch64TargetInfo();
+        LLVMInitializeAArch64TargetMC();
+        LLVMInitializeAArch64Disassembler();
         inited = 1;
     }
     at_err err = AT_OK;
@@ -289,18 +380,21 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
             }
             size_t sz = LLVMDisasmInstruction(dc, (uint8_t *)code + at, n - at, at, text,
                                               sizeof text);
-            if (!sz) { /* not an instruction: skip a byte */
-                at++;
+            if (!sz) { /* not an instruction: skip a byte (AArch64: a word) */
+                at += t->is_aarch64 ? 4 : 1;
                 continue;
             }
             v[ni].at = at;
             snprintf(v[ni].text, sizeof v[ni].text, "%.79s", text);
-            classify(text, sz, &v[ni]);
+            if (t->is_aarch64)
+                classify_a64(text, &v[ni]);
+            else
+                classify(text, sz, &v[ni]);
             ni++;
             at += sz;
         }
         if (err == AT_OK && ni)
-            analyse(v, ni, inner, w, raw);
+            analyse(v, ni, t->is_aarch64, inner, w, raw);
     }
     LLVMDisposeSectionIterator(si);
     LLVMDisposeBinary(bin);

@@ -70,9 +70,9 @@ at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N],
 
 /* ---- the machine code read back (cm_code.c) ----------------------------------------- */
 
-/* What cm_code_run reads from a built CPU program's object (x86-64): shares and logs of the
-** instructions in the innermost loops, the same over the dynamic counts (each instruction
-** times its loops' trip counts), and a cycle estimate; docs/cost_model.md. */
+/* What cm_code_run reads from a built CPU program's object (x86-64, AArch64): shares and
+** logs of the instructions in the innermost loops, the same over the dynamic counts (each
+** instruction times its loops' trip counts), and a cycle estimate; docs/cost_model.md. */
 enum {
     CM_CODE_FMA_SHARE,          /* innermost loops: FMAs / instructions */
     CM_CODE_STACK_SHARE,        /* stack accesses (spills, reloads) / instructions */
@@ -94,8 +94,9 @@ enum {
     CM_CODE_N
 };
 
-/* Read the code of 'a', built for CPU target 't' (x86-64); out[CM_CODE_N].  AT_EINVAL for
-** another architecture, no object or a malformed one, AT_ENOMEM; 'errmsg' says which. */
+/* Read the code of 'a', built for CPU target 't' (x86-64, AArch64); out[CM_CODE_N].
+** AT_EINVAL for another architecture, no object or a malformed one, AT_ENOMEM; 'errmsg'
+** says which. */
 at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_N],
                    char *errmsg, size_t errmsg_size);
 
@@ -356,8 +357,9 @@ typedef struct cm_feats {
     ** populations).  Set by the caller; cm_feats_copy leaves it. */
     const cm_sim_params *sim;
     /* Group 11: NULL (cm_feats_init), its columns are 0; else a CPU program is built for
-    ** this target (x86-64) and the first row gets cm_code_run's columns (about 50 ms a
-    ** program: for programs about to be built anyway).  Set by the caller, as 'sim'. */
+    ** this target (x86-64, AArch64) and the first row gets cm_code_run's columns (a
+    ** build, 100-200 ms a program: for programs about to be built anyway).  Set by the
+    ** caller, as 'sim'. */
     const kn_target *code;
     void *scratch; /* private working storage */
 } cm_feats;

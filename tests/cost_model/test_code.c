@@ -19,7 +19,16 @@
 
 static kn_target host;
 
+static void code_for(const kn_target *tg, const char *spec, int random_seed,
+                     double out[CM_CODE_N]);
+
 static void code_of(const char *spec, int random_seed, double out[CM_CODE_N])
+{
+    code_for(&host, spec, random_seed, out);
+}
+
+static void code_for(const kn_target *tg, const char *spec, int random_seed,
+                     double out[CM_CODE_N])
 {
     ss_dag *dag;
     ss_state *st;
@@ -31,7 +40,7 @@ static void code_of(const char *spec, int random_seed, double out[CM_CODE_N])
         ss_hw hw;
         ss_space *sp;
         at_rng rng;
-        ss_hw_cpu(&hw, host.n_cores, host.vector_bytes, host.l1_bytes, host.l2_bytes);
+        ss_hw_cpu(&hw, tg->n_cores, tg->vector_bytes, tg->l1_bytes, tg->l2_bytes);
         assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
         at_rng_seed(&rng, (uint64_t)random_seed);
         int tries = 0;
@@ -42,9 +51,9 @@ static void code_of(const char *spec, int random_seed, double out[CM_CODE_N])
     } else {
         assert_int_equal(ss_state_new(dag, &st), AT_OK);
     }
-    if (kn_build_state(st, &host, NULL, &a, err, sizeof err) != AT_OK)
+    if (kn_build_state(st, tg, NULL, &a, err, sizeof err) != AT_OK)
         fail_msg("%s: build: %s", spec, err);
-    if (cm_code_run(a, &host, out, err, sizeof err) != AT_OK)
+    if (cm_code_run(a, tg, out, err, sizeof err) != AT_OK)
         fail_msg("%s: cm_code_run: %s", spec, err);
     for (int c = 0; c < CM_CODE_N; c++)
         assert_true(isfinite(out[c]) && out[c] >= 0);
@@ -78,6 +87,30 @@ static void test_naive_matmul(void **state)
     assert_true(a[CM_CODE_CYCLES] > 0 && b[CM_CODE_CYCLES] > a[CM_CODE_CYCLES]);
 }
 
+/* AArch64's code, built here for a phone (nothing runs): the same naive matmul's FMAs */
+static void test_aarch64(void **state)
+{
+    (void)state;
+    kn_target arm;
+    char err[256];
+    double a[CM_CODE_N], b[CM_CODE_N];
+    if (kn_target_parse("llvm -mtriple=aarch64-linux-gnu", &arm, err, sizeof err) != AT_OK)
+        fail_msg("aarch64 target: %s", err);
+    code_for(&arm, "matmul:M=64,N=64,K=64", 0, a);
+    code_for(&arm, "matmul:M=64,N=64,K=256", 0, b);
+    double fmas = exp2(a[CM_CODE_DYN_FMAS]) - 1, fmas4 = exp2(b[CM_CODE_DYN_FMAS]) - 1;
+    print_message("aarch64 naive matmul 64^3: %.0f dynamic FMAs; K=256: %.0f\n", fmas, fmas4);
+    assert_true(fmas >= 262144.0 / 4 * 0.99 && fmas <= 262144.0 * 1.01);
+    assert_true(fabs(fmas4 / fmas - 4) < 0.05);
+    assert_true(a[CM_CODE_DYN_LOADS] > a[CM_CODE_DYN_FMAS] - 1); /* two loads an FMA */
+    assert_true(a[CM_CODE_CYCLES] > 0 && a[CM_CODE_ZMM_SHARE] == 0);
+    for (int seed = 1; seed <= 4; seed++) {
+        double o[CM_CODE_N];
+        code_for(&arm, "conv2d:N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1", seed, o);
+        assert_true(o[CM_CODE_DYN_INSNS] > 0);
+    }
+}
+
 static void test_random_states(void **state)
 {
     (void)state;
@@ -109,11 +142,11 @@ static void test_errors(void **state)
     a.obj_size = sizeof junk;
     assert_int_equal(cm_code_run(&a, &host, o, err, sizeof err), AT_EINVAL);
     assert_non_null(strstr(err, "not an object"));
-    kn_target arm;
-    if (kn_target_parse("llvm -mtriple=aarch64-linux-gnu", &arm, err, sizeof err) != AT_OK)
-        fail_msg("aarch64 target: %s", err);
-    assert_int_equal(cm_code_run(&a, &arm, o, err, sizeof err), AT_EINVAL);
-    assert_non_null(strstr(err, "only x86-64"));
+    kn_target gpu;
+    if (kn_target_parse("cuda -arch=sm_90", &gpu, err, sizeof err) != AT_OK)
+        fail_msg("cuda target: %s", err);
+    assert_int_equal(cm_code_run(&a, &gpu, o, err, sizeof err), AT_EINVAL);
+    assert_non_null(strstr(err, "only x86-64's and AArch64's"));
     for (int c = 0; c < CM_CODE_N; c++)
         assert_true(o[c] == 0);
 }
@@ -123,13 +156,15 @@ int main(void)
     if (kn_target_host(&host) != AT_OK)
         return 1;
     if (!host.is_x86) {
-        print_message("not x86-64: cm_code_run reads x86-64's code only; errors tested\n");
-        const struct CMUnitTest only[] = {cmocka_unit_test(test_errors)};
+        print_message("not x86-64: this machine's own builds are not read here\n");
+        const struct CMUnitTest only[] = {cmocka_unit_test(test_aarch64),
+                                          cmocka_unit_test(test_errors)};
         return cmocka_run_group_tests(only, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_naive_matmul),
         cmocka_unit_test(test_random_states),
+        cmocka_unit_test(test_aarch64),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
