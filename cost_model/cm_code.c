@@ -33,6 +33,8 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
 
 #else
 
+#include <pthread.h>
+
 #include <llvm-c/Core.h>
 #include <llvm-c/Disassembler.h>
 #include <llvm-c/Object.h>
@@ -293,6 +295,18 @@ static void analyse(insn *v, int ni, int a64, int *inner, double *w, double *raw
     raw[2 * K_N] += cyc;
 }
 
+static pthread_once_t disasm_once = PTHREAD_ONCE_INIT;
+
+static void disasm_init(void)
+{
+    LLVMInitializeX86TargetInfo();
+    LLVMInitializeX86TargetMC();
+    LLVMInitializeX86Disassembler();
+    LLVMInitializeAArch64TargetInfo();
+    LLVMInitializeAArch64TargetMC();
+    LLVMInitializeAArch64Disassembler();
+}
+
 at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_N],
                    char *errmsg, size_t errmsg_size)
 {
@@ -309,16 +323,7 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
                 "cm_code_run: %s: only x86-64's and AArch64's code is read", t->triple);
         return AT_EINVAL;
     }
-    static int inited;
-    if (!inited) { /* idempotent: a race initialises twice */
-        LLVMInitializeX86TargetInfo();
-        LLVMInitializeX86TargetMC();
-        LLVMInitializeX86Disassembler();
-        LLVMInitializeAArch64TargetInfo();
-        LLVMInitializeAArch64TargetMC();
-        LLVMInitializeAArch64Disassembler();
-        inited = 1;
-    }
+    pthread_once(&disasm_once, disasm_init); /* data sets load on several threads */
     at_err err = AT_OK;
     LLVMDisasmContextRef dc =
         LLVMCreateDisasmCPUFeatures(t->triple, t->cpu, t->features, NULL, 0, NULL, NULL);

@@ -492,6 +492,61 @@ static void test_task_growth_retrains(void **unused)
     cm_model_free(m);
 }
 
+/* A data set loaded with groups 10 and 11 (extracted on every core, in batches of 32):
+** the same programs in the same order, the same rows outside the two groups, and the
+** groups filled; 37 records, so the last batch is a partial one. */
+static void test_load_with_sim_and_code(void **unused)
+{
+    static const char *specs[] = {"matmul:M=32,N=32,K=32"};
+    char path[600], err[1024];
+    rec_store *st;
+    cm_data *plain, *full;
+    cm_load_stats a, b;
+    kn_target host;
+    cm_sim_params sp;
+    (void)unused;
+    snprintf(path, sizeof path, "%s/load.db", dir);
+    assert_int_equal(rec_store_open(path, REC_OPEN_CREATE, &st, err, sizeof err), AT_OK);
+    assert_int_equal(ct_build_dataset(st, specs, 1, 37, 5), 0);
+    assert_int_equal(kn_target_host(&host), AT_OK);
+    cm_sim_params_init(&sp, &host);
+    assert_int_equal(cm_data_new(&plain), AT_OK);
+    assert_int_equal(cm_data_new(&full), AT_OK);
+    assert_int_equal(cm_data_load_store(plain, st, NULL, &a, err, sizeof err), AT_OK);
+    cm_data_set_sim(full, &sp);
+    cm_data_set_code(full, host.is_x86 || host.is_aarch64 ? &host : NULL);
+    assert_int_equal(cm_data_load_store(full, st, NULL, &b, err, sizeof err), AT_OK);
+    assert_int_equal(a.n_records, 37);
+    assert_int_equal(b.n_records, 37);
+    assert_int_equal(a.n_used, b.n_used);
+    assert_int_equal(a.n_failed, b.n_failed);
+    assert_int_equal(a.n_unreplay, b.n_unreplay);
+    assert_int_equal(cm_data_count(plain), cm_data_count(full));
+    assert_true(cm_data_count(full) >= 30);
+    for (int i = 0; i < cm_data_count(full); i++) {
+        int na, nb;
+        const float *ra = cm_data_rows(plain, i, &na), *rb = cm_data_rows(full, i, &nb);
+        assert_int_equal(na, nb);
+        assert_true(cm_data_cost(plain, i) == cm_data_cost(full, i));
+        for (int r = 0; r < na; r++)
+            for (int k = 0; k < CM_N_FEATS; k++) {
+                const float x = ra[r * CM_N_FEATS + k], y = rb[r * CM_N_FEATS + k];
+                if (k >= CM_F_SIM_STMTS && k <= CM_F_CODE_CYCLES)
+                    assert_true(x == 0);
+                else if (x != y)
+                    fail_msg("program %d row %d feature %s: %g against %g", i, r,
+                             cm_feature_name(k), x, y);
+            }
+        if (na > 0) {
+            assert_true(rb[CM_F_SIM_STMTS] > 0);
+            assert_true(rb[CM_F_CODE_DYN_INSNS] > 0 || !(host.is_x86 || host.is_aarch64));
+        }
+    }
+    cm_data_free(plain);
+    cm_data_free(full);
+    rec_store_close(st);
+}
+
 static int setup(void **unused)
 {
     static const char *specs[] = {"matmul:M=64,N=64,K=64"};
@@ -535,6 +590,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blob_round_trip),
+        cmocka_unit_test(test_load_with_sim_and_code),
         cmocka_unit_test(test_blob_corrupt),
         cmocka_unit_test(test_store_models),
         cmocka_unit_test(test_pretrain_and_refine),
