@@ -6,8 +6,8 @@
 # insp.py, obj.py, obj2.py, reg.py, est.py, knn.py, stage2.py, noise.py, packsum.py,
 # xgbparams.py, asm.py and mca.py (the last two first rebuild every program and
 # disassemble it with asm.c; mca.py runs llvm-mca on each program's hottest loop), sim.py
-# simasm.py, simlin.py, ens.py, cpc.py and lcsim.py (first every program's memory
-# accesses through sim.c's cache model; the last three need asm.c's outputs too);
+# simasm.py, simlin.py, ens.py, cpc.py, lcsim.py and cmp.py (first every program's memory
+# accesses through sim.c's cache model; the last four need asm.c's outputs too);
 # withrun.py TXT,TXT DB,DB with dump
 # outputs of tuning runs' stores) with XGBoost from PyPI in a throwaway venv.  mlp.py runs
 # with Debian's torch on the dumps this leaves (see its head).
@@ -27,7 +27,8 @@ cc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$out/dump" scripts/cm_study/dump.c $L/libt
 script=${1:-base.py}
 [ $# -gt 0 ] && shift
 if { [ "$script" = asm.py ] || [ "$script" = mca.py ] || [ "$script" = simasm.py ] ||
-    [ "$script" = ens.py ] || [ "$script" = cpc.py ] || [ "$script" = lcsim.py ]; } &&
+    [ "$script" = ens.py ] || [ "$script" = cpc.py ] || [ "$script" = lcsim.py ] ||
+    [ "$script" = cmp.py ]; } &&
     { [ ! -s "$out/asm_ds.txt" ] || [ ! -d "$out/hot" ]; }; then
     # the machine code of every program (3,600 builds: about 3.5 minutes on 2 cores)
     cc -O2 -std=c11 -D_GNU_SOURCE -I. -I/usr/lib/llvm-16/include -o "$out/asm" \
@@ -42,7 +43,7 @@ if { [ "$script" = asm.py ] || [ "$script" = mca.py ] || [ "$script" = simasm.py
     "$out/asm" "$dir/cost_model.db" >"$out/asm_ds.txt"
     unset ASM_HOT_DIR
 fi
-if case $script in sim*.py|ens.py|cpc.py|lcsim.py) true ;; *) false ;; esac && [ ! -s "$out/sim_ds.txt" ]; then
+if case $script in sim*.py|ens.py|cpc.py|lcsim.py|cmp.py) true ;; *) false ;; esac && [ ! -s "$out/sim_ds.txt" ]; then
     # every program's accesses through a model of the caches (sim.c; SIM_ARGS: cache sizes
     # and the sampling cap, default Zen 5's and 3e6; about 3 + 3 minutes)
     cc -O2 -std=c11 -D_GNU_SOURCE -I. -o "$out/sim" scripts/cm_study/sim.c $L/libkernels.a \
