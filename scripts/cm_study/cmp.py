@@ -4,8 +4,10 @@
 # trees may compare two programs by different columns in different regions, which a score
 # f(x_a) - f(x_b) cannot.  Columns: each program's summed rows with the caches simulated and
 # the machine code (simasm.py's best set).  Run: scripts/cm_study/run.sh cmp.py (SPLITS=N,
-# default 21; PARTNERS=N, default 24; ROUNDS=N, default 150); with CM_STUDY_OUT and
+# default 21; PARTNERS=N, default 24; ROUNDS=N, default 150; CMP_COLS=base: the feature rows
+# only, without the caches and the machine code); with CM_STUDY_OUT and
 # CM_STUDY_DIR pointing at a corpus of 400 a workload as in docs/cost_model.md
+# Printed by task hash, sorted: 4688ec is the ResNet convolution, ac161c matmul 1024³.
 import sys, os, numpy as np, xgboost as xgb
 sys.path.insert(0, os.path.dirname(__file__))
 import base
@@ -15,7 +17,8 @@ here = os.path.dirname(__file__)
 exec(open(os.path.join(here, 'sim.py')).read().split("for t in base.TASKS")[0])
 exec(open(os.path.join(here, 'asm.py')).read().split("print('base'")[0])
 S = int(os.environ.get('SPLITS', 21))
-EX = lambda p: np.concatenate([p['sim'], p['asm']])
+EX = ((lambda p: np.zeros(0, np.float32)) if os.environ.get('CMP_COLS') == 'base'
+      else lambda p: np.concatenate([p['sim'], p['asm']]))
 def v1(p): return np.concatenate([np.sum(p['rows'], axis=0), EX(p)]).astype(np.float32)
 for p in ds + cp: p['v1'] = v1(p)
 def pairs(progs, rng):
