@@ -61,6 +61,11 @@ static void xgb_init(void)
     XGBSetGlobalConfig("{\"verbosity\": 1}");
 }
 
+void cm__xgb_init(void)
+{
+    pthread_once(&xgb_once, xgb_init);
+}
+
 at_err cm__xgb_fail(char *errmsg, size_t errmsg_size, const char *what)
 {
     const char *e = XGBGetLastError();
@@ -121,7 +126,7 @@ at_err cm_model_new(const cm_params *p, cm_model **out)
 {
     cm_model *m;
     *out = NULL;
-    pthread_once(&xgb_once, xgb_init);
+    cm__xgb_init();
     if ((m = at_calloc(1, sizeof *m)) == NULL)
         return AT_ENOMEM;
     if (p)

@@ -559,6 +559,50 @@ typedef struct cm_train_info {
 } cm_train_info;
 void cm_model_train_info(const cm_model *m, cm_train_info *out);
 
+/* ---- the comparator (cm_cmp.c) ----------------------------------------------------- */
+
+/* A second model that compares two programs of one task instead of scoring each: a booster
+** (XGBoost binary:logistic) on pair rows [x_a, x_b, x_a - x_b], x a program's rows summed,
+** trained to say whether a is the faster; a set is ranked by each program's mean win
+** probability against the others of its task (a soft Borda count).  Ranking n programs
+** takes n(n - 1) predictions: it re-ranks a round's candidates (tens), never a population.
+** It pays with the columns that need a build, groups 10 and 11 (cm_data_set_sim,
+** cm_data_set_code; docs/cost_model.md, "The comparator"). */
+typedef struct cm_cmp_params {
+    int max_depth;         /* 6 */
+    double eta;            /* 0.2 */
+    int max_rounds;        /* 150 */
+    int n_partners;        /* random partners per program (24) */
+    double min_pair_ratio; /* pairs whose costs differ by this ratio or less are left out
+                           ** (1.05) */
+    int max_pairs;         /* at most this many pair rows (150,000: 390 MB while training);
+                           ** fewer partners per program beyond it */
+    int both_orders;       /* 1 (default): each pair trained on in both orders, (a, b) and
+                           ** (b, a), so the comparator learns P(b, a) = 1 - P(a, b) */
+    int n_threads;         /* XGBoost threads (0: online CPUs) */
+    uint64_t seed;
+} cm_cmp_params;
+
+void cm_cmp_params_default(cm_cmp_params *p);
+
+typedef struct cm_cmp cm_cmp;
+
+/* 'p' NULL: defaults.  AT_EINVAL for parameters out of range, AT_ENOMEM. */
+at_err cm_cmp_new(const cm_cmp_params *p, cm_cmp **out);
+void cm_cmp_free(cm_cmp *c); /* NULL is fine */
+/* Train on the pairs of each task of 'd' (programs that lowered and were measured).
+** AT_EINVAL when no task has two programs apart by more than min_pair_ratio, AT_ENOMEM,
+** AT_EIO (XGBoost failed); 'errmsg' says which. */
+at_err cm_cmp_fit(cm_cmp *c, const cm_data *d, char *errmsg, size_t errmsg_size);
+/* Pairs the last training used (0: not trained). */
+int cm_cmp_n_pairs(const cm_cmp *c);
+/* Rank 'n' programs of one task: scores[i] is program i's mean probability of beating each
+** other one (0..1, higher = faster); a program with no rows (NULL or not lowered) scores
+** CM_SCORE_INVALID.  AT_EINVAL before training, AT_ENOMEM, AT_EIO. */
+at_err cm_cmp_rank_feats(cm_cmp *c, const cm_feats *const *f, int n, double *scores);
+/* The same for every program of 'd', compared within its task only. */
+at_err cm_cmp_rank_data(cm_cmp *c, const cm_data *d, double *scores);
+
 /* ---- saving and loading (cm_blob.c) -------------------------------------------------- */
 
 #define CM_BLOB_FORMAT "atcm-xgb-ubj-v1" /* the format string stored in the records store */

@@ -42,6 +42,8 @@ at_err cm__data_push(cm_data *d, int task, const float *rows, int n_rows, double
 void cm__data_labels(cm_data *d);
 double cm__data_label(const cm_data *d, int i);
 
+/* XGBoost's log routed to ours, once per process (before any XGBoost call). */
+void cm__xgb_init(void);
 /* XGBoost's last error as our error text; returns AT_EIO. */
 at_err cm__xgb_fail(char *errmsg, size_t errmsg_size, const char *what);
 

@@ -5,8 +5,11 @@
 # f(x_a) - f(x_b) cannot.  Columns: each program's summed rows with the caches simulated and
 # the machine code (simasm.py's best set).  Run: scripts/cm_study/run.sh cmp.py (SPLITS=N,
 # default 21; PARTNERS=N, default 24; ROUNDS=N, default 150; CMP_COLS=base: the feature rows
-# only, without the caches and the machine code); with CM_STUDY_OUT and
-# CM_STUDY_DIR pointing at a corpus of 400 a workload as in docs/cost_model.md.  Also prints
+# only, without the caches and the machine code; CMP_COLS=derived: the machine code's 17
+# ratios and logs only, as the product's group 11; innerdyn: those and the innermost and
+# dynamic counts; depth: the ratios, the counts per loop depth and the code's size); with CM_STUDY_OUT and
+# CM_STUDY_DIR pointing at a corpus of 400 a workload as in docs/cost_model.md; SYM=1: each
+# training pair in both orders.  Also prints
 # the stand-in (base.fit with the same columns) and both models' ranks averaged.
 # Printed by task hash, sorted: 4688ec is the ResNet convolution, ac161c matmul 1024³.
 import sys, os, numpy as np, xgboost as xgb
@@ -19,6 +22,12 @@ exec(open(os.path.join(here, 'sim.py')).read().split("for t in base.TASKS")[0])
 exec(open(os.path.join(here, 'asm.py')).read().split("print('base'")[0])
 S = int(os.environ.get('SPLITS', 21))
 EX = ((lambda p: np.zeros(0, np.float32)) if os.environ.get('CMP_COLS') == 'base'
+      else (lambda p: np.concatenate([p['sim'], p['asm'][-17:]]))
+      if os.environ.get('CMP_COLS') == 'derived'  # the product's group 11: the 17 ratios
+      else (lambda p: np.concatenate([p['sim'], p['asm'][:9], p['asm'][-38:-29], p['asm'][-17:]]))
+      if os.environ.get('CMP_COLS') == 'innerdyn'  # the ratios, the innermost and dynamic counts
+      else (lambda p: np.concatenate([p['sim'], p['asm'][9:55], p['asm'][-17:]]))
+      if os.environ.get('CMP_COLS') == 'depth'  # the ratios, the counts per loop depth, the size
       else lambda p: np.concatenate([p['sim'], p['asm']]))
 def v1(p): return np.concatenate([np.sum(p['rows'], axis=0), EX(p)]).astype(np.float32)
 for p in ds + cp: p['v1'] = v1(p)
@@ -35,8 +44,10 @@ def pairs(progs, rng):
                 r = P[i]['cost'] / P[j]['cost']
                 if 1 / 1.05 < r < 1.05: continue
                 A.append(P[i]['v1']); B.append(P[j]['v1']); Y.append(1.0 if r < 1 else 0.0)
-    A = np.stack(A); B = np.stack(B)
-    return np.hstack([A, B, A - B]), np.array(Y)
+    A = np.stack(A); B = np.stack(B); Y = np.array(Y)
+    if os.environ.get('SYM') == '1':  # both orders of every pair
+        A, B, Y = np.vstack([A, B]), np.vstack([B, A]), np.concatenate([Y, 1 - Y])
+    return np.hstack([A, B, A - B]), Y
 def fitc(tr, seed):
     X, y = pairs(tr, np.random.default_rng(seed))
     d = xgb.DMatrix(X, label=y)

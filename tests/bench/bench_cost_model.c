@@ -27,6 +27,9 @@
 **   bench cost_model_TASK_top1_recall_mean_with_corpus R  pre-training corpus too (--corpus N
 **   bench cost_model_TASK_top5_recall_mean_with_corpus R  random states of each of its
 **   bench cost_model_TASK_top1_score_mean_with_corpus R   workloads, none of them TASK; 0: off)
+**   bench cost_model_TASK_top5_recall_mean_cmp_with_corpus R  --cmp: the comparator
+**   bench cost_model_TASK_top1_recall_mean_cmp_with_corpus R  (cm_cmp) on the same splits,
+**   bench cost_model_TASK_pairwise_acc_cmp_with_corpus A      trained with the corpus
 **   bench cost_model_TASK_records N records           measured records of the task used
 **   bench cost_model_TASK_top1_recall_noise_ceiling R  top-1 / top-5 agreement of a record's
 **   bench cost_model_TASK_top5_recall_noise_ceiling R  first repeat with its others
@@ -61,6 +64,8 @@
 #define MAX_SPLITS 64
 static int n_splits = 21; /* --splits: held-out 80/20 splits of each task */
 static int n_ensemble = 1; /* --ensemble: models trained per split, their scores summed */
+static int use_cmp = 0;    /* --cmp: the comparator's figures too (with the corpus) */
+static int cmp_orders = 2; /* --cmp-orders: 2, each pair in both orders (cm_cmp_params) */
 /* --again-db: the data set measured a second time ("": not) */
 static const char *again_path = "build/rel/bench/cost_model_again.db";
 
@@ -621,6 +626,38 @@ static void eval_with(const cm_data *tr, const cm_data *extra, const int *xi, in
     cm_data_free(tr2);
 }
 
+/* The comparator (cm_cmp) trained on tr plus 'extra' (all of it), ranking te. */
+static void eval_cmp(const cm_data *tr, const cm_data *extra, const cm_data *te, uint64_t seed,
+                     double *sc, cm_metrics *mt)
+{
+    cm_data *tr2;
+    cm_cmp *c;
+    cm_cmp_params cp;
+    char err[512];
+    int n = AT_MAX(cm_data_count(tr), cm_data_count(extra));
+    int *ix = malloc((size_t)(n + 1) * sizeof *ix);
+    for (int i = 0; ix && i < n; i++)
+        ix[i] = i;
+    if (ix == NULL || cm_data_new(&tr2) != AT_OK ||
+        cm_data_append(tr2, tr, ix, cm_data_count(tr)) != AT_OK ||
+        cm_data_append(tr2, extra, ix, cm_data_count(extra)) != AT_OK)
+        die("split", "out of memory");
+    free(ix);
+    cm_cmp_params_default(&cp);
+    cp.seed = seed;
+    cp.n_threads = 2;
+    cp.both_orders = cmp_orders == 2;
+    if (cm_cmp_new(&cp, &c) != AT_OK)
+        die("comparator", "out of memory");
+    if (cm_cmp_fit(c, tr2, err, sizeof err) != AT_OK)
+        die("training the comparator", err);
+    if (cm_cmp_rank_data(c, te, sc) != AT_OK)
+        die("comparator", "ranking failed");
+    cm_metrics_eval(te, sc, 1.05, mt);
+    cm_cmp_free(c);
+    cm_data_free(tr2);
+}
+
 static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp,
                           const cm_params *base)
 {
@@ -629,6 +666,7 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
         int idx[8192], n = 0, oidx[8192], no = 0;
         double xacc[MAX_SPLITS], xr5[MAX_SPLITS];
         double cacc[MAX_SPLITS], cr1[MAX_SPLITS], cr5[MAX_SPLITS], cs1[MAX_SPLITS];
+        double kacc[MAX_SPLITS], kr1[MAX_SPLITS], kr5[MAX_SPLITS];
         double acc[CM_N_OBJS][MAX_SPLITS], r1[CM_N_OBJS][MAX_SPLITS], r5[CM_N_OBJS][MAX_SPLITS];
         double s1[CM_N_OBJS][MAX_SPLITS], s5[CM_N_OBJS][MAX_SPLITS];
         double med_acc[CM_N_OBJS];
@@ -676,6 +714,15 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                         cr1[r] = m2t.top1_recall;
                         cr5[r] = m2t.top5_recall;
                         cs1[r] = m2t.top1_score;
+                        if (use_cmp) {
+                            eval_cmp(tr, corp, te, p.seed, sc, &m2t);
+                            kacc[r] = m2t.pairwise_acc;
+                            kr1[r] = m2t.top1_recall;
+                            kr5[r] = m2t.top5_recall;
+                            fprintf(stderr, "# %s split %d: comparator top-5 %.2f top-1 %.0f, "
+                                    "model with the corpus %.2f %.0f\n", tasks[t].name, r,
+                                    kr5[r], kr1[r], cr5[r], cr1[r]);
+                        }
                     }
                 }
                 r1[o][r] = mt.top1_recall;
@@ -721,6 +768,14 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                    mean(cs1, n_splits));
             printf("bench cost_model_%s_pairwise_acc_with_corpus %.3f\n", tasks[t].name,
                    at_median_sort(cacc, n_splits));
+            if (use_cmp) {
+                printf("bench cost_model_%s_top1_recall_mean_cmp_with_corpus %.3f\n",
+                       tasks[t].name, mean(kr1, n_splits));
+                printf("bench cost_model_%s_top5_recall_mean_cmp_with_corpus %.3f\n",
+                       tasks[t].name, mean(kr5, n_splits));
+                printf("bench cost_model_%s_pairwise_acc_cmp_with_corpus %.3f\n",
+                       tasks[t].name, at_median_sort(kacc, n_splits));
+            }
         }
         printf("bench cost_model_%s_pairwise_acc/reg %.2f x\n", tasks[t].name,
                med_acc[CM_OBJ_RANK] / med_acc[CM_OBJ_REG]);
@@ -748,6 +803,7 @@ int main(int argc, char **argv)
     char err[1024];
     int quality_only = 0, use_sim = 0, use_code = 0;
     cm_sim_params sim;
+    double sim_cap = 0;
     double pair_weight = -1, min_pair_ratio = -1, top_weight = -1;
     int monotone = -1, rounds = -1, depth = -1, partners = -1;
     double eta = -1, subsample = -1, colsample = -1;
@@ -778,6 +834,12 @@ int main(int argc, char **argv)
             {"quality-only", 0, AT_OPT_BOOL, &quality_only, NULL, "only the held-out figures"},
             {"sim", 0, AT_OPT_BOOL, &use_sim, NULL,
              "group 10, the caches simulated, for every record (cm_sim_run: minutes)"},
+            {"cmp-orders", 0, AT_OPT_INT, &cmp_orders, "1|2",
+             "--cmp: each training pair in one order or both (2; cm_cmp_params.both_orders)"},
+            {"sim-cap", 0, AT_OPT_NUM, &sim_cap, "N",
+             "--sim: accesses simulated per program at most (cm_sim_params.cap, 3e5)"},
+            {"cmp", 0, AT_OPT_BOOL, &use_cmp, NULL,
+             "the comparator (cm_cmp) too, trained with the corpus on each split"},
             {"code", 0, AT_OPT_BOOL, &use_code, NULL,
              "group 11, the machine code read back, for every record (a build each: minutes)"},
         };
@@ -785,7 +847,8 @@ int main(int argc, char **argv)
                           &help) != 0 ||
             at_opt_range("bench_cost_model", "--splits", n_splits, 1, MAX_SPLITS) != 0 ||
             at_opt_range("bench_cost_model", "--ensemble", n_ensemble, 1, 16) != 0 ||
-            at_opt_range("bench_cost_model", "--monotone", monotone, -1, 1) != 0)
+            at_opt_range("bench_cost_model", "--monotone", monotone, -1, 1) != 0 ||
+            at_opt_range("bench_cost_model", "--cmp-orders", cmp_orders, 1, 2) != 0)
             return 2;
         if ((subsample != -1 && !(subsample > 0 && subsample <= 1)) ||
             (colsample != -1 && !(colsample > 0 && colsample <= 1))) {
@@ -807,6 +870,8 @@ int main(int argc, char **argv)
     ss_hw_cpu(&hw, host.n_cores, host.vector_bytes, host.l1_bytes, host.l2_bytes);
     st = dataset(path, n_states, budget_s);
     cm_sim_params_init(&sim, &host);
+    if (sim_cap > 0)
+        sim.cap = sim_cap;
     if (cm_data_new(&d) != AT_OK)
         die("data", "out of memory");
     cm_data_set_sim(d, use_sim ? &sim : NULL);

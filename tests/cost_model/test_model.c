@@ -10,7 +10,9 @@
 **     measured, than the best of 8 random states (median over 3 seeds of the geometric mean
 **     over the three tasks of the speed ratio > 1);
 **   - the ranking objective beats chance on every task, and prediction is deterministic
-**     and gives -inf to what does not lower.
+**     and gives -inf to what does not lower;
+**   - the comparator (cm_cmp) orders the held-out programs as the model must (0.75), beats
+**     chance on every task and refuses what it cannot rank.
 ** AT_TEST_LONG=1 measures twice as many states.  AT_CM_DATASET=FILE reads a store measured
 ** before (with these three tasks) instead of measuring one, for work on the model. */
 #include <setjmp.h>
@@ -266,6 +268,124 @@ static void test_per_task_and_determinism(void **unused)
     cm_data_free(te);
 }
 
+/* The comparator (cm_cmp): trained on 80%, its soft Borda count orders the held-out 20% of
+** each task well above chance and overall as the model's acceptance asks (0.75); scores are
+** win probabilities in [0, 1], deterministic, -inf for a program with no rows; it refuses to
+** rank untrained and to train on data without a pair apart by more than 5%. */
+static void test_comparator(void **unused)
+{
+    cm_data *tr, *te, *one;
+    cm_cmp *c;
+    cm_cmp_params cp;
+    cm_metrics mt;
+    double *a, *b;
+    char err[512];
+    int n;
+    (void)unused;
+    cm_cmp_params_default(&cp);
+    cp.n_threads = 1;
+    cp.seed = 3;
+    assert_int_equal(cm_data_split(data, 0.8, 78, &tr, &te), AT_OK);
+    n = cm_data_count(te);
+    a = at_malloc((size_t)n * sizeof *a);
+    b = at_malloc((size_t)n * sizeof *b);
+    assert_int_equal(cm_cmp_new(&cp, &c), AT_OK);
+    assert_int_equal(cm_cmp_n_pairs(c), 0);
+    assert_int_equal(cm_cmp_rank_data(c, te, a), AT_EINVAL);
+    if (cm_cmp_fit(c, tr, err, sizeof err) != AT_OK)
+        fail_msg("training the comparator: %s", err);
+    assert_true(cm_cmp_n_pairs(c) > cm_data_count(tr));
+    assert_int_equal(cm_cmp_rank_data(c, te, a), AT_OK);
+    assert_int_equal(cm_cmp_rank_data(c, te, b), AT_OK);
+    assert_memory_equal(a, b, (size_t)n * sizeof *a);
+    for (int i = 0; i < n; i++) {
+        int rows;
+        cm_data_rows(te, i, &rows);
+        assert_true(rows == 0 ? isinf(a[i]) && a[i] < 0 : a[i] >= 0 && a[i] <= 1);
+    }
+    cm_metrics_eval(te, a, 1.05, &mt);
+    fprintf(stderr, "comparator: %d pairs; held out: pairwise accuracy %.3f, top-1 recall %.2f, "
+            "top-5 recall %.2f\n", cm_cmp_n_pairs(c), mt.pairwise_acc, mt.top1_recall,
+            mt.top5_recall);
+    if (!(mt.pairwise_acc >= 0.75))
+        fail_msg("comparator: held-out pairwise accuracy %.3f < 0.75", mt.pairwise_acc);
+    for (int t = 0; t < cm_data_n_tasks(te); t++) {
+        int idx[4096], k = 0;
+        double sc[4096];
+        cm_metrics m1;
+        for (int i = 0; i < n && k < 4096; i++)
+            if (cm_data_task_of(te, i) == t)
+                sc[k] = a[i], idx[k++] = i;
+        assert_int_equal(cm_data_new(&one), AT_OK);
+        assert_int_equal(cm_data_append(one, te, idx, k), AT_OK);
+        cm_metrics_eval(one, sc, 1.05, &m1);
+        if (!(m1.pairwise_acc > 0.6))
+            fail_msg("comparator ranks task %d at chance: %.3f", t, m1.pairwise_acc);
+        /* ranked alone, the task's programs get the scores they got among all tasks */
+        assert_int_equal(cm_cmp_rank_data(c, one, b), AT_OK);
+        for (int i = 0; i < k; i++)
+            assert_true(b[i] == sc[i] || fabs(b[i] - sc[i]) < 1e-9);
+        cm_data_free(one);
+    }
+    {
+        /* feature sets: NULL and a sketch that does not lower score -inf */
+        ss_dag *dag;
+        ss_space *sp;
+        ss_state *st[3];
+        cm_feats f[3];
+        const cm_feats *fp[4];
+        at_rng rng;
+        double v[4];
+        assert_int_equal(kn_op_build(specs[0], &dag, err, sizeof err), AT_OK);
+        assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+        at_rng_seed(&rng, 11);
+        for (int i = 0; i < 2; i++)
+            while (ss_space_sample(sp, &rng, &st[i]) != AT_OK)
+                ;
+        for (int i = 0; i < 3; i++)
+            cm_feats_init(&f[i]);
+        assert_int_equal(cm_features_of_state(st[0], &f[0], err, sizeof err), AT_OK);
+        assert_int_equal(cm_features_of_state(st[1], &f[1], err, sizeof err), AT_OK);
+        assert_int_not_equal(cm_features_of_state(ss_space_sketch(sp, 0), &f[2], err, sizeof err),
+                             AT_OK);
+        fp[0] = &f[0], fp[1] = NULL, fp[2] = &f[2], fp[3] = &f[1];
+        assert_int_equal(cm_cmp_rank_feats(c, fp, 4, v), AT_OK);
+        assert_true(isinf(v[1]) && v[1] < 0 && isinf(v[2]) && v[2] < 0);
+        assert_true(v[0] >= 0 && v[0] <= 1 && v[3] >= 0 && v[3] <= 1);
+        assert_true(fabs(v[0] + v[3] - 1) < 1e-6); /* two programs: P(a) + P(b) = 1 */
+        for (int i = 0; i < 3; i++)
+            cm_feats_fini(&f[i]);
+        for (int i = 0; i < 2; i++)
+            ss_state_free(st[i]);
+        ss_space_free(sp);
+        ss_dag_unref(dag);
+    }
+    cm_cmp_free(c);
+    {
+        /* one program a task: no pair to learn from */
+        int idx[N_TASKS], k = 0;
+        for (int i = 0; i < cm_data_count(tr) && k < N_TASKS; i++)
+            if (cm_data_task_of(tr, i) == k)
+                idx[k++] = i;
+        assert_int_equal(cm_data_new(&one), AT_OK);
+        assert_int_equal(cm_data_append(one, tr, idx, k), AT_OK);
+        assert_int_equal(cm_cmp_new(&cp, &c), AT_OK);
+        err[0] = 0;
+        assert_int_equal(cm_cmp_fit(c, one, err, sizeof err), AT_EINVAL);
+        assert_non_null(strstr(err, "two programs"));
+        assert_int_equal(cm_cmp_rank_data(c, one, a), AT_EINVAL);
+        cm_cmp_free(c);
+        cm_data_free(one);
+        cp.max_rounds = 0;
+        assert_int_equal(cm_cmp_new(&cp, &c), AT_EINVAL);
+        assert_null(c);
+    }
+    at_free(a);
+    at_free(b);
+    cm_data_free(tr);
+    cm_data_free(te);
+}
+
 static int setup(void **unused)
 {
     cm_load_stats ls;
@@ -324,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_top_weight),
         cmocka_unit_test(test_best_of_1000),
         cmocka_unit_test(test_per_task_and_determinism),
+        cmocka_unit_test(test_comparator),
     };
     tn_fleet_prepare(); /* the embedded agent's launcher, before any thread */
     return cmocka_run_group_tests(tests, setup, teardown);
