@@ -7,7 +7,8 @@
 # default 21; PARTNERS=N, default 24; ROUNDS=N, default 150; CMP_COLS=base: the feature rows
 # only, without the caches and the machine code; CMP_COLS=derived: the machine code's 17
 # ratios and logs only, as the product's group 11; innerdyn: those and the innermost and
-# dynamic counts; depth: the ratios, the counts per loop depth and the code's size); with CM_STUDY_OUT and
+# dynamic counts; depth: the ratios, the counts per loop depth and the code's size; hot:
+# the ratios and the counts of the innermost loop with the most FMAs); with CM_STUDY_OUT and
 # CM_STUDY_DIR pointing at a corpus of 400 a workload as in docs/cost_model.md; SYM=1: each
 # training pair in both orders.  Also prints
 # the stand-in (base.fit with the same columns) and both models' ranks averaged.
@@ -28,6 +29,8 @@ EX = ((lambda p: np.zeros(0, np.float32)) if os.environ.get('CMP_COLS') == 'base
       if os.environ.get('CMP_COLS') == 'innerdyn'  # the ratios, the innermost and dynamic counts
       else (lambda p: np.concatenate([p['sim'], p['asm'][9:55], p['asm'][-17:]]))
       if os.environ.get('CMP_COLS') == 'depth'  # the ratios, the counts per loop depth, the size
+      else (lambda p: np.concatenate([p['sim'], p['asm'][-27:]]))
+      if os.environ.get('CMP_COLS') == 'hot'  # the ratios and the hottest loop's 10 counts
       else lambda p: np.concatenate([p['sim'], p['asm']]))
 def v1(p): return np.concatenate([np.sum(p['rows'], axis=0), EX(p)]).astype(np.float32)
 for p in ds + cp: p['v1'] = v1(p)
