@@ -6,10 +6,12 @@
 ** stack access (a spill or reload), prefetch, FMA with a memory operand, 512-bit (or SVE)
 ** register.  The counts in the innermost loops, and the dynamic counts (each instruction
 ** times the trip counts of the loops around it, read from the loop's compare and counter
-** where LLVM left them, else 8), become 17 columns: ratios, logs and a cycle estimate (each innermost loop
-** at the bound of its FMAs, loads, stores and issue width).  docs/cost_model.md, "The
-** machine code read back", says what they did for ranking (scripts/cm_study/asm.c is the
-** study's version of the same reading). */
+** where LLVM left them, else 8), become 17 columns of ratios, logs and a cycle estimate
+** (each innermost loop at the bound of its FMAs, loads, stores and issue width), followed
+** by 78 raw counts: the innermost loops', the dynamic ones, the cycle estimate, per loop
+** depth, the loops and the code's size, and those of the hot loop (the innermost loop
+** with the most FMAs).  docs/cost_model.md, "The machine code read back", says what they
+** did for ranking (scripts/cm_study/asm.c is the study's version of the same reading). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,10 +46,14 @@ enum { K_ALL, K_FMA, K_VLOAD, K_VSTORE, K_BCAST, K_STACK, K_PREF, K_MEMFMA, K_ZM
 
 /* at most this many instructions read (a build's kernels have thousands) */
 #define CODE_MAX_INSNS (1 << 20)
+/* loop depths counted apart (the last one: that deep or deeper) */
+#define CODE_DEPTHS 5
 
 typedef struct insn {
     uint64_t at;
     int64_t target; /* a branch's destination, else -1 */
+    double trip;    /* a loop's branch: its trip count */
+    int depth;      /* loops around it */
     unsigned char cls[K_N];
     char text[80];
 } insn;
@@ -229,13 +235,37 @@ static double trip_count(const insn *v, int i)
     return 8;
 }
 
-/* Counts of one section's code into raw[]: [0, K_N) the innermost loops', [K_N, 2 K_N) the
-** dynamic ones, raw[2 K_N] the cycle estimate. */
-static void analyse(insn *v, int ni, int a64, int *inner, double *w, double *raw)
+/* raw[]'s layout: the innermost loops' counts, the dynamic ones, the cycle estimate, the
+** counts per loop depth, four about the loops and the code, the hot loop's ten */
+enum {
+    R_IN = 0,
+    R_EX = K_N,
+    R_CYC = 2 * K_N,
+    R_DEPTH,
+    R_LOOPS = R_DEPTH + CODE_DEPTHS * K_N,
+    R_MAXD,
+    R_BYTES,
+    R_DEFAULT,
+    R_HOT,
+    R_N = R_HOT + 10
+};
+_Static_assert(R_N == CM_CODE_N - CM_CODE_IN_ALL, "cm_code_run's raw columns");
+_Static_assert(CM_CODE_CYCLE_EST - CM_CODE_IN_ALL == R_CYC &&
+                   CM_CODE_D0_ALL - CM_CODE_IN_ALL == R_DEPTH &&
+                   CM_CODE_LOOPS - CM_CODE_IN_ALL == R_LOOPS &&
+                   CM_CODE_DEFAULT_TRIPS - CM_CODE_IN_ALL == R_DEFAULT &&
+                   CM_CODE_HOT_FMAS - CM_CODE_IN_ALL == R_HOT,
+               "raw[] in group 11's order");
+
+/* Counts of one section's code ('bytes' long) added to raw[R_N]. */
+static void analyse(insn *v, int ni, int a64, size_t bytes, int *inner, double *w, double *raw)
 {
+    double hot[10] = {0};
     memset(inner, 0, sizeof(int) * (size_t)ni);
-    for (int j = 0; j < ni; j++)
+    for (int j = 0; j < ni; j++) {
         w[j] = 1;
+        v[j].depth = 0;
+    }
     for (int i = 0; i < ni; i++) {
         if (!is_loop(v, i))
             continue;
@@ -244,11 +274,15 @@ static void analyse(insn *v, int ni, int a64, int *inner, double *w, double *raw
             contains_other = j != i && is_loop(v, j) && v[j].target >= v[i].target &&
                              v[j].at < v[i].at;
         double trip = a64 ? trip_count_a64(v, i) : trip_count(v, i);
+        v[i].trip = trip;
+        raw[R_LOOPS] += 1;
+        raw[R_DEFAULT] += trip == 8;
         for (int j = 0; j < ni; j++)
             if ((int64_t)v[j].at >= v[i].target && v[j].at <= v[i].at) {
                 w[j] *= trip;
                 if (w[j] > 1e30)
                     w[j] = 1e30;
+                v[j].depth++;
                 if (!contains_other)
                     inner[j] = 1;
             }
@@ -271,7 +305,7 @@ static void analyse(insn *v, int ni, int a64, int *inner, double *w, double *raw
             }
         if (a0 < 0)
             continue;
-        double nf = 0, nl = 0, ns = 0, na = 0;
+        double nf = 0, nl = 0, ns = 0, na = 0, sk = 0, z = 0, bc = 0;
         for (int j = a0; j <= i; j++) {
             nf += v[j].cls[K_FMA];
             na += 1;
@@ -279,20 +313,35 @@ static void analyse(insn *v, int ni, int a64, int *inner, double *w, double *raw
             nl += v[j].cls[K_VLOAD] + v[j].cls[K_BCAST] + v[j].cls[K_MEMFMA];
             if (v[j].cls[K_STACK] && !v[j].cls[K_VSTORE] && !v[j].cls[K_VLOAD])
                 nl += 1;
+            sk += v[j].cls[K_STACK];
+            z += v[j].cls[K_ZMM];
+            bc += v[j].cls[K_BCAST];
             inner[j] = 2; /* counted in a loop's bound */
         }
         double b = fmax(fmax(nf / 2, nl / 3), fmax(ns / 2, na / 6));
         cyc += b * w[i];
+        if (nf > hot[0] || (nf == hot[0] && w[i] > hot[7])) { /* the hot loop: most FMAs */
+            double h[10] = {nf, nl, ns, na, sk, z, bc, w[i], v[i].trip, nf > 0 ? b / nf : 0};
+            memcpy(hot, h, sizeof hot);
+        }
     }
+    int maxd = 0;
     for (int j = 0; j < ni; j++) {
+        int d = v[j].depth < CODE_DEPTHS ? v[j].depth : CODE_DEPTHS - 1;
+        maxd = v[j].depth > maxd ? v[j].depth : maxd;
         if (inner[j] != 2)
             cyc += w[j] / 4;
         for (int c = 0; c < K_N; c++) {
-            raw[c] += inner[j] ? v[j].cls[c] : 0;
-            raw[K_N + c] += w[j] * v[j].cls[c];
+            raw[R_IN + c] += inner[j] ? v[j].cls[c] : 0;
+            raw[R_EX + c] += w[j] * v[j].cls[c];
+            raw[R_DEPTH + d * K_N + c] += v[j].cls[c];
         }
     }
-    raw[2 * K_N] += cyc;
+    raw[R_CYC] += cyc;
+    raw[R_MAXD] += maxd;
+    raw[R_BYTES] += (double)bytes;
+    for (int k = 0; k < 10; k++)
+        raw[R_HOT + k] += hot[k];
 }
 
 static pthread_once_t disasm_once = PTHREAD_ONCE_INIT;
@@ -344,7 +393,7 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
         LLVMDisasmDispose(dc);
         return AT_EINVAL;
     }
-    double raw[2 * K_N + 1] = {0};
+    double raw[R_N] = {0};
     insn *v = NULL;
     int *inner = NULL;
     double *w = NULL;
@@ -399,7 +448,7 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
             at += sz;
         }
         if (err == AT_OK && ni)
-            analyse(v, ni, t->is_aarch64, inner, w, raw);
+            analyse(v, ni, t->is_aarch64, n, inner, w, raw);
     }
     LLVMDisposeSectionIterator(si);
     LLVMDisposeBinary(bin);
@@ -434,7 +483,9 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
     out[CM_CODE_DYN_FMAS] = log2(1 + dy[K_FMA]);
     out[CM_CODE_DYN_STACK] = log2(1 + dy[K_STACK]);
     out[CM_CODE_DYN_LOADS] = log2(1 + dld);
-    out[CM_CODE_CYCLES] = log2(1 + raw[2 * K_N]);
+    out[CM_CODE_CYCLES] = log2(1 + raw[R_CYC]);
+    for (int k = 0; k < R_N; k++) /* the raw counts, in raw[]'s order */
+        out[CM_CODE_IN_ALL + k] = raw[k];
     return AT_OK;
 }
 

@@ -70,28 +70,114 @@ at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N],
 
 /* ---- the machine code read back (cm_code.c) ----------------------------------------- */
 
-/* What cm_code_run reads from a built CPU program's object (x86-64, AArch64): shares and
-** logs of the instructions in the innermost loops, the same over the dynamic counts (each
-** instruction times its loops' trip counts), and a cycle estimate; docs/cost_model.md. */
+/* What cm_code_run reads from a built CPU program's object (x86-64, AArch64), group 11's
+** columns in order, X(ID, name, log, doc): CM_FEATURES has them as CM_F_ID, cm_code_run's
+** out[] as CM_ID.  The 17 ratios and logs first (feature version 6), then the raw counts
+** (version 7): the innermost loops', the dynamic ones (each instruction times its loops'
+** trip counts), per loop depth, the loops and the code's size, and the hot loop's (the
+** innermost loop with the most FMAs); docs/cost_model.md. */
+#define CM_CODE_FEATS(X)                                                                   \
+    X(CODE_FMA_SHARE, "code_fma_share", 0, "innermost loops' FMAs / instructions")         \
+    X(CODE_STACK_SHARE, "code_stack_share", 0, "innermost loops' stack accesses / instrs") \
+    X(CODE_LOADS_PER_FMA, "code_loads_per_fma", 0, "innermost loops' vector loads / FMAs") \
+    X(CODE_STORE_SHARE, "code_store_share", 0, "innermost loops' vector stores / instrs")  \
+    X(CODE_ZMM_SHARE, "code_zmm_share", 0, "innermost loops' 512-bit instrs / instrs")     \
+    X(CODE_INSNS, "code_insns", 0, "log2(1 + innermost loops' instructions)")              \
+    X(CODE_FMAS, "code_fmas", 0, "log2(1 + innermost loops' FMAs)")                        \
+    X(CODE_DYN_FMA_SHARE, "code_dyn_fma_share", 0, "dynamic FMAs / instructions")          \
+    X(CODE_DYN_STACK_SHARE, "code_dyn_stack_share", 0, "dynamic stack accesses / instrs")  \
+    X(CODE_DYN_LOADS_PER_FMA, "code_dyn_loads_per_fma", 0, "dynamic vector loads / FMAs")  \
+    X(CODE_DYN_STORE_SHARE, "code_dyn_store_share", 0, "dynamic vector stores / instrs")   \
+    X(CODE_DYN_ZMM_SHARE, "code_dyn_zmm_share", 0, "dynamic 512-bit instrs / instrs")      \
+    X(CODE_DYN_INSNS, "code_dyn_insns", 0, "log2(1 + dynamic instructions)")               \
+    X(CODE_DYN_FMAS, "code_dyn_fmas", 0, "log2(1 + dynamic FMAs)")                         \
+    X(CODE_DYN_STACK, "code_dyn_stack", 0, "log2(1 + dynamic stack accesses)")             \
+    X(CODE_DYN_LOADS, "code_dyn_loads", 0, "log2(1 + dynamic vector loads)")               \
+    X(CODE_CYCLES, "code_cycles", 0, "log2(1 + the innermost loops' cycle estimate)")      \
+    X(CODE_IN_ALL, "code_in_all", 0, "innermost loops' instructions")                      \
+    X(CODE_IN_FMA, "code_in_fma", 0, "innermost loops' FMAs")                              \
+    X(CODE_IN_VLOAD, "code_in_vload", 0, "innermost loops' vector loads")                  \
+    X(CODE_IN_VSTORE, "code_in_vstore", 0, "innermost loops' vector stores")               \
+    X(CODE_IN_BCAST, "code_in_bcast", 0, "innermost loops' broadcasts")                    \
+    X(CODE_IN_STACK, "code_in_stack", 0, "innermost loops' stack accesses")                \
+    X(CODE_IN_PREF, "code_in_pref", 0, "innermost loops' prefetches")                      \
+    X(CODE_IN_MEMFMA, "code_in_memfma", 0, "innermost loops' FMAs with a memory operand")  \
+    X(CODE_IN_WIDE, "code_in_wide", 0, "innermost loops' 512-bit (SVE) instrs")            \
+    X(CODE_EX_ALL, "code_ex_all", 0, "dynamic instructions (times trips)")                 \
+    X(CODE_EX_FMA, "code_ex_fma", 0, "dynamic FMAs (times trips)")                         \
+    X(CODE_EX_VLOAD, "code_ex_vload", 0, "dynamic vector loads (times trips)")             \
+    X(CODE_EX_VSTORE, "code_ex_vstore", 0, "dynamic vector stores (times trips)")          \
+    X(CODE_EX_BCAST, "code_ex_bcast", 0, "dynamic broadcasts (times trips)")               \
+    X(CODE_EX_STACK, "code_ex_stack", 0, "dynamic stack accesses (times trips)")           \
+    X(CODE_EX_PREF, "code_ex_pref", 0, "dynamic prefetches (times trips)")                 \
+    X(CODE_EX_MEMFMA, "code_ex_memfma", 0, "dynamic FMAs with a memory operand")           \
+    X(CODE_EX_WIDE, "code_ex_wide", 0, "dynamic 512-bit (SVE) instrs (times trips)")       \
+    X(CODE_CYCLE_EST, "code_cycle_est", 0, "the cycle estimate (code_cycles unlogged)")    \
+    X(CODE_D0_ALL, "code_d0_all", 0, "instructions at loop depth 0")                       \
+    X(CODE_D0_FMA, "code_d0_fma", 0, "FMAs at loop depth 0")                               \
+    X(CODE_D0_VLOAD, "code_d0_vload", 0, "vector loads at loop depth 0")                   \
+    X(CODE_D0_VSTORE, "code_d0_vstore", 0, "vector stores at loop depth 0")                \
+    X(CODE_D0_BCAST, "code_d0_bcast", 0, "broadcasts at loop depth 0")                     \
+    X(CODE_D0_STACK, "code_d0_stack", 0, "stack accesses at loop depth 0")                 \
+    X(CODE_D0_PREF, "code_d0_pref", 0, "prefetches at loop depth 0")                       \
+    X(CODE_D0_MEMFMA, "code_d0_memfma", 0, "FMAs with a memory operand at loop depth 0")   \
+    X(CODE_D0_WIDE, "code_d0_wide", 0, "512-bit (SVE) instrs at loop depth 0")             \
+    X(CODE_D1_ALL, "code_d1_all", 0, "instructions at loop depth 1")                       \
+    X(CODE_D1_FMA, "code_d1_fma", 0, "FMAs at loop depth 1")                               \
+    X(CODE_D1_VLOAD, "code_d1_vload", 0, "vector loads at loop depth 1")                   \
+    X(CODE_D1_VSTORE, "code_d1_vstore", 0, "vector stores at loop depth 1")                \
+    X(CODE_D1_BCAST, "code_d1_bcast", 0, "broadcasts at loop depth 1")                     \
+    X(CODE_D1_STACK, "code_d1_stack", 0, "stack accesses at loop depth 1")                 \
+    X(CODE_D1_PREF, "code_d1_pref", 0, "prefetches at loop depth 1")                       \
+    X(CODE_D1_MEMFMA, "code_d1_memfma", 0, "FMAs with a memory operand at loop depth 1")   \
+    X(CODE_D1_WIDE, "code_d1_wide", 0, "512-bit (SVE) instrs at loop depth 1")             \
+    X(CODE_D2_ALL, "code_d2_all", 0, "instructions at loop depth 2")                       \
+    X(CODE_D2_FMA, "code_d2_fma", 0, "FMAs at loop depth 2")                               \
+    X(CODE_D2_VLOAD, "code_d2_vload", 0, "vector loads at loop depth 2")                   \
+    X(CODE_D2_VSTORE, "code_d2_vstore", 0, "vector stores at loop depth 2")                \
+    X(CODE_D2_BCAST, "code_d2_bcast", 0, "broadcasts at loop depth 2")                     \
+    X(CODE_D2_STACK, "code_d2_stack", 0, "stack accesses at loop depth 2")                 \
+    X(CODE_D2_PREF, "code_d2_pref", 0, "prefetches at loop depth 2")                       \
+    X(CODE_D2_MEMFMA, "code_d2_memfma", 0, "FMAs with a memory operand at loop depth 2")   \
+    X(CODE_D2_WIDE, "code_d2_wide", 0, "512-bit (SVE) instrs at loop depth 2")             \
+    X(CODE_D3_ALL, "code_d3_all", 0, "instructions at loop depth 3")                       \
+    X(CODE_D3_FMA, "code_d3_fma", 0, "FMAs at loop depth 3")                               \
+    X(CODE_D3_VLOAD, "code_d3_vload", 0, "vector loads at loop depth 3")                   \
+    X(CODE_D3_VSTORE, "code_d3_vstore", 0, "vector stores at loop depth 3")                \
+    X(CODE_D3_BCAST, "code_d3_bcast", 0, "broadcasts at loop depth 3")                     \
+    X(CODE_D3_STACK, "code_d3_stack", 0, "stack accesses at loop depth 3")                 \
+    X(CODE_D3_PREF, "code_d3_pref", 0, "prefetches at loop depth 3")                       \
+    X(CODE_D3_MEMFMA, "code_d3_memfma", 0, "FMAs with a memory operand at loop depth 3")   \
+    X(CODE_D3_WIDE, "code_d3_wide", 0, "512-bit (SVE) instrs at loop depth 3")             \
+    X(CODE_D4_ALL, "code_d4_all", 0, "instructions at loop depth 4+")                      \
+    X(CODE_D4_FMA, "code_d4_fma", 0, "FMAs at loop depth 4+")                              \
+    X(CODE_D4_VLOAD, "code_d4_vload", 0, "vector loads at loop depth 4+")                  \
+    X(CODE_D4_VSTORE, "code_d4_vstore", 0, "vector stores at loop depth 4+")               \
+    X(CODE_D4_BCAST, "code_d4_bcast", 0, "broadcasts at loop depth 4+")                    \
+    X(CODE_D4_STACK, "code_d4_stack", 0, "stack accesses at loop depth 4+")                \
+    X(CODE_D4_PREF, "code_d4_pref", 0, "prefetches at loop depth 4+")                      \
+    X(CODE_D4_MEMFMA, "code_d4_memfma", 0, "FMAs with a memory operand at loop depth 4+")  \
+    X(CODE_D4_WIDE, "code_d4_wide", 0, "512-bit (SVE) instrs at loop depth 4+")            \
+    X(CODE_LOOPS, "code_loops", 0, "loops (backward branches)")                            \
+    X(CODE_MAX_DEPTH, "code_max_depth", 0, "deepest loop nesting")                         \
+    X(CODE_BYTES, "code_bytes", 0, "bytes of code")                                        \
+    X(CODE_DEFAULT_TRIPS, "code_default_trips", 0, "loops with trip count 8 (or unread)")  \
+    X(CODE_HOT_FMAS, "code_hot_fmas", 0, "hot loop (most FMAs): FMAs")                     \
+    X(CODE_HOT_LOADS, "code_hot_loads", 0, "hot loop: vector and FMA-operand loads")       \
+    X(CODE_HOT_STORES, "code_hot_stores", 0, "hot loop: vector stores")                    \
+    X(CODE_HOT_INSNS, "code_hot_insns", 0, "hot loop: instructions")                       \
+    X(CODE_HOT_STACK, "code_hot_stack", 0, "hot loop: stack accesses")                     \
+    X(CODE_HOT_WIDE, "code_hot_wide", 0, "hot loop: 512-bit (SVE) instructions")           \
+    X(CODE_HOT_BCAST, "code_hot_bcast", 0, "hot loop: broadcasts")                         \
+    X(CODE_HOT_RUNS, "code_hot_runs", 0, "hot loop: iterations, all loops' trips")         \
+    X(CODE_HOT_TRIP, "code_hot_trip", 0, "hot loop: its own trip count")                   \
+    X(CODE_HOT_BOUND, "code_hot_bound", 0, "hot loop: cycles an FMA (its bound / FMAs)")
+
 enum {
-    CM_CODE_FMA_SHARE,          /* innermost loops: FMAs / instructions */
-    CM_CODE_STACK_SHARE,        /* stack accesses (spills, reloads) / instructions */
-    CM_CODE_LOADS_PER_FMA,      /* vector loads, broadcasts and FMAs' memory operands / FMAs */
-    CM_CODE_STORE_SHARE,        /* vector stores / instructions */
-    CM_CODE_ZMM_SHARE,          /* instructions on 512-bit registers / instructions */
-    CM_CODE_INSNS,              /* log2(1 + instructions) */
-    CM_CODE_FMAS,               /* log2(1 + FMAs) */
-    CM_CODE_DYN_FMA_SHARE,      /* the same five over the dynamic counts */
-    CM_CODE_DYN_STACK_SHARE,
-    CM_CODE_DYN_LOADS_PER_FMA,
-    CM_CODE_DYN_STORE_SHARE,
-    CM_CODE_DYN_ZMM_SHARE,
-    CM_CODE_DYN_INSNS,          /* log2(1 + dynamic instructions) */
-    CM_CODE_DYN_FMAS,           /* log2(1 + dynamic FMAs) */
-    CM_CODE_DYN_STACK,          /* log2(1 + dynamic stack accesses) */
-    CM_CODE_DYN_LOADS,          /* log2(1 + dynamic loads) */
-    CM_CODE_CYCLES,             /* log2(1 + the cycle estimate) */
-    CM_CODE_N
+#define X(id, name, lg, doc) CM_##id,
+    CM_CODE_FEATS(X)
+#undef X
+        CM_CODE_N
 };
 
 /* Read the code of 'a', built for CPU target 't' (x86-64, AArch64); out[CM_CODE_N].
@@ -104,9 +190,10 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 6 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
+#define CM_FEATURE_VERSION 7 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
                                 ** 4: group 9, lanes; 5: group 10, the caches simulated;
-                                ** 6: group 11, the machine code read back */
+                                ** 6: group 11, the machine code read back; 7: its raw
+                                ** counts */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */
@@ -311,23 +398,7 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
     X(SIM_PENALTY, "sim_penalty", 1,                                                       \
       "4 x L1 misses + 8 x far ones + 20 x L2 misses + 60 x far ones + 10 x TLB misses")    \
     /* group 11: the machine code read back (first row only, when asked: cm_feats.code) */ \
-    X(CODE_FMA_SHARE, "code_fma_share", 0, "innermost loops' FMAs / instructions")         \
-    X(CODE_STACK_SHARE, "code_stack_share", 0, "innermost loops' stack accesses / instrs") \
-    X(CODE_LOADS_PER_FMA, "code_loads_per_fma", 0, "innermost loops' vector loads / FMAs") \
-    X(CODE_STORE_SHARE, "code_store_share", 0, "innermost loops' vector stores / instrs")  \
-    X(CODE_ZMM_SHARE, "code_zmm_share", 0, "innermost loops' 512-bit instrs / instrs")     \
-    X(CODE_INSNS, "code_insns", 0, "log2(1 + innermost loops' instructions)")              \
-    X(CODE_FMAS, "code_fmas", 0, "log2(1 + innermost loops' FMAs)")                        \
-    X(CODE_DYN_FMA_SHARE, "code_dyn_fma_share", 0, "dynamic FMAs / instructions")          \
-    X(CODE_DYN_STACK_SHARE, "code_dyn_stack_share", 0, "dynamic stack accesses / instrs")  \
-    X(CODE_DYN_LOADS_PER_FMA, "code_dyn_loads_per_fma", 0, "dynamic vector loads / FMAs")  \
-    X(CODE_DYN_STORE_SHARE, "code_dyn_store_share", 0, "dynamic vector stores / instrs")   \
-    X(CODE_DYN_ZMM_SHARE, "code_dyn_zmm_share", 0, "dynamic 512-bit instrs / instrs")      \
-    X(CODE_DYN_INSNS, "code_dyn_insns", 0, "log2(1 + dynamic instructions)")               \
-    X(CODE_DYN_FMAS, "code_dyn_fmas", 0, "log2(1 + dynamic FMAs)")                         \
-    X(CODE_DYN_STACK, "code_dyn_stack", 0, "log2(1 + dynamic stack accesses)")             \
-    X(CODE_DYN_LOADS, "code_dyn_loads", 0, "log2(1 + dynamic vector loads)")               \
-    X(CODE_CYCLES, "code_cycles", 0, "log2(1 + cycles estimated from the innermost loops)")
+    CM_CODE_FEATS(X)
 
 typedef enum cm_feat {
 #define X(id, name, lg, doc) CM_F_##id,
@@ -575,7 +646,7 @@ typedef struct cm_cmp_params {
     int n_partners;        /* random partners per program (24) */
     double min_pair_ratio; /* pairs whose costs differ by this ratio or less are left out
                            ** (1.05) */
-    int max_pairs;         /* at most this many pair rows (150,000: 390 MB while training);
+    int max_pairs;         /* at most this many pair rows (150,000: 530 MB while training);
                            ** fewer partners per program beyond it */
     int both_orders;       /* 1 (default): each pair trained on in both orders, (a, b) and
                            ** (b, a), so the comparator learns P(b, a) = 1 - P(a, b) */

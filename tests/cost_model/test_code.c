@@ -22,6 +22,47 @@ static kn_target host;
 static void code_for(const kn_target *tg, const char *spec, int random_seed,
                      double out[CM_CODE_N]);
 
+/* x ~ y, relatively (the ratios and logs are computed from the raw counts) */
+static int near(double x, double y)
+{
+    return fabs(x - y) <= 1e-9 * fmax(1, fmax(fabs(x), fabs(y)));
+}
+
+/* The raw counts (feature version 7) agree with the ratios and logs and with each other. */
+static void check_raw(const char *spec, const double *o)
+{
+    static const int in0 = CM_CODE_IN_ALL, ex0 = CM_CODE_EX_ALL, d0 = CM_CODE_D0_ALL;
+    const int nk = CM_CODE_EX_ALL - CM_CODE_IN_ALL, nd = (CM_CODE_LOOPS - d0) / nk;
+    if (!near(exp2(o[CM_CODE_INSNS]) - 1, o[CM_CODE_IN_ALL]) ||
+        !near(exp2(o[CM_CODE_FMAS]) - 1, o[CM_CODE_IN_FMA]) ||
+        !near(exp2(o[CM_CODE_DYN_INSNS]) - 1, o[CM_CODE_EX_ALL]) ||
+        !near(exp2(o[CM_CODE_DYN_FMAS]) - 1, o[CM_CODE_EX_FMA]) ||
+        !near(exp2(o[CM_CODE_CYCLES]) - 1, o[CM_CODE_CYCLE_EST]) ||
+        !near(o[CM_CODE_FMA_SHARE], o[CM_CODE_IN_FMA] / fmax(o[CM_CODE_IN_ALL], 1)))
+        fail_msg("%s: the raw counts disagree with the logs and ratios", spec);
+    assert_int_equal(nd, 5);
+    for (int c = 0; c < nk; c++) {
+        double all_depths = 0;
+        for (int d = 0; d < nd; d++) {
+            all_depths += o[d0 + d * nk + c];
+            assert_true(o[d0 + d * nk + c] <= o[d0 + d * nk]); /* a class <= all */
+        }
+        /* the innermost loops' instructions are some of all; the dynamic count at least
+        ** the static one (each instruction runs at least once as counted) */
+        assert_true(o[in0 + c] <= all_depths && o[ex0 + c] >= o[in0 + c]);
+        assert_true(o[in0 + c] <= o[in0] && o[ex0 + c] <= o[ex0]);
+    }
+    assert_true(o[CM_CODE_BYTES] >= o[d0]); /* an instruction takes a byte at least */
+    assert_true(o[CM_CODE_MAX_DEPTH] <= o[CM_CODE_LOOPS]);
+    assert_true(o[CM_CODE_DEFAULT_TRIPS] <= o[CM_CODE_LOOPS]);
+    assert_true(o[CM_CODE_HOT_FMAS] <= o[CM_CODE_IN_FMA]);
+    assert_true(o[CM_CODE_HOT_INSNS] <= o[CM_CODE_IN_ALL]);
+    assert_true(o[CM_CODE_HOT_STORES] <= o[CM_CODE_HOT_INSNS]);
+    if (o[CM_CODE_HOT_FMAS] > 0)
+        assert_true(o[CM_CODE_HOT_TRIP] >= 1 && o[CM_CODE_HOT_RUNS] >= o[CM_CODE_HOT_TRIP] &&
+                    o[CM_CODE_HOT_BOUND] >= 0.5); /* 2 FMAs a cycle at most */
+}
+
 static void code_of(const char *spec, int random_seed, double out[CM_CODE_N])
 {
     code_for(&host, spec, random_seed, out);
@@ -55,6 +96,7 @@ static void code_for(const kn_target *tg, const char *spec, int random_seed,
         fail_msg("%s: build: %s", spec, err);
     if (cm_code_run(a, tg, out, err, sizeof err) != AT_OK)
         fail_msg("%s: cm_code_run: %s", spec, err);
+    check_raw(spec, out);
     for (int c = 0; c < CM_CODE_N; c++)
         assert_true(isfinite(out[c]) && out[c] >= 0);
     for (int c = CM_CODE_FMA_SHARE; c <= CM_CODE_ZMM_SHARE; c++)
@@ -85,6 +127,16 @@ static void test_naive_matmul(void **state)
     assert_true(a[CM_CODE_FMAS] > 0 && a[CM_CODE_INSNS] >= a[CM_CODE_FMAS]);
     assert_true(a[CM_CODE_DYN_INSNS] > a[CM_CODE_INSNS]);
     assert_true(a[CM_CODE_CYCLES] > 0 && b[CM_CODE_CYCLES] > a[CM_CODE_CYCLES]);
+    /* the raw counts: loops i, j, k nested; the hot loop holds FMAs, and with K four times
+    ** longer it runs more often */
+    print_message("naive matmul 64^3: %.0f loops, depth %.0f, %.0f bytes; hot loop %.0f FMAs, "
+                  "%.0f instructions, trip %.0f, runs %.0f (K=256: %.0f)\n", a[CM_CODE_LOOPS],
+                  a[CM_CODE_MAX_DEPTH], a[CM_CODE_BYTES], a[CM_CODE_HOT_FMAS],
+                  a[CM_CODE_HOT_INSNS], a[CM_CODE_HOT_TRIP], a[CM_CODE_HOT_RUNS],
+                  b[CM_CODE_HOT_RUNS]);
+    assert_true(a[CM_CODE_LOOPS] >= 3 && a[CM_CODE_MAX_DEPTH] >= 3);
+    assert_true(a[CM_CODE_HOT_FMAS] > 0 && b[CM_CODE_HOT_RUNS] > a[CM_CODE_HOT_RUNS]);
+    assert_true(a[CM_CODE_EX_FMA] >= 262144.0 / 16 * 0.99);
 }
 
 /* AArch64's code, built here for a phone (nothing runs): the same naive matmul's FMAs */
