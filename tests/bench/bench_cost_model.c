@@ -30,6 +30,8 @@
 **   bench cost_model_TASK_top5_recall_mean_cmp_with_corpus R  --cmp: the comparator
 **   bench cost_model_TASK_top1_recall_mean_cmp_with_corpus R  (cm_cmp) on the same splits,
 **   bench cost_model_TASK_pairwise_acc_cmp_with_corpus A      trained with the corpus
+**   bench cost_model_TASK_top5_recall_mean_cmp2_with_corpus R --cmp-max-pairs2 N: a second
+**                                                      comparator, at most N pair rows
 **   bench cost_model_TASK_records N records           measured records of the task used
 **   bench cost_model_TASK_top1_recall_noise_ceiling R  top-1 / top-5 agreement of a record's
 **   bench cost_model_TASK_top5_recall_noise_ceiling R  first repeat with its others
@@ -66,6 +68,8 @@ static int n_splits = 21; /* --splits: held-out 80/20 splits of each task */
 static int n_ensemble = 1; /* --ensemble: models trained per split, their scores summed */
 static int use_cmp = 0;    /* --cmp: the comparator's figures too (with the corpus) */
 static int cmp_orders = 2; /* --cmp-orders: 2, each pair in both orders (cm_cmp_params) */
+static int cmp_max_pairs = 0;  /* --cmp-max-pairs: cm_cmp_params.max_pairs (0: its default) */
+static int cmp_max_pairs2 = 0; /* --cmp-max-pairs2: a second comparator with this cap */
 /* --again-db: the data set measured a second time ("": not) */
 static const char *again_path = "build/rel/bench/cost_model_again.db";
 
@@ -628,7 +632,7 @@ static void eval_with(const cm_data *tr, const cm_data *extra, const int *xi, in
 
 /* The comparator (cm_cmp) trained on tr plus 'extra' (all of it), ranking te. */
 static void eval_cmp(const cm_data *tr, const cm_data *extra, const cm_data *te, uint64_t seed,
-                     double *sc, cm_metrics *mt)
+                     int max_pairs, double *sc, cm_metrics *mt)
 {
     cm_data *tr2;
     cm_cmp *c;
@@ -647,6 +651,8 @@ static void eval_cmp(const cm_data *tr, const cm_data *extra, const cm_data *te,
     cp.seed = seed;
     cp.n_threads = 2;
     cp.both_orders = cmp_orders == 2;
+    if (max_pairs > 0)
+        cp.max_pairs = max_pairs;
     if (cm_cmp_new(&cp, &c) != AT_OK)
         die("comparator", "out of memory");
     if (cm_cmp_fit(c, tr2, err, sizeof err) != AT_OK)
@@ -667,6 +673,7 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
         double xacc[MAX_SPLITS], xr5[MAX_SPLITS];
         double cacc[MAX_SPLITS], cr1[MAX_SPLITS], cr5[MAX_SPLITS], cs1[MAX_SPLITS];
         double kacc[MAX_SPLITS], kr1[MAX_SPLITS], kr5[MAX_SPLITS];
+        double k2acc[MAX_SPLITS], k2r1[MAX_SPLITS], k2r5[MAX_SPLITS];
         double acc[CM_N_OBJS][MAX_SPLITS], r1[CM_N_OBJS][MAX_SPLITS], r5[CM_N_OBJS][MAX_SPLITS];
         double s1[CM_N_OBJS][MAX_SPLITS], s5[CM_N_OBJS][MAX_SPLITS];
         double med_acc[CM_N_OBJS];
@@ -715,10 +722,18 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                         cr5[r] = m2t.top5_recall;
                         cs1[r] = m2t.top1_score;
                         if (use_cmp) {
-                            eval_cmp(tr, corp, te, p.seed, sc, &m2t);
+                            eval_cmp(tr, corp, te, p.seed, cmp_max_pairs, sc, &m2t);
                             kacc[r] = m2t.pairwise_acc;
                             kr1[r] = m2t.top1_recall;
                             kr5[r] = m2t.top5_recall;
+                            if (cmp_max_pairs2 > 0) {
+                                eval_cmp(tr, corp, te, p.seed, cmp_max_pairs2, sc, &m2t);
+                                k2acc[r] = m2t.pairwise_acc;
+                                k2r1[r] = m2t.top1_recall;
+                                k2r5[r] = m2t.top5_recall;
+                                fprintf(stderr, "# %s split %d: comparator 2 top-5 %.2f "
+                                        "top-1 %.0f\n", tasks[t].name, r, k2r5[r], k2r1[r]);
+                            }
                             fprintf(stderr, "# %s split %d: comparator top-5 %.2f top-1 %.0f, "
                                     "model with the corpus %.2f %.0f\n", tasks[t].name, r,
                                     kr5[r], kr1[r], cr5[r], cr1[r]);
@@ -775,6 +790,14 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                        tasks[t].name, mean(kr5, n_splits));
                 printf("bench cost_model_%s_pairwise_acc_cmp_with_corpus %.3f\n",
                        tasks[t].name, at_median_sort(kacc, n_splits));
+                if (cmp_max_pairs2 > 0) {
+                    printf("bench cost_model_%s_top1_recall_mean_cmp2_with_corpus %.3f\n",
+                           tasks[t].name, mean(k2r1, n_splits));
+                    printf("bench cost_model_%s_top5_recall_mean_cmp2_with_corpus %.3f\n",
+                           tasks[t].name, mean(k2r5, n_splits));
+                    printf("bench cost_model_%s_pairwise_acc_cmp2_with_corpus %.3f\n",
+                           tasks[t].name, at_median_sort(k2acc, n_splits));
+                }
             }
         }
         printf("bench cost_model_%s_pairwise_acc/reg %.2f x\n", tasks[t].name,
@@ -838,6 +861,10 @@ int main(int argc, char **argv)
              "--cmp: each training pair in one order or both (2; cm_cmp_params.both_orders)"},
             {"sim-cap", 0, AT_OPT_NUM, &sim_cap, "N",
              "--sim: accesses simulated per program at most (cm_sim_params.cap, 3e5)"},
+            {"cmp-max-pairs", 0, AT_OPT_INT, &cmp_max_pairs, "N",
+             "--cmp: at most N pair rows (cm_cmp_params.max_pairs; 0: its default, 150000)"},
+            {"cmp-max-pairs2", 0, AT_OPT_INT, &cmp_max_pairs2, "N",
+             "--cmp: a second comparator with at most N pair rows, its figures as _cmp2_"},
             {"cmp", 0, AT_OPT_BOOL, &use_cmp, NULL,
              "the comparator (cm_cmp) too, trained with the corpus on each split"},
             {"code", 0, AT_OPT_BOOL, &use_code, NULL,
@@ -848,7 +875,9 @@ int main(int argc, char **argv)
             at_opt_range("bench_cost_model", "--splits", n_splits, 1, MAX_SPLITS) != 0 ||
             at_opt_range("bench_cost_model", "--ensemble", n_ensemble, 1, 16) != 0 ||
             at_opt_range("bench_cost_model", "--monotone", monotone, -1, 1) != 0 ||
-            at_opt_range("bench_cost_model", "--cmp-orders", cmp_orders, 1, 2) != 0)
+            at_opt_range("bench_cost_model", "--cmp-orders", cmp_orders, 1, 2) != 0 ||
+            at_opt_range("bench_cost_model", "--cmp-max-pairs", cmp_max_pairs, 0, 50000000) ||
+            at_opt_range("bench_cost_model", "--cmp-max-pairs2", cmp_max_pairs2, 0, 50000000))
             return 2;
         if ((subsample != -1 && !(subsample > 0 && subsample <= 1)) ||
             (colsample != -1 && !(colsample > 0 && colsample <= 1))) {
