@@ -8,6 +8,7 @@
 ** space, which a score's difference f(x_a) - f(x_b) cannot.  docs/cost_model.md ("The
 ** comparator") gives the figures that chose this and its parameters. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -52,7 +53,7 @@ at_err cm_cmp_new(const cm_cmp_params *p, cm_cmp **out)
     else
         cm_cmp_params_default(&c->p);
     if (c->p.max_depth < 1 || c->p.max_rounds < 1 || c->p.n_partners < 1 || !(c->p.eta > 0) ||
-        c->p.max_pairs < 1) {
+        c->p.max_pairs < 1 || !(c->p.top_pairs >= 0 && c->p.top_pairs <= 1)) {
         at_free(c);
         return AT_EINVAL;
     }
@@ -130,6 +131,43 @@ static int usable(const cm_data *d, int i)
     return d->n_rows[i] > 0 && d->cost[i] > 0 && d->cost[i] < AT_MEASURE_FAIL_COST;
 }
 
+/* The pair of usable programs a and b (indices into ok[] and vec) as training row n, and
+** (b, a) as row n + 1 with both_orders; returns the rows added (0: within the noise). */
+static int push_pair(const cm_cmp *c, const cm_data *d, const int *ok, const float *vec, int a,
+                     int b, double lo, float *rows, float *y, int n)
+{
+    double ratio = d->cost[ok[a]] / d->cost[ok[b]];
+    if (ratio <= lo && ratio >= 1 / lo)
+        return 0;
+    pair_row(vec + (size_t)a * NV, vec + (size_t)b * NV, rows + (size_t)n * NP);
+    y[n] = ratio < 1 ? 1.0f : 0.0f;
+    if (!c->p.both_orders)
+        return 1;
+    pair_row(vec + (size_t)b * NV, vec + (size_t)a * NV, rows + (size_t)(n + 1) * NP);
+    y[n + 1] = ratio < 1 ? 0.0f : 1.0f;
+    return 2;
+}
+
+/* Programs of a task of 'm' whose every pair top_pairs adds. */
+static int n_top(const cm_cmp *c, int m)
+{
+    int nt = (int)ceil(c->p.top_pairs * m);
+    return c->p.top_pairs > 0 ? AT_MIN(m, AT_MAX(2, nt)) : 0;
+}
+
+/* qsort's order of a task's programs, fastest first (cm_cmp_fit is not reentrant on one
+** comparator anyway; these are per call) */
+static _Thread_local const cm_data *by_cost_d;
+static _Thread_local const int *by_cost_ok;
+static int by_cost(const void *a, const void *b)
+{
+    double x = by_cost_d->cost[by_cost_ok[*(const int *)a]];
+    double y = by_cost_d->cost[by_cost_ok[*(const int *)b]];
+    if (x != y)
+        return x < y ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
 at_err cm_cmp_fit(cm_cmp *c, const cm_data *d, char *errmsg, size_t errmsg_size)
 {
     int n = d->n, n_ok = 0, k, n_pairs = 0, cap;
@@ -167,6 +205,11 @@ at_err cm_cmp_fit(cm_cmp *c, const cm_data *d, char *errmsg, size_t errmsg_size)
     if (n_ok > 0 && (int64_t)n_ok * k * (c->p.both_orders ? 2 : 1) > c->p.max_pairs)
         k = AT_MAX(1, c->p.max_pairs / (n_ok * (c->p.both_orders ? 2 : 1)));
     cap = n_ok * k * (c->p.both_orders ? 2 : 1);
+    if (c->p.top_pairs > 0)
+        for (int t = 0; t < d->n_tasks; t++) {
+            int nt = n_top(c, start[t + 1] - start[t]);
+            cap += nt * (nt - 1) / 2 * (c->p.both_orders ? 2 : 1);
+        }
     rows = at_malloc((size_t)(cap + 1) * NP * sizeof *rows);
     y = at_malloc((size_t)(cap + 1) * sizeof *y);
     if (!rows || !y)
@@ -180,22 +223,23 @@ at_err cm_cmp_fit(cm_cmp *c, const cm_data *d, char *errmsg, size_t errmsg_size)
                 perm[j] = j < a ? j : j + 1;
             for (int j = 0; j < np; j++) { /* partial Fisher-Yates */
                 int r = j + (int)at_rng_below(&rng, (uint64_t)(m - 1 - j)), b, tmp;
-                double ratio;
                 tmp = perm[j], perm[j] = perm[r], perm[r] = tmp;
                 b = perm[j];
-                ratio = d->cost[ok[s + a]] / d->cost[ok[s + b]];
-                if (ratio <= lo && ratio >= 1 / lo)
-                    continue; /* within the noise */
-                pair_row(vec + (size_t)(s + a) * NV, vec + (size_t)(s + b) * NV,
-                         rows + (size_t)n_pairs * NP);
-                y[n_pairs++] = ratio < 1 ? 1.0f : 0.0f;
-                if (c->p.both_orders) {
-                    pair_row(vec + (size_t)(s + b) * NV, vec + (size_t)(s + a) * NV,
-                             rows + (size_t)n_pairs * NP);
-                    y[n_pairs++] = ratio < 1 ? 0.0f : 1.0f;
-                }
+                n_pairs += push_pair(c, d, ok, vec, s + a, s + b, lo, rows, y, n_pairs);
             }
         }
+    }
+    /* every pair among each task's fastest programs */
+    for (int t = 0; t < d->n_tasks && c->p.top_pairs > 0; t++) {
+        int s = start[t], m = start[t + 1] - s, nt = n_top(c, m);
+        by_cost_d = d, by_cost_ok = ok + s;
+        for (int j = 0; j < m; j++)
+            perm[j] = j;
+        qsort(perm, (size_t)m, sizeof *perm, by_cost);
+        for (int x = 0; x < nt; x++)
+            for (int z = x + 1; z < nt; z++)
+                n_pairs += push_pair(c, d, ok, vec, s + perm[x], s + perm[z], lo, rows, y,
+                                     n_pairs);
     }
     if (n_pairs < 2) {
         if (errmsg && errmsg_size)

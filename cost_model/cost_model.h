@@ -650,6 +650,8 @@ typedef struct cm_cmp_params {
                            ** fewer partners per program beyond it */
     int both_orders;       /* 1 (default): each pair trained on in both orders, (a, b) and
                            ** (b, a), so the comparator learns P(b, a) = 1 - P(a, b) */
+    double top_pairs;      /* besides the random partners, every pair among this fraction
+                           ** of each task's fastest programs (0, the default: none) */
     int n_threads;         /* XGBoost threads (0: online CPUs) */
     uint64_t seed;
 } cm_cmp_params;

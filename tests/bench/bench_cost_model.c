@@ -30,8 +30,17 @@
 **   bench cost_model_TASK_top5_recall_mean_cmp_with_corpus R  --cmp: the comparator
 **   bench cost_model_TASK_top1_recall_mean_cmp_with_corpus R  (cm_cmp) on the same splits,
 **   bench cost_model_TASK_pairwise_acc_cmp_with_corpus A      trained with the corpus
-**   bench cost_model_TASK_top5_recall_mean_cmp2_with_corpus R --cmp-max-pairs2 N: a second
-**                                                      comparator, at most N pair rows
+**   bench cost_model_TASK_top5_recall_mean_cmp2_with_corpus R --cmp-max-pairs2 N or
+**                                                      --cmp-top-pairs2 X: a second
+**                                                      comparator with that cap or top_pairs
+**   bench cost_model_TASK_top5_recall_mean_cmp_VARIANT R  --cmp-variants: other ways to rank
+**   bench cost_model_TASK_top1_recall_mean_cmp_VARIANT R  with the same comparator: finalF
+**                                                      (its F best re-ranked among
+**                                                      themselves), elim (the weakest dropped
+**                                                      and the rest re-ranked, down to 5),
+**                                                      modelsum (its and the model's ranks
+**                                                      summed), model12 (the model's 12 best
+**                                                      re-ranked by it)
 **   bench cost_model_TASK_records N records           measured records of the task used
 **   bench cost_model_TASK_top1_recall_noise_ceiling R  top-1 / top-5 agreement of a record's
 **   bench cost_model_TASK_top5_recall_noise_ceiling R  first repeat with its others
@@ -46,8 +55,10 @@
 ** of >= 0.5 ms; a state whose first run takes over 0.25 s is timed once; no output check) into build/rel/bench/cost_model.db and reused by later runs, which measure
 ** only what is missing (delete the file to measure again).  The corpus (default 200 states
 ** of each workload of tn_corpus_spec, the same settings) is cached the same way in
-** build/rel/bench/corpus.db (--corpus-db): about 10 minutes the first time.  The counts used are printed.  The 10,000 programs for the
-** training time are random states of both tasks, lowered and featurized for real, labelled
+** build/rel/bench/corpus.db (--corpus-db): about 10 minutes the first time.  The counts used are printed.  The
+** loaded sets (with --sim and --code the most of an hour for the corpus of 400) are kept in
+** --data-cache (build/rel/bench/cache) and reused while the store's record count and the
+** feature version stay.  The 10,000 programs for the training time are random states of both tasks, lowered and featurized for real, labelled
 ** by a model trained on the measured data: training time does not depend on where labels
 ** come from, and measuring 10,000 big kernels would take hours. */
 #include <math.h>
@@ -68,8 +79,11 @@ static int n_splits = 21; /* --splits: held-out 80/20 splits of each task */
 static int n_ensemble = 1; /* --ensemble: models trained per split, their scores summed */
 static int use_cmp = 0;    /* --cmp: the comparator's figures too (with the corpus) */
 static int cmp_orders = 2; /* --cmp-orders: 2, each pair in both orders (cm_cmp_params) */
+static double cmp_top_pairs = 0;  /* --cmp-top-pairs: cm_cmp_params.top_pairs */
+static double cmp_top_pairs2 = 0; /* --cmp-top-pairs2: the second comparator's */
 static int cmp_max_pairs = 0;  /* --cmp-max-pairs: cm_cmp_params.max_pairs (0: its default) */
 static int cmp_max_pairs2 = 0; /* --cmp-max-pairs2: a second comparator with this cap */
+#define cmp2 (cmp_max_pairs2 > 0 || cmp_top_pairs2 > 0) /* a second comparator */
 /* --again-db: the data set measured a second time ("": not) */
 static const char *again_path = "build/rel/bench/cost_model_again.db";
 
@@ -630,9 +644,144 @@ static void eval_with(const cm_data *tr, const cm_data *extra, const int *xi, in
     cm_data_free(tr2);
 }
 
+/* ---- ways of ranking with the trained comparator (--cmp-variants) ---------------------- */
+#define N_VARIANTS 6
+static int cmp_variants = 0;
+static const char *const variant_names[N_VARIANTS] = {
+    "final8", "final12", "final16", "elim", "modelsum", "model12"};
+
+typedef struct {
+    double key;
+    int i;
+} keyed;
+
+static int keyed_desc(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key > y->key ? -1 : 1;
+    return x->i - y->i;
+}
+
+/* Indices of te's lowered programs by sc, best first, into ord; returns their count. */
+static int order_by(const double *sc, int n, int *ord)
+{
+    keyed *k = malloc((size_t)(n + 1) * sizeof *k);
+    int m = 0;
+    if (k == NULL)
+        die("variants", "out of memory");
+    for (int i = 0; i < n; i++)
+        if (sc[i] != CM_SCORE_INVALID)
+            k[m].key = sc[i], k[m].i = i, m++;
+    qsort(k, (size_t)m, sizeof *k, keyed_desc);
+    for (int a = 0; a < m; a++)
+        ord[a] = k[a].i;
+    free(k);
+    return m;
+}
+
+/* The comparator's scores of te's programs idx[0..k) among themselves into out[0..k). */
+static void rank_among(cm_cmp *c, const cm_data *te, const int *idx, int k, double *out)
+{
+    cm_data *s;
+    if (cm_data_new(&s) != AT_OK || cm_data_append(s, te, idx, k) != AT_OK ||
+        cm_cmp_rank_data(c, s, out) != AT_OK)
+        die("variants", "ranking failed");
+    cm_data_free(s);
+}
+
+/* The first f of 'first' (an order, m long) re-ranked among themselves above the rest. */
+static void finalists(cm_cmp *c, const cm_data *te, const int *first, int m, int f,
+                      double *out)
+{
+    int n = cm_data_count(te), k = AT_MIN(f, m);
+    double sub[64];
+    for (int i = 0; i < n; i++)
+        out[i] = CM_SCORE_INVALID;
+    for (int a = 0; a < m; a++)
+        out[first[a]] = -(double)a; /* the order outside the finalists */
+    if (k > 64)
+        k = 64;
+    rank_among(c, te, first, k, sub);
+    for (int a = 0; a < k; a++)
+        out[first[a]] = 10 + sub[a];
+}
+
+/* Each variant's top-5 and top-1 recall on te (sc: the comparator's soft Borda over all of
+** te; msc: the model's scores). */
+static void eval_variants(cm_cmp *c, const cm_data *te, const double *sc, const double *msc,
+                          double *v5, double *v1)
+{
+    int n = cm_data_count(te), m, mm;
+    int *ord = malloc((size_t)(n + 1) * sizeof *ord), *mord = malloc((size_t)(n + 1) * sizeof *mord);
+    int *alive = malloc((size_t)(n + 1) * sizeof *alive);
+    double *out = malloc((size_t)(n + 1) * sizeof *out), *sub = malloc((size_t)(n + 1) * sizeof *sub);
+    cm_metrics mt;
+    if (!ord || !mord || !alive || !out || !sub)
+        die("variants", "out of memory");
+    m = order_by(sc, n, ord);
+    mm = order_by(msc, n, mord);
+    for (int v = 0; v < N_VARIANTS; v++) {
+        switch (v) {
+        case 0: case 1: case 2:
+            finalists(c, te, ord, m, v == 0 ? 8 : v == 1 ? 12 : 16, out);
+            break;
+        case 3: { /* elimination: drop the weakest, rank the rest again, down to 5 */
+            int na = m;
+            for (int a = 0; a < m; a++)
+                alive[a] = ord[a];
+            for (int i = 0; i < n; i++)
+                out[i] = sc[i] == CM_SCORE_INVALID ? CM_SCORE_INVALID : 0;
+            while (na > 5) {
+                int drop = na > 20 ? na / 4 : 1;
+                keyed *k = malloc((size_t)na * sizeof *k);
+                if (k == NULL)
+                    die("variants", "out of memory");
+                rank_among(c, te, alive, na, sub);
+                for (int a = 0; a < na; a++)
+                    k[a].key = sub[a], k[a].i = alive[a];
+                qsort(k, (size_t)na, sizeof *k, keyed_desc);
+                for (int a = na - drop; a < na; a++) /* dropped later: higher */
+                    out[k[a].i] = -1000.0 + (double)(m - na) + k[a].key;
+                na -= drop;
+                for (int a = 0; a < na; a++)
+                    alive[a] = k[a].i;
+                free(k);
+            }
+            rank_among(c, te, alive, na, sub);
+            for (int a = 0; a < na; a++)
+                out[alive[a]] = 10 + sub[a];
+            break;
+        }
+        case 4: /* the model's and the comparator's ranks summed */
+            for (int i = 0; i < n; i++)
+                out[i] = sc[i] == CM_SCORE_INVALID ? CM_SCORE_INVALID : 0;
+            for (int a = 0; a < m; a++)
+                out[ord[a]] -= a;
+            for (int a = 0; a < mm; a++)
+                if (out[mord[a]] != CM_SCORE_INVALID)
+                    out[mord[a]] -= a;
+            for (int a = 0; a < m; a++) /* ties: the comparator */
+                out[ord[a]] += sc[ord[a]] * 1e-3;
+            break;
+        default: /* the model's 12 best, re-ranked by the comparator */
+            finalists(c, te, mord, mm, 12, out);
+            for (int i = 0; i < n; i++)
+                if (sc[i] == CM_SCORE_INVALID)
+                    out[i] = CM_SCORE_INVALID;
+            break;
+        }
+        cm_metrics_eval(te, out, 1.05, &mt);
+        v5[v] = mt.top5_recall;
+        v1[v] = mt.top1_recall;
+    }
+    free(ord), free(mord), free(alive), free(out), free(sub);
+}
+
 /* The comparator (cm_cmp) trained on tr plus 'extra' (all of it), ranking te. */
 static void eval_cmp(const cm_data *tr, const cm_data *extra, const cm_data *te, uint64_t seed,
-                     int max_pairs, double *sc, cm_metrics *mt)
+                     int max_pairs, double top_pairs, double *sc, cm_metrics *mt, const double *msc, double *v5,
+                     double *v1)
 {
     cm_data *tr2;
     cm_cmp *c;
@@ -651,6 +800,7 @@ static void eval_cmp(const cm_data *tr, const cm_data *extra, const cm_data *te,
     cp.seed = seed;
     cp.n_threads = 2;
     cp.both_orders = cmp_orders == 2;
+    cp.top_pairs = top_pairs;
     if (max_pairs > 0)
         cp.max_pairs = max_pairs;
     if (cm_cmp_new(&cp, &c) != AT_OK)
@@ -660,6 +810,8 @@ static void eval_cmp(const cm_data *tr, const cm_data *extra, const cm_data *te,
     if (cm_cmp_rank_data(c, te, sc) != AT_OK)
         die("comparator", "ranking failed");
     cm_metrics_eval(te, sc, 1.05, mt);
+    if (msc && cmp_variants)
+        eval_variants(c, te, sc, msc, v5, v1);
     cm_cmp_free(c);
     cm_data_free(tr2);
 }
@@ -674,6 +826,7 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
         double cacc[MAX_SPLITS], cr1[MAX_SPLITS], cr5[MAX_SPLITS], cs1[MAX_SPLITS];
         double kacc[MAX_SPLITS], kr1[MAX_SPLITS], kr5[MAX_SPLITS];
         double k2acc[MAX_SPLITS], k2r1[MAX_SPLITS], k2r5[MAX_SPLITS];
+        double vr5[N_VARIANTS][MAX_SPLITS], vr1[N_VARIANTS][MAX_SPLITS];
         double acc[CM_N_OBJS][MAX_SPLITS], r1[CM_N_OBJS][MAX_SPLITS], r5[CM_N_OBJS][MAX_SPLITS];
         double s1[CM_N_OBJS][MAX_SPLITS], s5[CM_N_OBJS][MAX_SPLITS];
         double med_acc[CM_N_OBJS];
@@ -722,12 +875,29 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                         cr5[r] = m2t.top5_recall;
                         cs1[r] = m2t.top1_score;
                         if (use_cmp) {
-                            eval_cmp(tr, corp, te, p.seed, cmp_max_pairs, sc, &m2t);
+                            double *msc = malloc((size_t)cm_data_count(te) * sizeof *msc);
+                            double v5[N_VARIANTS], v1[N_VARIANTS];
+                            if (msc == NULL)
+                                die("split", "out of memory");
+                            memcpy(msc, sc, (size_t)cm_data_count(te) * sizeof *msc);
+                            eval_cmp(tr, corp, te, p.seed, cmp_max_pairs, cmp_top_pairs, sc, &m2t,
+                                     msc, v5, v1);
+                            free(msc);
+                            if (cmp_variants) {
+                                fprintf(stderr, "# %s split %d: variants", tasks[t].name, r);
+                                for (int v = 0; v < N_VARIANTS; v++) {
+                                    vr5[v][r] = v5[v], vr1[v][r] = v1[v];
+                                    fprintf(stderr, " %s %.2f %.0f", variant_names[v], v5[v], v1[v]);
+                                }
+                                fprintf(stderr, "\n");
+                            }
                             kacc[r] = m2t.pairwise_acc;
                             kr1[r] = m2t.top1_recall;
                             kr5[r] = m2t.top5_recall;
-                            if (cmp_max_pairs2 > 0) {
-                                eval_cmp(tr, corp, te, p.seed, cmp_max_pairs2, sc, &m2t);
+                            if (cmp2) {
+                                eval_cmp(tr, corp, te, p.seed, cmp_max_pairs2, cmp_top_pairs2, sc,
+                                         &m2t, NULL, NULL,
+                                         NULL);
                                 k2acc[r] = m2t.pairwise_acc;
                                 k2r1[r] = m2t.top1_recall;
                                 k2r5[r] = m2t.top5_recall;
@@ -790,7 +960,13 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                        tasks[t].name, mean(kr5, n_splits));
                 printf("bench cost_model_%s_pairwise_acc_cmp_with_corpus %.3f\n",
                        tasks[t].name, at_median_sort(kacc, n_splits));
-                if (cmp_max_pairs2 > 0) {
+                for (int v = 0; cmp_variants && v < N_VARIANTS; v++) {
+                    printf("bench cost_model_%s_top5_recall_mean_cmp_%s %.3f\n", tasks[t].name,
+                           variant_names[v], mean(vr5[v], n_splits));
+                    printf("bench cost_model_%s_top1_recall_mean_cmp_%s %.3f\n", tasks[t].name,
+                           variant_names[v], mean(vr1[v], n_splits));
+                }
+                if (cmp2) {
                     printf("bench cost_model_%s_top1_recall_mean_cmp2_with_corpus %.3f\n",
                            tasks[t].name, mean(k2r1, n_splits));
                     printf("bench cost_model_%s_top5_recall_mean_cmp2_with_corpus %.3f\n",
@@ -808,6 +984,162 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
             bench_remeasured(st, again_path, t);
         cm_data_free(d);
     }
+}
+
+/* ---- the loaded data sets, cached (--data-cache) ----------------------------------------
+** Loading replays, lowers and featurizes every record; with --sim and --code it also
+** simulates the caches and builds each program (about 45 minutes for the corpus of 400 at
+** --sim-cap 3e6).  The loaded set is kept in DIR under a key of what decides its rows:
+** the store (path and record count), the filter's target, CM_N_FEATS and
+** CM_FEATURE_VERSION, --sim with its caches and cap, --code with its target.  A change to
+** the features that keeps their version must bump it (the project's rule for saved models
+** already) or run with --data-cache "".  A file that does not read back whole is ignored
+** and written again. */
+static const char *cache_dir = "build/rel/bench/cache";
+#define CACHE_MAGIC "atcm-bench-data-v1"
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+static void cache_file(char *out, size_t n, rec_store *st, const char *store_path,
+                       const char *filter_target, const cm_sim_params *sim,
+                       const kn_target *code)
+{
+    int64_t n_rec = -1;
+    int v[2] = {CM_N_FEATS, CM_FEATURE_VERSION};
+    uint64_t h = 1469598103934665603ull;
+    rec_store_count(st, &n_rec, NULL, NULL, NULL);
+    h = fnv(h, store_path, strlen(store_path) + 1);
+    h = fnv(h, &n_rec, sizeof n_rec);
+    h = fnv(h, v, sizeof v);
+    h = fnv(h, filter_target ? filter_target : "", filter_target ? strlen(filter_target) + 1 : 1);
+    if (sim) {
+        h = fnv(h, "sim", 3);
+        h = fnv(h, &sim->l1_bytes, sizeof sim->l1_bytes);
+        h = fnv(h, &sim->l2_bytes, sizeof sim->l2_bytes);
+        h = fnv(h, &sim->l1_ways, sizeof sim->l1_ways);
+        h = fnv(h, &sim->l2_ways, sizeof sim->l2_ways);
+        h = fnv(h, &sim->n_threads, sizeof sim->n_threads);
+        h = fnv(h, &sim->cap, sizeof sim->cap);
+    }
+    if (code)
+        h = fnv(fnv(h, "code", 4), code->text, strlen(code->text) + 1);
+    snprintf(out, n, "%s/data-%016llx.bin", cache_dir, (unsigned long long)h);
+}
+
+/* The cached set into a new *out (1), or 0 when there is none or it does not read back. */
+static int cache_load(const char *file, cm_data **out, cm_load_stats *ls)
+{
+    FILE *f = fopen(file, "rb");
+    char magic[sizeof CACHE_MAGIC];
+    int32_t nf = 0, n = 0;
+    cm_data *d = NULL;
+    float *rows = NULL;
+    int ok = 0, cap = 0;
+    if (f == NULL)
+        return 0;
+    if (fread(magic, 1, sizeof magic, f) != sizeof magic || memcmp(magic, CACHE_MAGIC, sizeof magic) ||
+        fread(&nf, sizeof nf, 1, f) != 1 || nf != CM_N_FEATS || fread(&n, sizeof n, 1, f) != 1 ||
+        n < 0 || cm_data_new(&d) != AT_OK)
+        goto done;
+    memset(ls, 0, sizeof *ls);
+    for (int i = 0; i < n; i++) {
+        char task[512];
+        int32_t len, nr;
+        double cost;
+        cm_feats fe;
+        cm_sample s;
+        if (fread(&len, sizeof len, 1, f) != 1 || len < 1 || len >= (int32_t)sizeof task ||
+            fread(task, 1, (size_t)len, f) != (size_t)len || fread(&cost, sizeof cost, 1, f) != 1 ||
+            fread(&nr, sizeof nr, 1, f) != 1 || nr < 0 || nr > 1 << 20)
+            goto done;
+        task[len] = 0;
+        if (nr > cap) {
+            float *r = realloc(rows, (size_t)nr * CM_N_FEATS * sizeof *r);
+            if (r == NULL)
+                goto done;
+            rows = r, cap = nr;
+        }
+        if (fread(rows, sizeof *rows * CM_N_FEATS, (size_t)nr, f) != (size_t)nr)
+            goto done;
+        memset(&fe, 0, sizeof fe);
+        fe.rows = rows, fe.n_rows = nr;
+        memset(&s, 0, sizeof s);
+        s.task = task, s.feats = &fe, s.cost_s = cost;
+        s.status = !(cost > 0 && cost < AT_MEASURE_FAIL_COST);
+        if (cm_data_add(d, &s, 1, NULL) != AT_OK)
+            goto done;
+        ls->n_used++, ls->n_records++;
+        ls->n_failed += s.status != 0;
+    }
+    ls->n_tasks = cm_data_n_tasks(d);
+    ok = fgetc(f) == EOF;
+done:
+    fclose(f);
+    free(rows);
+    if (!ok) {
+        cm_data_free(d);
+        fprintf(stderr, "# %s does not read back: loading the store again\n", file);
+        return 0;
+    }
+    *out = d;
+    return 1;
+}
+
+static void cache_save(const char *file, const cm_data *d)
+{
+    char tmp[1200];
+    FILE *f;
+    int32_t nf = CM_N_FEATS, n = cm_data_count(d);
+    int ok;
+    mkdir(cache_dir, 0777);
+    snprintf(tmp, sizeof tmp, "%s.tmp", file);
+    if ((f = fopen(tmp, "wb")) == NULL)
+        return;
+    ok = fwrite(CACHE_MAGIC, 1, sizeof CACHE_MAGIC, f) == sizeof CACHE_MAGIC &&
+         fwrite(&nf, sizeof nf, 1, f) == 1 && fwrite(&n, sizeof n, 1, f) == 1;
+    for (int i = 0; i < n && ok; i++) {
+        const char *task = cm_data_task_name(d, cm_data_task_of(d, i));
+        int32_t len = (int32_t)strlen(task), nr;
+        double cost = cm_data_cost(d, i);
+        const float *rows = cm_data_rows(d, i, &nr);
+        ok = fwrite(&len, sizeof len, 1, f) == 1 && fwrite(task, 1, (size_t)len, f) == (size_t)len &&
+             fwrite(&cost, sizeof cost, 1, f) == 1 && fwrite(&nr, sizeof nr, 1, f) == 1 &&
+             fwrite(rows, sizeof *rows * CM_N_FEATS, (size_t)nr, f) == (size_t)nr;
+    }
+    if (fclose(f) != 0 || !ok || rename(tmp, file) != 0)
+        remove(tmp);
+    else
+        fprintf(stderr, "# loaded set kept in %s (--data-cache)\n", file);
+}
+
+/* cm_data_load_store, or its cached copy. */
+static cm_data *load_set(rec_store *st, const char *store_path, const rec_filter *filter,
+                         const cm_sim_params *sim, const kn_target *code, cm_load_stats *ls)
+{
+    char file[1024], err[1024];
+    cm_data *d = NULL;
+    if (cache_dir[0]) {
+        cache_file(file, sizeof file, st, store_path, filter ? filter->target : NULL, sim, code);
+        if (cache_load(file, &d, ls)) {
+            fprintf(stderr, "# %s: the loaded set from %s\n", store_path, file);
+            return d;
+        }
+    }
+    if (cm_data_new(&d) != AT_OK)
+        die("data", "out of memory");
+    cm_data_set_sim(d, sim);
+    cm_data_set_code(d, code);
+    if (cm_data_load_store(d, st, filter, ls, err, sizeof err) != AT_OK)
+        die(store_path, err);
+    if (cache_dir[0])
+        cache_save(file, d);
+    return d;
 }
 
 int main(int argc, char **argv)
@@ -867,6 +1199,14 @@ int main(int argc, char **argv)
              "--cmp: a second comparator with at most N pair rows, its figures as _cmp2_"},
             {"cmp", 0, AT_OPT_BOOL, &use_cmp, NULL,
              "the comparator (cm_cmp) too, trained with the corpus on each split"},
+            {"cmp-top-pairs", 0, AT_OPT_NUM, &cmp_top_pairs, "X",
+             "--cmp: cm_cmp_params.top_pairs, every pair among each task's fastest X (0)"},
+            {"cmp-top-pairs2", 0, AT_OPT_NUM, &cmp_top_pairs2, "X",
+             "--cmp: a second comparator with top_pairs X, its figures as _cmp2_"},
+            {"cmp-variants", 0, AT_OPT_BOOL, &cmp_variants, NULL,
+             "--cmp: other ways of ranking with the same comparator, their figures too"},
+            {"data-cache", 0, AT_OPT_STR, &cache_dir, "DIR",
+             "keep the loaded sets here (build/rel/bench/cache; \"\": off)"},
             {"code", 0, AT_OPT_BOOL, &use_code, NULL,
              "group 11, the machine code read back, for every record (a build each: minutes)"},
         };
@@ -879,6 +1219,12 @@ int main(int argc, char **argv)
             at_opt_range("bench_cost_model", "--cmp-max-pairs", cmp_max_pairs, 0, 50000000) ||
             at_opt_range("bench_cost_model", "--cmp-max-pairs2", cmp_max_pairs2, 0, 50000000))
             return 2;
+        if (!(cmp_top_pairs >= 0 && cmp_top_pairs <= 1) ||
+            !(cmp_top_pairs2 >= 0 && cmp_top_pairs2 <= 1)) {
+            fprintf(stderr, "bench_cost_model: --cmp-top-pairs%s must be 0 to 1\n",
+                    cmp_top_pairs >= 0 && cmp_top_pairs <= 1 ? "2" : "");
+            return 2;
+        }
         if ((subsample != -1 && !(subsample > 0 && subsample <= 1)) ||
             (colsample != -1 && !(colsample > 0 && colsample <= 1))) {
             fprintf(stderr, "bench_cost_model: --%s must be above 0 and at most 1\n",
@@ -901,24 +1247,15 @@ int main(int argc, char **argv)
     cm_sim_params_init(&sim, &host);
     if (sim_cap > 0)
         sim.cap = sim_cap;
-    if (cm_data_new(&d) != AT_OK)
-        die("data", "out of memory");
-    cm_data_set_sim(d, use_sim ? &sim : NULL);
-    cm_data_set_code(d, use_code ? &host : NULL);
-    if (cm_data_load_store(d, st, NULL, &ls, err, sizeof err) != AT_OK)
-        die(path, err);
+    d = load_set(st, path, NULL, use_sim ? &sim : NULL, use_code ? &host : NULL, &ls);
     fprintf(stderr, "# data set %s: %lld records (%lld failed) of %d tasks\n", path,
             (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
     if (n_corpus > 0) {
         /* this host's records only: a store measured on another CPU keeps its records */
         rec_filter hf = {NULL, host.text, NULL, NULL};
         cst = corpus(corpus_path, n_corpus);
-        if (cm_data_new(&corp) != AT_OK)
-            die("data", "out of memory");
-        cm_data_set_sim(corp, use_sim ? &sim : NULL);
-        cm_data_set_code(corp, use_code ? &host : NULL);
-        if (cm_data_load_store(corp, cst, &hf, &ls, err, sizeof err) != AT_OK)
-            die(corpus_path, err);
+        corp = load_set(cst, corpus_path, &hf, use_sim ? &sim : NULL, use_code ? &host : NULL,
+                        &ls);
         fprintf(stderr, "# corpus %s: %lld records (%lld failed) of %d tasks\n", corpus_path,
                 (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
     }

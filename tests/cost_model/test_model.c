@@ -268,6 +268,12 @@ static void test_per_task_and_determinism(void **unused)
     cm_data_free(te);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* The comparator (cm_cmp): trained on 80%, its soft Borda count orders the held-out 20% of
 ** each task well above chance and overall as the model's acceptance asks (0.75); scores are
 ** win probabilities in [0, 1], deterministic, -inf for a program with no rows; it refuses to
@@ -379,6 +385,56 @@ static void test_comparator(void **unused)
         cp.max_rounds = 0;
         assert_int_equal(cm_cmp_new(&cp, &c), AT_EINVAL);
         assert_null(c);
+        cm_cmp_params_default(&cp);
+        cp.top_pairs = 1.5;
+        assert_int_equal(cm_cmp_new(&cp, &c), AT_EINVAL);
+        cp.top_pairs = -0.1;
+        assert_int_equal(cm_cmp_new(&cp, &c), AT_EINVAL);
+    }
+    {
+        /* top_pairs: every pair among each task's fastest quarter (apart by more than 5 %)
+        ** added to the random partners' pairs, in both orders */
+        int base, extra = 0;
+        cm_cmp_params_default(&cp);
+        cp.n_threads = 1;
+        cp.seed = 3;
+        assert_int_equal(cm_cmp_new(&cp, &c), AT_OK);
+        if (cm_cmp_fit(c, tr, err, sizeof err) != AT_OK)
+            fail_msg("training the comparator: %s", err);
+        base = cm_cmp_n_pairs(c);
+        cm_cmp_free(c);
+        for (int t = 0; t < cm_data_n_tasks(tr); t++) {
+            double cost[4096];
+            int m = 0, nt;
+            for (int i = 0; i < cm_data_count(tr) && m < 4096; i++) {
+                int rows;
+                double x = cm_data_cost(tr, i);
+                cm_data_rows(tr, i, &rows);
+                if (cm_data_task_of(tr, i) == t && rows > 0 && x > 0 && x < AT_MEASURE_FAIL_COST)
+                    cost[m++] = x;
+            }
+            qsort(cost, (size_t)m, sizeof *cost, cmp_double);
+            nt = (int)ceil(0.25 * m);
+            nt = nt < 2 ? 2 : nt > m ? m : nt;
+            for (int x = 0; x < nt; x++)
+                for (int z = x + 1; z < nt; z++)
+                    extra += cost[z] > cost[x] * 1.05 ? 2 : 0;
+        }
+        assert_true(extra > 0);
+        cp.top_pairs = 0.25;
+        assert_int_equal(cm_cmp_new(&cp, &c), AT_OK);
+        if (cm_cmp_fit(c, tr, err, sizeof err) != AT_OK)
+            fail_msg("training the comparator with top_pairs: %s", err);
+        assert_int_equal(cm_cmp_n_pairs(c), base + extra);
+        assert_int_equal(cm_cmp_rank_data(c, te, a), AT_OK);
+        cm_metrics_eval(te, a, 1.05, &mt);
+        fprintf(stderr, "comparator with top_pairs 0.25: %d pairs (%d more); held out: pairwise "
+                "accuracy %.3f, top-5 recall %.2f\n", cm_cmp_n_pairs(c), extra,
+                mt.pairwise_acc, mt.top5_recall);
+        if (!(mt.pairwise_acc >= 0.75))
+            fail_msg("comparator with top_pairs: held-out pairwise accuracy %.3f < 0.75",
+                     mt.pairwise_acc);
+        cm_cmp_free(c);
     }
     at_free(a);
     at_free(b);
