@@ -155,8 +155,8 @@ static int n_top(const cm_cmp *c, int m)
     return c->p.top_pairs > 0 ? AT_MIN(m, AT_MAX(2, nt)) : 0;
 }
 
-/* qsort's order of a task's programs, fastest first (cm_cmp_fit is not reentrant on one
-** comparator anyway; these are per call) */
+/* qsort's order of a task's programs (indices into by_cost_ok), fastest first; the data
+** it reads is set by each cm_cmp_fit call, per thread */
 static _Thread_local const cm_data *by_cost_d;
 static _Thread_local const int *by_cost_ok;
 static int by_cost(const void *a, const void *b)
