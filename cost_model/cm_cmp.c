@@ -398,3 +398,101 @@ at_err cm_cmp_rank_data(cm_cmp *c, const cm_data *d, double *scores)
     at_free(nr);
     return err;
 }
+
+/* qsort's order of known programs by cost (indices into 'known'), for cm_cmp_rank_known */
+static _Thread_local const cm_data *known_d;
+static int known_by_cost(const void *a, const void *b)
+{
+    double x = known_d->cost[*(const int *)a], y = known_d->cost[*(const int *)b];
+    if (x != y)
+        return x < y ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
+at_err cm_cmp_rank_known(cm_cmp *c, const cm_data *known, double top, const cm_data *d,
+                         double *scores)
+{
+    float pbuf[PREDICT_BLOCK];
+    int pi[PREDICT_BLOCK], np = 0, nk = 0;
+    signed char po[PREDICT_BLOCK];
+    int *kt = NULL, *ki = NULL, *kstart = NULL, *cnt = NULL;
+    float *kvec = NULL, v[NV];
+    at_err err = AT_ENOMEM;
+    if (c->b == NULL || !(top >= 0 && top <= 1))
+        return AT_EINVAL;
+    if (d->n <= 0)
+        return AT_OK;
+    /* the programs of 'd' ranked among themselves first: what a program without known
+    ** programs of its task keeps */
+    if ((err = cm_cmp_rank_data(c, d, scores)) != AT_OK)
+        return err;
+    err = AT_ENOMEM;
+    if (c->rows == NULL && (c->rows = at_malloc((size_t)PREDICT_BLOCK * NP * sizeof *c->rows)) == NULL)
+        return AT_ENOMEM;
+    /* d's task of each known task (-1: none), the known programs grouped by it, fastest
+    ** first, and cut to the fastest 'top' of each */
+    kt = at_malloc((size_t)(known->n_tasks + 1) * sizeof *kt);
+    ki = at_malloc((size_t)(known->n + 1) * sizeof *ki);
+    kstart = at_calloc((size_t)d->n_tasks + 2, sizeof *kstart);
+    cnt = at_calloc((size_t)d->n + 1, sizeof *cnt);
+    if (!kt || !ki || !kstart || !cnt)
+        goto out;
+    for (int t = 0; t < known->n_tasks; t++) {
+        kt[t] = -1;
+        for (int u = 0; u < d->n_tasks && kt[t] < 0; u++)
+            if (strcmp(known->task_names[t], d->task_names[u]) == 0)
+                kt[t] = u;
+    }
+    for (int u = 0; u < d->n_tasks; u++) {
+        int first = nk, m;
+        for (int j = 0; j < known->n; j++)
+            if (kt[known->task[j]] == u && usable(known, j))
+                ki[nk++] = j;
+        known_d = known;
+        qsort(ki + first, (size_t)(nk - first), sizeof *ki, known_by_cost);
+        m = nk - first;
+        if (top > 0 && top < 1 && m > 0)
+            nk = first + AT_MAX(1, (int)ceil(top * m));
+        kstart[u] = first;
+        kstart[u + 1] = nk;
+    }
+    if ((kvec = at_malloc((size_t)(nk + 1) * NV * sizeof *kvec)) == NULL)
+        goto out;
+    for (int k = 0; k < nk; k++)
+        prog_vec(known->rows + (size_t)known->row_off[ki[k]] * NV, known->n_rows[ki[k]],
+                 kvec + (size_t)k * NV);
+    err = AT_OK;
+    for (int i = 0; i < d->n && err == AT_OK; i++) {
+        int u = d->task[i];
+        if (d->n_rows[i] <= 0 || kstart[u + 1] == kstart[u])
+            continue;
+        scores[i] = 0;
+        prog_vec(d->rows + (size_t)d->row_off[i] * NV, d->n_rows[i], v);
+        for (int k = kstart[u]; k < kstart[u + 1] && err == AT_OK; k++)
+            for (int o = 0; o < 2 && err == AT_OK; o++) {
+                /* (i, k): P(i faster); (k, i): 1 - P(k faster) */
+                if (o == 0)
+                    pair_row(v, kvec + (size_t)k * NV, c->rows + (size_t)np * NP);
+                else
+                    pair_row(kvec + (size_t)k * NV, v, c->rows + (size_t)np * NP);
+                pi[np] = i, po[np] = (signed char)o, np++;
+                if (np == PREDICT_BLOCK || (k == kstart[u + 1] - 1 && o == 1)) {
+                    if ((err = predict_pairs(c, np, pbuf)) == AT_OK)
+                        for (int q = 0; q < np; q++) {
+                            scores[pi[q]] += po[q] ? 1 - pbuf[q] : pbuf[q];
+                            cnt[pi[q]]++;
+                        }
+                    np = 0;
+                }
+            }
+        if (err == AT_OK && cnt[i] > 0)
+            scores[i] /= cnt[i];
+    }
+out:
+    at_free(kt);
+    at_free(ki);
+    at_free(kstart);
+    at_free(cnt);
+    at_free(kvec);
+    return err;
+}

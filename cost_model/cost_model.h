@@ -675,6 +675,17 @@ int cm_cmp_n_pairs(const cm_cmp *c);
 at_err cm_cmp_rank_feats(cm_cmp *c, const cm_feats *const *f, int n, double *scores);
 /* The same for every program of 'd', compared within its task only. */
 at_err cm_cmp_rank_data(cm_cmp *c, const cm_data *d, double *scores);
+/* Rank the programs of 'd' against the measured programs of 'known' (those that lowered
+** and did not fail) of the same task (equal task names): scores[i] is program i's mean
+** probability of beating them, each pair asked in both orders (0..1, higher = faster), so
+** a candidate is placed among programs whose order is known instead of among the other
+** candidates.  With 'top' in (0, 1) only the fastest 'top' fraction of each task's known
+** programs are compared against (0 or 1: all).  A program of a task without known programs
+** keeps its score among its own task in 'd' (cm_cmp_rank_data); one that did not lower
+** scores CM_SCORE_INVALID.  AT_EINVAL before training or for 'top' outside 0..1,
+** AT_ENOMEM, AT_EIO. */
+at_err cm_cmp_rank_known(cm_cmp *c, const cm_data *known, double top, const cm_data *d,
+                         double *scores);
 
 /* ---- saving and loading (cm_blob.c) -------------------------------------------------- */
 

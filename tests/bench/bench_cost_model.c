@@ -40,7 +40,13 @@
 **                                                      and the rest re-ranked, down to 5),
 **                                                      modelsum (its and the model's ranks
 **                                                      summed), model12 (the model's 12 best
-**                                                      re-ranked by it)
+**                                                      re-ranked by it), known / known20 (each
+**                                                      placed among the split's training
+**                                                      programs, all or the fastest fifth:
+**                                                      cm_cmp_rank_known), knownsum (known's
+**                                                      score plus the soft Borda count's)
+** --dump-scores FILE: each held-out program's cost and scores, a line each; --derived 1|2: an
+** experiment, group 11's dynamic counts per FMA lane or per FMA in group 7's columns.
 **   bench cost_model_TASK_records N records           measured records of the task used
 **   bench cost_model_TASK_top1_recall_noise_ceiling R  top-1 / top-5 agreement of a record's
 **   bench cost_model_TASK_top5_recall_noise_ceiling R  first repeat with its others
@@ -61,6 +67,7 @@
 ** feature version stay.  The 10,000 programs for the training time are random states of both tasks, lowered and featurized for real, labelled
 ** by a model trained on the measured data: training time does not depend on where labels
 ** come from, and measuring 10,000 big kernels would take hours. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +90,36 @@ static double cmp_top_pairs = 0;  /* --cmp-top-pairs: cm_cmp_params.top_pairs */
 static double cmp_top_pairs2 = 0; /* --cmp-top-pairs2: the second comparator's */
 static int cmp_max_pairs = 0;  /* --cmp-max-pairs: cm_cmp_params.max_pairs (0: its default) */
 static int cmp_max_pairs2 = 0; /* --cmp-max-pairs2: a second comparator with this cap */
+static const char *dump_path = ""; /* --dump-scores: each held-out program's scores, a line each */
+static FILE *dump_f;
+static int use_derived = 0; /* --derived: group 11's dynamic counts per FMA lane (1) or per FMA
+                             ** (2): an experiment */
+
+/* --derived (an experiment): on each program's first row, in group 7's columns (0 on a CPU),
+** group 11's dynamic counts per FMA lane: the parallel driver's loops, whose trip counts the
+** code hides, multiply every count of a task function alike, so their ratios keep what the
+** counts lose.  Lanes: 16 when the hot loop uses 512-bit registers, else 8 (--derived 2: 1,
+** per FMA instruction). */
+static void add_derived(cm_data *d)
+{
+    for (int i = 0; d && i < cm_data_count(d); i++) {
+        int nr;
+        float *r = (float *)cm_data_rows(d, i, &nr);
+        if (nr < 1 || r[CM_F_CODE_EX_FMA] <= 0)
+            continue;
+        double lanes = use_derived == 2 ? 1 : r[CM_F_CODE_HOT_WIDE] > 0 ? 16 : 8;
+        double fl = r[CM_F_CODE_EX_FMA] * lanes;
+        double v[7] = {lanes,
+                       r[CM_F_CODE_CYCLE_EST] / fl,
+                       r[CM_F_CODE_EX_ALL] / fl,
+                       (r[CM_F_CODE_HOT_BOUND] > 0 ? r[CM_F_CODE_HOT_BOUND] : 9) / lanes,
+                       (r[CM_F_CODE_EX_VLOAD] + r[CM_F_CODE_EX_BCAST] + r[CM_F_CODE_EX_MEMFMA]) / fl,
+                       r[CM_F_CODE_EX_VSTORE] / fl,
+                       r[CM_F_CODE_EX_STACK] / fl};
+        for (int k = 0; k < 7; k++)
+            r[CM_F_GPU + k] = (float)log2(1e-6 + v[k]);
+    }
+}
 #define cmp2 (cmp_max_pairs2 > 0 || cmp_top_pairs2 > 0) /* a second comparator */
 /* --again-db: the data set measured a second time ("": not) */
 static const char *again_path = "build/rel/bench/cost_model_again.db";
@@ -645,10 +682,11 @@ static void eval_with(const cm_data *tr, const cm_data *extra, const int *xi, in
 }
 
 /* ---- ways of ranking with the trained comparator (--cmp-variants) ---------------------- */
-#define N_VARIANTS 6
+#define N_VARIANTS 9
 static int cmp_variants = 0;
 static const char *const variant_names[N_VARIANTS] = {
-    "final8", "final12", "final16", "elim", "modelsum", "model12"};
+    "final8", "final12", "final16", "elim", "modelsum", "model12", "known", "known20",
+    "knownsum"};
 
 typedef struct {
     double key;
@@ -709,8 +747,8 @@ static void finalists(cm_cmp *c, const cm_data *te, const int *first, int m, int
 
 /* Each variant's top-5 and top-1 recall on te (sc: the comparator's soft Borda over all of
 ** te; msc: the model's scores). */
-static void eval_variants(cm_cmp *c, const cm_data *te, const double *sc, const double *msc,
-                          double *v5, double *v1)
+static void eval_variants(cm_cmp *c, const cm_data *known, const cm_data *te, const double *sc,
+                          const double *msc, double *v5, double *v1)
 {
     int n = cm_data_count(te), m, mm;
     int *ord = malloc((size_t)(n + 1) * sizeof *ord), *mord = malloc((size_t)(n + 1) * sizeof *mord);
@@ -764,11 +802,23 @@ static void eval_variants(cm_cmp *c, const cm_data *te, const double *sc, const 
             for (int a = 0; a < m; a++) /* ties: the comparator */
                 out[ord[a]] += sc[ord[a]] * 1e-3;
             break;
-        default: /* the model's 12 best, re-ranked by the comparator */
+        case 5: /* the model's 12 best, re-ranked by the comparator */
             finalists(c, te, mord, mm, 12, out);
             for (int i = 0; i < n; i++)
                 if (sc[i] == CM_SCORE_INVALID)
                     out[i] = CM_SCORE_INVALID;
+            break;
+        case 6: case 7: /* placed among the training programs of the task (all, the 20 %
+                        ** fastest), whose order is known */
+            if (cm_cmp_rank_known(c, known, v == 6 ? 1 : 0.2, te, out) != AT_OK)
+                die("variants", "ranking failed");
+            break;
+        default: /* that and the soft Borda among te summed */
+            if (cm_cmp_rank_known(c, known, 1, te, out) != AT_OK)
+                die("variants", "ranking failed");
+            for (int i = 0; i < n; i++)
+                if (out[i] != CM_SCORE_INVALID)
+                    out[i] += sc[i];
             break;
         }
         cm_metrics_eval(te, out, 1.05, &mt);
@@ -811,7 +861,7 @@ static void eval_cmp(const cm_data *tr, const cm_data *extra, const cm_data *te,
         die("comparator", "ranking failed");
     cm_metrics_eval(te, sc, 1.05, mt);
     if (msc && cmp_variants)
-        eval_variants(c, te, sc, msc, v5, v1);
+        eval_variants(c, tr, te, sc, msc, v5, v1);
     cm_cmp_free(c);
     cm_data_free(tr2);
 }
@@ -874,6 +924,10 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                         cr1[r] = m2t.top1_recall;
                         cr5[r] = m2t.top5_recall;
                         cs1[r] = m2t.top1_score;
+                        if (dump_f && !use_cmp)
+                            for (int i = 0; i < cm_data_count(te); i++)
+                                fprintf(dump_f, "%s %d %.9g %.9g\n", tasks[t].name, r,
+                                        cm_data_cost(te, i), sc[i]);
                         if (use_cmp) {
                             double *msc = malloc((size_t)cm_data_count(te) * sizeof *msc);
                             double v5[N_VARIANTS], v1[N_VARIANTS];
@@ -882,6 +936,9 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                             memcpy(msc, sc, (size_t)cm_data_count(te) * sizeof *msc);
                             eval_cmp(tr, corp, te, p.seed, cmp_max_pairs, cmp_top_pairs, sc, &m2t,
                                      msc, v5, v1);
+                            for (int i = 0; dump_f && i < cm_data_count(te); i++)
+                                fprintf(dump_f, "%s %d %.9g %.9g %.9g\n", tasks[t].name, r,
+                                        cm_data_cost(te, i), msc[i], sc[i]);
                             free(msc);
                             if (cmp_variants) {
                                 fprintf(stderr, "# %s split %d: variants", tasks[t].name, r);
@@ -1205,6 +1262,10 @@ int main(int argc, char **argv)
              "--cmp: a second comparator with top_pairs X, its figures as _cmp2_"},
             {"cmp-variants", 0, AT_OPT_BOOL, &cmp_variants, NULL,
              "--cmp: other ways of ranking with the same comparator, their figures too"},
+            {"derived", 0, AT_OPT_INT, &use_derived, "1|2",
+             "an experiment: group 11's dynamic counts per FMA lane (1) or FMA (2) in group 7's columns"},
+            {"dump-scores", 0, AT_OPT_STR, &dump_path, "FILE",
+             "each held-out program's measured cost and scores with the corpus, a line each"},
             {"data-cache", 0, AT_OPT_STR, &cache_dir, "DIR",
              "keep the loaded sets here (build/rel/bench/cache; \"\": off)"},
             {"code", 0, AT_OPT_BOOL, &use_code, NULL,
@@ -1216,6 +1277,7 @@ int main(int argc, char **argv)
             at_opt_range("bench_cost_model", "--ensemble", n_ensemble, 1, 16) != 0 ||
             at_opt_range("bench_cost_model", "--monotone", monotone, -1, 1) != 0 ||
             at_opt_range("bench_cost_model", "--cmp-orders", cmp_orders, 1, 2) != 0 ||
+            at_opt_range("bench_cost_model", "--derived", use_derived, 0, 2) != 0 ||
             at_opt_range("bench_cost_model", "--cmp-max-pairs", cmp_max_pairs, 0, 50000000) ||
             at_opt_range("bench_cost_model", "--cmp-max-pairs2", cmp_max_pairs2, 0, 50000000))
             return 2;
@@ -1259,6 +1321,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "# corpus %s: %lld records (%lld failed) of %d tasks\n", corpus_path,
                 (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
     }
+    if (use_derived) {
+        add_derived(d);
+        add_derived(corp);
+    }
     cm_params_default(&p);
     p.n_threads = 1;
     if (pair_weight >= 0)
@@ -1287,7 +1353,11 @@ int main(int argc, char **argv)
         bench_throughput(m);
         bench_training(m, &p);
     }
+    if (dump_path[0] && (dump_f = fopen(dump_path, "w")) == NULL)
+        die(dump_path, strerror(errno));
     bench_quality(st, d, corp, &p);
+    if (dump_f && fclose(dump_f) != 0)
+        die(dump_path, "cannot be written");
     cm_model_free(m);
     cm_data_free(d);
     cm_data_free(corp);

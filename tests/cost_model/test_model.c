@@ -334,6 +334,81 @@ static void test_comparator(void **unused)
         cm_data_free(one);
     }
     {
+        /* placed among the training programs, whose order is known (cm_cmp_rank_known) */
+        double *k1 = at_malloc((size_t)n * sizeof *k1), *k2 = at_malloc((size_t)n * sizeof *k2);
+        double two[2];
+        cm_metrics mk;
+        cm_data *kn, *pair;
+        int idx[4096], k = 0, i0 = -1, j0 = -1;
+        assert_non_null(k1);
+        assert_non_null(k2);
+        assert_int_equal(cm_cmp_rank_known(c, tr, 1, te, k1), AT_OK);
+        assert_int_equal(cm_cmp_rank_known(c, tr, 1, te, k2), AT_OK);
+        assert_memory_equal(k1, k2, (size_t)n * sizeof *k1);
+        for (int i = 0; i < n; i++) {
+            int rows;
+            cm_data_rows(te, i, &rows);
+            assert_true(rows == 0 ? isinf(k1[i]) && k1[i] < 0 : k1[i] >= 0 && k1[i] <= 1);
+        }
+        cm_metrics_eval(te, k1, 1.05, &mk);
+        fprintf(stderr, "comparator among the known: pairwise accuracy %.3f, top-1 recall %.2f, "
+                "top-5 recall %.2f\n", mk.pairwise_acc, mk.top1_recall, mk.top5_recall);
+        if (!(mk.pairwise_acc >= 0.75))
+            fail_msg("comparator among the known: pairwise accuracy %.3f < 0.75", mk.pairwise_acc);
+        assert_int_equal(cm_cmp_rank_known(c, tr, 0.2, te, k2), AT_OK);
+        for (int i = 0; i < n; i++)
+            assert_true(isinf(k2[i]) ? isinf(k1[i]) : k2[i] >= 0 && k2[i] <= 1);
+        assert_int_equal(cm_cmp_rank_known(c, tr, 1.5, te, k2), AT_EINVAL);
+        assert_int_equal(cm_cmp_rank_known(c, tr, -0.1, te, k2), AT_EINVAL);
+        /* known programs of task 0 only: the other tasks' programs keep their scores among
+        ** themselves (a[], from cm_cmp_rank_data) */
+        for (int i = 0; i < cm_data_count(tr) && k < 4096; i++)
+            if (cm_data_task_of(tr, i) == 0)
+                idx[k++] = i;
+        assert_int_equal(cm_data_new(&kn), AT_OK);
+        assert_int_equal(cm_data_append(kn, tr, idx, k), AT_OK);
+        assert_int_equal(cm_cmp_rank_known(c, kn, 1, te, k2), AT_OK);
+        for (int i = 0; i < n; i++)
+            if (strcmp(cm_data_task_name(te, cm_data_task_of(te, i)), cm_data_task_name(tr, 0)))
+                assert_true(k2[i] == a[i] || (isinf(k2[i]) && isinf(a[i])));
+            else /* the same anchors in the same order */
+                assert_true(k2[i] == k1[i] || (isinf(k2[i]) && isinf(k1[i])));
+        cm_data_free(kn);
+        /* one known program: the candidate's score is its soft Borda count in the pair */
+        for (int i = 0; i < n && i0 < 0; i++) {
+            int rows;
+            cm_data_rows(te, i, &rows);
+            if (rows > 0 && cm_data_cost(te, i) < AT_MEASURE_FAIL_COST)
+                i0 = i;
+        }
+        for (int j = 0; j < cm_data_count(tr) && j0 < 0; j++) {
+            int rows;
+            cm_data_rows(tr, j, &rows);
+            if (rows > 0 && cm_data_cost(tr, j) > 0 && cm_data_cost(tr, j) < AT_MEASURE_FAIL_COST &&
+                strcmp(cm_data_task_name(tr, cm_data_task_of(tr, j)),
+                       cm_data_task_name(te, cm_data_task_of(te, i0))) == 0)
+                j0 = j;
+        }
+        assert_true(i0 >= 0 && j0 >= 0);
+        assert_int_equal(cm_data_new(&kn), AT_OK);
+        assert_int_equal(cm_data_append(kn, tr, &j0, 1), AT_OK);
+        assert_int_equal(cm_data_new(&one), AT_OK);
+        assert_int_equal(cm_data_append(one, te, &i0, 1), AT_OK);
+        assert_int_equal(cm_data_new(&pair), AT_OK);
+        assert_int_equal(cm_data_append(pair, te, &i0, 1), AT_OK);
+        assert_int_equal(cm_data_append(pair, tr, &j0, 1), AT_OK);
+        assert_int_equal(cm_cmp_rank_known(c, kn, 1, one, &two[0]), AT_OK);
+        assert_int_equal(cm_cmp_rank_data(c, pair, k2), AT_OK);
+        two[1] = k2[0];
+        if (!(fabs(two[0] - two[1]) < 1e-6))
+            fail_msg("one known program: %.9f, the pair's soft Borda count %.9f", two[0], two[1]);
+        cm_data_free(kn);
+        cm_data_free(one);
+        cm_data_free(pair);
+        at_free(k1);
+        at_free(k2);
+    }
+    {
         /* feature sets: NULL and a sketch that does not lower score -inf */
         ss_dag *dag;
         ss_space *sp;
@@ -380,6 +455,7 @@ static void test_comparator(void **unused)
         assert_int_equal(cm_cmp_fit(c, one, err, sizeof err), AT_EINVAL);
         assert_non_null(strstr(err, "two programs"));
         assert_int_equal(cm_cmp_rank_data(c, one, a), AT_EINVAL);
+        assert_int_equal(cm_cmp_rank_known(c, tr, 1, one, a), AT_EINVAL);
         cm_cmp_free(c);
         cm_data_free(one);
         cp.max_rounds = 0;
