@@ -422,11 +422,6 @@ at_err cm_cmp_rank_known(cm_cmp *c, const cm_data *known, double top, const cm_d
         return AT_EINVAL;
     if (d->n <= 0)
         return AT_OK;
-    /* the programs of 'd' ranked among themselves first: what a program without known
-    ** programs of its task keeps */
-    if ((err = cm_cmp_rank_data(c, d, scores)) != AT_OK)
-        return err;
-    err = AT_ENOMEM;
     if (c->rows == NULL && (c->rows = at_malloc((size_t)PREDICT_BLOCK * NP * sizeof *c->rows)) == NULL)
         return AT_ENOMEM;
     /* d's task of each known task (-1: none), the known programs grouped by it, fastest
@@ -456,6 +451,15 @@ at_err cm_cmp_rank_known(cm_cmp *c, const cm_data *known, double top, const cm_d
         kstart[u] = first;
         kstart[u + 1] = nk;
     }
+    /* a program without known programs of its task keeps its score among its own in 'd';
+    ** ranked so only when there is one (n(n - 1) predictions) */
+    for (int i = 0; i < d->n; i++)
+        if (d->n_rows[i] > 0 && kstart[d->task[i] + 1] == kstart[d->task[i]]) {
+            if ((err = cm_cmp_rank_data(c, d, scores)) != AT_OK)
+                goto out;
+            err = AT_ENOMEM;
+            break;
+        }
     if ((kvec = at_malloc((size_t)(nk + 1) * NV * sizeof *kvec)) == NULL)
         goto out;
     for (int k = 0; k < nk; k++)
@@ -464,6 +468,8 @@ at_err cm_cmp_rank_known(cm_cmp *c, const cm_data *known, double top, const cm_d
     err = AT_OK;
     for (int i = 0; i < d->n && err == AT_OK; i++) {
         int u = d->task[i];
+        if (d->n_rows[i] <= 0)
+            scores[i] = CM_SCORE_INVALID;
         if (d->n_rows[i] <= 0 || kstart[u + 1] == kstart[u])
             continue;
         scores[i] = 0;
