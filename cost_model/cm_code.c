@@ -10,7 +10,8 @@
 ** (each innermost loop at the bound of its FMAs, loads, stores and issue width), followed
 ** by 78 raw counts: the innermost loops', the dynamic ones, the cycle estimate, per loop
 ** depth, the loops and the code's size, and those of the hot loop (the innermost loop
-** with the most FMAs).  docs/cost_model.md, "The machine code read back", says what they
+** with the most FMAs); then 8 columns per FMA lane (each FMA's lanes read from its
+** registers and element type).  docs/cost_model.md, "The machine code read back", says what they
 ** did for ranking (scripts/cm_study/asm.c is the study's version of the same reading). */
 #include <math.h>
 #include <stdio.h>
@@ -54,6 +55,7 @@ typedef struct insn {
     int64_t target; /* a branch's destination, else -1 */
     double trip;    /* a loop's branch: its trip count */
     int depth;      /* loops around it */
+    unsigned char lanes; /* an FMA's float lanes (16 for a zmm of floats), else 0 */
     unsigned char cls[K_N];
     char text[80];
 } insn;
@@ -76,6 +78,17 @@ static const char *mnemonic(const char *t, char mn[32])
     return t;
 }
 
+/* The lanes of x86 FMA 'mn' ("vfmadd231ps", AT&T operands 'ops'): the register's width
+** over the element's ("ps" 32 bits, "pd" 64, "ph" 16); scalar ones ("ss", "sd") 1. */
+static unsigned char x86_lanes(const char *mn, const char *ops)
+{
+    size_t n = strlen(mn);
+    int bits = strstr(ops, "zmm") ? 512 : strstr(ops, "ymm") ? 256 : 128;
+    if (n < 2 || mn[n - 2] == 's')
+        return 1;
+    return (unsigned char)(bits / (mn[n - 1] == 'd' ? 64 : mn[n - 1] == 'h' ? 16 : 32));
+}
+
 /* Class one instruction of 'size' bytes from its AT&T text. */
 static void classify(const char *t, size_t size, insn *in)
 {
@@ -83,12 +96,14 @@ static void classify(const char *t, size_t size, insn *in)
     const char *ops = mnemonic(t, mn);
     int mem = strchr(ops, '(') != NULL, vec = strstr(ops, "mm") != NULL;
     memset(in->cls, 0, sizeof in->cls);
+    in->lanes = 0;
     in->cls[K_ALL] = 1;
     in->cls[K_ZMM] = strstr(ops, "zmm") != NULL;
     if (!strncmp(mn, "vfmadd", 6) || !strncmp(mn, "vfnmadd", 7) || !strncmp(mn, "vfmsub", 6) ||
         !strncmp(mn, "vfnmsub", 7)) {
         in->cls[K_FMA] = 1;
         in->cls[K_MEMFMA] = (unsigned char)mem;
+        in->lanes = x86_lanes(mn, ops);
     } else if (!strncmp(mn, "prefetch", 8)) {
         in->cls[K_PREF] = 1;
     } else if (!strncmp(mn, "vbroadcast", 10)) {
@@ -120,12 +135,27 @@ static int a64_fp_reg(const char *op)
     return strchr("qdshbv", op[0]) && op[0] && op[1] >= '0' && op[1] <= '9';
 }
 
+/* The lanes of an AArch64 FMA from its first operand: "v0.4s" 4 (the arrangement's count),
+** SVE's "z0.s" at 128 bits (4; the vector length is the phone's), a scalar "s0" 1. */
+static unsigned char a64_lanes(const char *ops)
+{
+    while (*ops == ' ' || *ops == '\t')
+        ops++;
+    const char *dot = strchr(ops, '.'), *comma = strchr(ops, ',');
+    if (!dot || (comma && comma < dot))
+        return 1;
+    if (dot[1] >= '1' && dot[1] <= '9')
+        return (unsigned char)atoi(dot + 1);
+    return dot[1] == 'd' ? 2 : dot[1] == 'h' ? 8 : 4;
+}
+
 static void classify_a64(const char *t, insn *in)
 {
     char mn[32];
     const char *ops = mnemonic(t, mn);
     int mem = strchr(ops, '[') != NULL, fp = a64_fp_reg(ops);
     memset(in->cls, 0, sizeof in->cls);
+    in->lanes = 0;
     in->cls[K_ALL] = 1;
     for (const char *z = ops; (z = strchr(z, 'z')) != NULL; z++) /* SVE's z registers */
         if ((z == ops || z[-1] == ' ' || z[-1] == '{') && z[1] >= '0' && z[1] <= '9')
@@ -133,6 +163,7 @@ static void classify_a64(const char *t, insn *in)
     if (!strcmp(mn, "fmadd") || !strcmp(mn, "fmsub") || !strcmp(mn, "fnmadd") ||
         !strcmp(mn, "fnmsub") || !strcmp(mn, "fmla") || !strcmp(mn, "fmls")) {
         in->cls[K_FMA] = 1;
+        in->lanes = a64_lanes(ops);
     } else if (!strcmp(mn, "prfm") || !strcmp(mn, "prfum")) {
         in->cls[K_PREF] = 1;
     } else if (!strncmp(mn, "ld1r", 4) || !strcmp(mn, "dup")) {
@@ -199,11 +230,39 @@ static double trip_count_a64(const insn *v, int i)
     return 8;
 }
 
+/* x86-64 register 'r' without its width: "al", "eax", "rax" -> "a"; "sil", "esi" -> "si";
+** "r8b", "r8d" -> "r8". */
+static void x86_reg_base(const char *r, char out[8])
+{
+    size_t n = strlen(r);
+    if (r[0] == 'r' && r[1] >= '0' && r[1] <= '9')
+        n -= strchr("bwd", r[n - 1]) != NULL;
+    else if (n == 2 && r[1] == 'l') /* al */
+        n = 1;
+    else if (n == 3 && r[2] == 'l') /* sil, bpl */
+        n = 2;
+    else if ((r[0] == 'e' || r[0] == 'r') && n == 3)
+        r++, n = r[1] == 'x' ? 1 : 2; /* eax, rax -> a; esi, rbp -> si, bp */
+    snprintf(out, 8, "%.*s", (int)(n < 7 ? n : 7), r);
+}
+
 /* The trip count of the loop closed by backward branch i: "cmp $N, %r" just before it and
 ** "add $s, %r" / "inc %r" in the loop (a counter from 0), or "add $s, %r" before it and
-** "mov $-N, %r" before the loop (a counter from -N up to 0); else 8. */
+** "mov $-N, %r" before the loop (a counter from -N up to 0); a loop LLVM runs twice on a
+** flag ("movb $1, %al" before it, "testb $1, %al; movl $0, %eax" closing it) 2; else 8. */
 static double trip_count(const insn *v, int i)
 {
+    if (i >= 2) {
+        char r1[16], r2[16], b1[8], b2[8];
+        long long one, zero;
+        if (sscanf(v[i - 2].text, " testb $%lli, %%%15[a-z0-9]", &one, r1) == 2 && one == 1 &&
+            sscanf(v[i - 1].text, " movl $%lli, %%%15[a-z0-9]", &zero, r2) == 2 && zero == 0) {
+            x86_reg_base(r1, b1);
+            x86_reg_base(r2, b2);
+            if (!strcmp(b1, b2))
+                return 2;
+        }
+    }
     for (int b = i - 1; b >= 0 && b >= i - 2; b--) {
         long long n, st;
         char reg[16], r2[16];
@@ -247,9 +306,12 @@ enum {
     R_BYTES,
     R_DEFAULT,
     R_HOT,
-    R_N = R_HOT + 10
+    R_N = R_HOT + 10,
+    R_EX_LANES = R_N, /* beyond the raw columns: the dynamic FMA lanes, the hot loop's lanes */
+    R_HOT_LANES,
+    R_ALL
 };
-_Static_assert(R_N == CM_CODE_N - CM_CODE_IN_ALL, "cm_code_run's raw columns");
+_Static_assert(R_N == CM_CODE_EX_LANES - CM_CODE_IN_ALL, "cm_code_run's raw columns");
 _Static_assert(CM_CODE_CYCLE_EST - CM_CODE_IN_ALL == R_CYC &&
                    CM_CODE_D0_ALL - CM_CODE_IN_ALL == R_DEPTH &&
                    CM_CODE_LOOPS - CM_CODE_IN_ALL == R_LOOPS &&
@@ -257,10 +319,10 @@ _Static_assert(CM_CODE_CYCLE_EST - CM_CODE_IN_ALL == R_CYC &&
                    CM_CODE_HOT_FMAS - CM_CODE_IN_ALL == R_HOT,
                "raw[] in group 11's order");
 
-/* Counts of one section's code ('bytes' long) added to raw[R_N]. */
+/* Counts of one section's code ('bytes' long) added to raw[R_ALL]. */
 static void analyse(insn *v, int ni, int a64, size_t bytes, int *inner, double *w, double *raw)
 {
-    double hot[10] = {0};
+    double hot[11] = {0};
     memset(inner, 0, sizeof(int) * (size_t)ni);
     for (int j = 0; j < ni; j++) {
         w[j] = 1;
@@ -305,9 +367,10 @@ static void analyse(insn *v, int ni, int a64, size_t bytes, int *inner, double *
             }
         if (a0 < 0)
             continue;
-        double nf = 0, nl = 0, ns = 0, na = 0, sk = 0, z = 0, bc = 0;
+        double nf = 0, nl = 0, ns = 0, na = 0, sk = 0, z = 0, bc = 0, ln = 0;
         for (int j = a0; j <= i; j++) {
             nf += v[j].cls[K_FMA];
+            ln += v[j].lanes;
             na += 1;
             ns += v[j].cls[K_VSTORE];
             nl += v[j].cls[K_VLOAD] + v[j].cls[K_BCAST] + v[j].cls[K_MEMFMA];
@@ -321,7 +384,7 @@ static void analyse(insn *v, int ni, int a64, size_t bytes, int *inner, double *
         double b = fmax(fmax(nf / 2, nl / 3), fmax(ns / 2, na / 6));
         cyc += b * w[i];
         if (nf > hot[0] || (nf == hot[0] && w[i] > hot[7])) { /* the hot loop: most FMAs */
-            double h[10] = {nf, nl, ns, na, sk, z, bc, w[i], v[i].trip, nf > 0 ? b / nf : 0};
+            double h[11] = {nf, nl, ns, na, sk, z, bc, w[i], v[i].trip, nf > 0 ? b / nf : 0, ln};
             memcpy(hot, h, sizeof hot);
         }
     }
@@ -336,12 +399,14 @@ static void analyse(insn *v, int ni, int a64, size_t bytes, int *inner, double *
             raw[R_EX + c] += w[j] * v[j].cls[c];
             raw[R_DEPTH + d * K_N + c] += v[j].cls[c];
         }
+        raw[R_EX_LANES] += w[j] * v[j].lanes;
     }
     raw[R_CYC] += cyc;
     raw[R_MAXD] += maxd;
     raw[R_BYTES] += (double)bytes;
     for (int k = 0; k < 10; k++)
         raw[R_HOT + k] += hot[k];
+    raw[R_HOT_LANES] += hot[10];
 }
 
 static pthread_once_t disasm_once = PTHREAD_ONCE_INIT;
@@ -393,7 +458,7 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
         LLVMDisasmDispose(dc);
         return AT_EINVAL;
     }
-    double raw[R_N] = {0};
+    double raw[R_ALL] = {0};
     insn *v = NULL;
     int *inner = NULL;
     double *w = NULL;
@@ -486,6 +551,20 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
     out[CM_CODE_CYCLES] = log2(1 + raw[R_CYC]);
     for (int k = 0; k < R_N; k++) /* the raw counts, in raw[]'s order */
         out[CM_CODE_IN_ALL + k] = raw[k];
+    /* per FMA lane (version 8): the loops whose trip counts the code hides (the parallel
+    ** driver's) multiply every dynamic count alike, so their ratios keep what they lose */
+    double xl = raw[R_EX_LANES];
+    if (dy[K_FMA] > 0 && xl > 0) {
+        double hl = raw[R_HOT_LANES], hb = raw[R_HOT + 9] * raw[R_HOT];
+        out[CM_CODE_EX_LANES] = xl;
+        out[CM_CODE_FMA_WIDTH] = xl / dy[K_FMA];
+        out[CM_CODE_LANE_CYCLES] = log2(1e-6 + raw[R_CYC] / xl);
+        out[CM_CODE_LANE_INSNS] = log2(1e-6 + dal / xl);
+        out[CM_CODE_LANE_LOADS] = log2(1e-6 + dld / xl);
+        out[CM_CODE_LANE_STORES] = log2(1e-6 + dy[K_VSTORE] / xl);
+        out[CM_CODE_LANE_STACK] = log2(1e-6 + dy[K_STACK] / xl);
+        out[CM_CODE_HOT_LANE_CYCLES] = hl > 0 ? log2(1e-6 + hb / hl) : 0;
+    }
     return AT_OK;
 }
 

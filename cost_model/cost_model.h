@@ -75,7 +75,8 @@ at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N],
 ** out[] as CM_ID.  The 17 ratios and logs first (feature version 6), then the raw counts
 ** (version 7): the innermost loops', the dynamic ones (each instruction times its loops'
 ** trip counts), per loop depth, the loops and the code's size, and the hot loop's (the
-** innermost loop with the most FMAs); docs/cost_model.md. */
+** innermost loop with the most FMAs); then (version 8) the dynamic counts per FMA lane;
+** docs/cost_model.md. */
 #define CM_CODE_FEATS(X)                                                                   \
     X(CODE_FMA_SHARE, "code_fma_share", 0, "innermost loops' FMAs / instructions")         \
     X(CODE_STACK_SHARE, "code_stack_share", 0, "innermost loops' stack accesses / instrs") \
@@ -171,7 +172,16 @@ at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N],
     X(CODE_HOT_BCAST, "code_hot_bcast", 0, "hot loop: broadcasts")                         \
     X(CODE_HOT_RUNS, "code_hot_runs", 0, "hot loop: iterations, all loops' trips")         \
     X(CODE_HOT_TRIP, "code_hot_trip", 0, "hot loop: its own trip count")                   \
-    X(CODE_HOT_BOUND, "code_hot_bound", 0, "hot loop: cycles an FMA (its bound / FMAs)")
+    X(CODE_HOT_BOUND, "code_hot_bound", 0, "hot loop: cycles an FMA (its bound / FMAs)")    \
+    X(CODE_EX_LANES, "code_ex_lanes", 0, "dynamic FMA lanes: each FMA's lanes times trips") \
+    X(CODE_FMA_WIDTH, "code_fma_width", 0, "lanes per dynamic FMA (0 without FMAs)")        \
+    X(CODE_LANE_CYCLES, "code_lane_cycles", 0, "log2(the cycle estimate per FMA lane)")     \
+    X(CODE_LANE_INSNS, "code_lane_insns", 0, "log2(dynamic instructions per FMA lane)")    \
+    X(CODE_LANE_LOADS, "code_lane_loads", 0, "log2(dynamic loads per FMA lane)")           \
+    X(CODE_LANE_STORES, "code_lane_stores", 0, "log2(dynamic vector stores per FMA lane)") \
+    X(CODE_LANE_STACK, "code_lane_stack", 0, "log2(dynamic stack accesses per FMA lane)")  \
+    X(CODE_HOT_LANE_CYCLES, "code_hot_lane_cycles", 0,                                     \
+      "log2(the hot loop's cycle bound per FMA lane)")
 
 enum {
 #define X(id, name, lg, doc) CM_##id,
@@ -190,10 +200,10 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 7 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
+#define CM_FEATURE_VERSION 8 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
                                 ** 4: group 9, lanes; 5: group 10, the caches simulated;
                                 ** 6: group 11, the machine code read back; 7: its raw
-                                ** counts */
+                                ** counts; 8: its counts per FMA lane */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */

@@ -3,17 +3,20 @@
 ** Real builds for this machine: a naive matmul's dynamic FMAs against its multiply-adds
 ** (every one of them is an FMA once LLVM is done, scalar or vector, so their count times
 ** the lanes is M N K within the trip counts read), four times the K loop giving four
-** times the dynamic FMAs, shares within [0, 1], random states of two operators; then the
+** times the dynamic FMAs, shares within [0, 1], random states of two operators; code
+** assembled by hand (each FMA's lanes, trip counts, the loop run twice on a flag); then the
 ** errors: another architecture, no object, bytes that are not an object. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cost_model/cost_model.h"
 
@@ -28,7 +31,8 @@ static int near(double x, double y)
     return fabs(x - y) <= 1e-9 * fmax(1, fmax(fabs(x), fabs(y)));
 }
 
-/* The raw counts (feature version 7) agree with the ratios and logs and with each other. */
+/* The raw counts (feature version 7) agree with the ratios and logs and with each other, and
+** with the counts per FMA lane (version 8). */
 static void check_raw(const char *spec, const double *o)
 {
     static const int in0 = CM_CODE_IN_ALL, ex0 = CM_CODE_EX_ALL, d0 = CM_CODE_D0_ALL;
@@ -61,6 +65,27 @@ static void check_raw(const char *spec, const double *o)
     if (o[CM_CODE_HOT_FMAS] > 0)
         assert_true(o[CM_CODE_HOT_TRIP] >= 1 && o[CM_CODE_HOT_RUNS] >= o[CM_CODE_HOT_TRIP] &&
                     o[CM_CODE_HOT_BOUND] >= 0.5); /* 2 FMAs a cycle at most */
+    /* per FMA lane (version 8): 1 to 16 lanes an FMA, the logs of the counts' ratios */
+    double xl = o[CM_CODE_EX_LANES];
+    if (o[CM_CODE_EX_FMA] == 0) {
+        for (int c = CM_CODE_EX_LANES; c <= CM_CODE_HOT_LANE_CYCLES; c++)
+            assert_true(o[c] == 0);
+        return;
+    }
+    assert_true(o[CM_CODE_FMA_WIDTH] >= 1 && o[CM_CODE_FMA_WIDTH] <= 16);
+    if (!near(o[CM_CODE_FMA_WIDTH] * o[CM_CODE_EX_FMA], xl) ||
+        !near(exp2(o[CM_CODE_LANE_CYCLES]), 1e-6 + o[CM_CODE_CYCLE_EST] / xl) ||
+        !near(exp2(o[CM_CODE_LANE_INSNS]), 1e-6 + o[CM_CODE_EX_ALL] / xl) ||
+        !near(exp2(o[CM_CODE_LANE_LOADS]),
+              1e-6 + (o[CM_CODE_EX_VLOAD] + o[CM_CODE_EX_BCAST] + o[CM_CODE_EX_MEMFMA]) / xl) ||
+        !near(exp2(o[CM_CODE_LANE_STORES]), 1e-6 + o[CM_CODE_EX_VSTORE] / xl) ||
+        !near(exp2(o[CM_CODE_LANE_STACK]), 1e-6 + o[CM_CODE_EX_STACK] / xl))
+        fail_msg("%s: the counts per FMA lane disagree with the raw counts", spec);
+    /* an instruction an FMA lane at most 16 times fewer; the hot loop's cycles per lane at
+    ** least those of 2 FMAs of 16 lanes a cycle */
+    assert_true(o[CM_CODE_LANE_INSNS] >= log2(1.0 / 16) - 1e-9);
+    if (o[CM_CODE_HOT_FMAS] > 0)
+        assert_true(o[CM_CODE_HOT_LANE_CYCLES] >= log2(1.0 / 32) - 1e-9);
 }
 
 static void code_of(const char *spec, int random_seed, double out[CM_CODE_N])
@@ -97,8 +122,9 @@ static void code_for(const kn_target *tg, const char *spec, int random_seed,
     if (cm_code_run(a, tg, out, err, sizeof err) != AT_OK)
         fail_msg("%s: cm_code_run: %s", spec, err);
     check_raw(spec, out);
-    for (int c = 0; c < CM_CODE_N; c++)
-        assert_true(isfinite(out[c]) && out[c] >= 0);
+    for (int c = 0; c < CM_CODE_N; c++) /* the logs per FMA lane may be negative */
+        assert_true(isfinite(out[c]) &&
+                    (out[c] >= 0 || (c >= CM_CODE_LANE_CYCLES && c <= CM_CODE_HOT_LANE_CYCLES)));
     for (int c = CM_CODE_FMA_SHARE; c <= CM_CODE_ZMM_SHARE; c++)
         if (c != CM_CODE_LOADS_PER_FMA)
             assert_true(out[c] <= 1);
@@ -137,6 +163,11 @@ static void test_naive_matmul(void **state)
     assert_true(a[CM_CODE_LOOPS] >= 3 && a[CM_CODE_MAX_DEPTH] >= 3);
     assert_true(a[CM_CODE_HOT_FMAS] > 0 && b[CM_CODE_HOT_RUNS] > a[CM_CODE_HOT_RUNS]);
     assert_true(a[CM_CODE_EX_FMA] >= 262144.0 / 16 * 0.99);
+    /* each FMA's lanes counted: 262,144 lanes in all, whatever the vector width */
+    print_message("naive matmul 64^3: %.0f FMA lanes, %.2f an FMA\n", a[CM_CODE_EX_LANES],
+                  a[CM_CODE_FMA_WIDTH]);
+    assert_true(fabs(a[CM_CODE_EX_LANES] / 262144.0 - 1) < 0.01);
+    assert_true(fabs(b[CM_CODE_EX_LANES] / a[CM_CODE_EX_LANES] - 4) < 0.05);
 }
 
 /* AArch64's code, built here for a phone (nothing runs): the same naive matmul's FMAs */
@@ -156,11 +187,20 @@ static void test_aarch64(void **state)
     assert_true(fabs(fmas4 / fmas - 4) < 0.05);
     assert_true(a[CM_CODE_DYN_LOADS] > a[CM_CODE_DYN_FMAS] - 1); /* two loads an FMA */
     assert_true(a[CM_CODE_CYCLES] > 0 && a[CM_CODE_ZMM_SHARE] == 0);
+    print_message("aarch64 naive matmul 64^3: %.0f FMA lanes, %.2f an FMA\n",
+                  a[CM_CODE_EX_LANES], a[CM_CODE_FMA_WIDTH]);
+    assert_true(fabs(a[CM_CODE_EX_LANES] / 262144.0 - 1) < 0.01);
+    assert_true(a[CM_CODE_FMA_WIDTH] >= 1 && a[CM_CODE_FMA_WIDTH] <= 4); /* NEON: 4 floats */
+    double widest = 0;
     for (int seed = 1; seed <= 4; seed++) {
         double o[CM_CODE_N];
         code_for(&arm, "conv2d:N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1", seed, o);
         assert_true(o[CM_CODE_DYN_INSNS] > 0);
+        assert_true(o[CM_CODE_FMA_WIDTH] <= 4);
+        widest = fmax(widest, o[CM_CODE_FMA_WIDTH]);
     }
+    print_message("aarch64 random convolutions: at most %.2f lanes an FMA\n", widest);
+    assert_true(widest > 1); /* a vectorized state's fmla v.4s counted as 4 */
 }
 
 static void test_random_states(void **state)
@@ -168,13 +208,19 @@ static void test_random_states(void **state)
     (void)state;
     static const char *const specs[] = {"matmul:M=128,N=128,K=128",
                                         "conv2d:N=1,C=16,H=14,W=14,K=32,R=3,S=3,pad=1"};
+    double widest = 0;
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++)
         for (int seed = 1; seed <= 6; seed++) {
             double o[CM_CODE_N];
             code_of(specs[i], seed, o);
             assert_true(o[CM_CODE_DYN_INSNS] >= o[CM_CODE_DYN_FMAS]);
             assert_true(o[CM_CODE_DYN_INSNS] > 0);
+            widest = fmax(widest, o[CM_CODE_FMA_WIDTH]);
         }
+    /* x86-64 has 128-bit vectors at least: some random state's FMAs are vector ones */
+    print_message("random states: at most %.2f lanes an FMA (%d-byte vectors)\n", widest,
+                  host.vector_bytes);
+    assert_true(widest > 1 && widest <= host.vector_bytes / 4 + 1e-9);
 }
 
 static void test_errors(void **state)
@@ -203,6 +249,80 @@ static void test_errors(void **state)
         assert_true(o[c] == 0);
 }
 
+/* Hand-written code assembled by binutils (gcc's and gcc-aarch64-linux-gnu's 'as', both in
+** make deps) and read back: each FMA's lanes from its registers and element type, a loop's
+** trip count from its counter, and LLVM's loop that runs twice on a flag. */
+static void assembled(const char *as, const char *src, const kn_target *tg, double o[CM_CODE_N])
+{
+    char dir[] = "/tmp/at_code.XXXXXX", s_path[64], o_path[64], cmd[256], err[256];
+    if (!mkdtemp(dir))
+        fail_msg("mkdtemp: %s", strerror(errno));
+    snprintf(s_path, sizeof s_path, "%s/a.s", dir);
+    snprintf(o_path, sizeof o_path, "%s/a.o", dir);
+    FILE *f = fopen(s_path, "w");
+    assert_non_null(f);
+    fputs(src, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s -o %s %s", as, o_path, s_path);
+    if (system(cmd) != 0)
+        fail_msg("%s failed", cmd);
+    static uint8_t obj[1 << 16];
+    f = fopen(o_path, "rb");
+    assert_non_null(f);
+    size_t n = fread(obj, 1, sizeof obj, f);
+    fclose(f);
+    unlink(s_path);
+    unlink(o_path);
+    rmdir(dir);
+    kn_artifact a;
+    memset(&a, 0, sizeof a);
+    a.obj = obj;
+    a.obj_size = n;
+    if (cm_code_run(&a, tg, o, err, sizeof err) != AT_OK)
+        fail_msg("%s: cm_code_run: %s", as, err);
+    check_raw(as, o);
+}
+
+static void test_assembled(void **state)
+{
+    (void)state;
+    kn_target x86, arm;
+    char err[256];
+    double o[CM_CODE_N];
+    if (kn_target_parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", &x86, err,
+                        sizeof err) != AT_OK ||
+        kn_target_parse("llvm -mtriple=aarch64-linux-gnu", &arm, err, sizeof err) != AT_OK)
+        fail_msg("targets: %s", err);
+    /* twice on a flag: 16 + 8 + 16 lanes (a broadcast operand: still a zmm's 16); then 10
+    ** times: 1 + 4 lanes (a scalar float, a ymm of doubles) */
+    assembled("as --64",
+              ".text\nf:\n  movb $1, %al\n"
+              "1:\n  vfmadd231ps %zmm1, %zmm2, %zmm0\n  vfmadd231ps %ymm1, %ymm2, %ymm0\n"
+              "  vfmadd231ps (%rdi){1to16}, %zmm1, %zmm0\n"
+              "  testb $1, %al\n  movl $0, %eax\n  jne 1b\n"
+              "  xorl %ecx, %ecx\n"
+              "2:\n  vfmadd231ss %xmm1, %xmm2, %xmm0\n  vfmadd231pd %ymm1, %ymm2, %ymm0\n"
+              "  addq $1, %rcx\n  cmpq $10, %rcx\n  jne 2b\n  ret\n",
+              &x86, o);
+    print_message("x86-64: %.0f loops (%.0f unread), %.0f FMAs, %.0f lanes\n", o[CM_CODE_LOOPS],
+                  o[CM_CODE_DEFAULT_TRIPS], o[CM_CODE_EX_FMA], o[CM_CODE_EX_LANES]);
+    assert_true(o[CM_CODE_LOOPS] == 2 && o[CM_CODE_DEFAULT_TRIPS] == 0);
+    assert_true(o[CM_CODE_EX_FMA] == 2 * 3 + 10 * 2);
+    assert_true(o[CM_CODE_EX_LANES] == 2 * (16 + 8 + 16) + 10 * (1 + 4));
+    assert_true(o[CM_CODE_EX_MEMFMA] == 2 && o[CM_CODE_HOT_FMAS] == 3);
+    assert_true(near(o[CM_CODE_HOT_LANE_CYCLES], log2(1e-6 + 1.5 / 40))); /* 3 FMAs: 1.5 cycles */
+    /* AArch64: 6 times 4 + 2 + 1 lanes */
+    assembled("aarch64-linux-gnu-as",
+              ".text\nf:\n  mov x8, #0\n"
+              "1:\n  fmla v0.4s, v1.4s, v2.4s\n  fmla v3.2d, v4.2d, v5.2d\n"
+              "  fmadd s0, s1, s2, s3\n  add x8, x8, #1\n  cmp x8, #6\n  b.ne 1b\n  ret\n",
+              &arm, o);
+    print_message("aarch64: %.0f loops (%.0f unread), %.0f FMAs, %.0f lanes\n", o[CM_CODE_LOOPS],
+                  o[CM_CODE_DEFAULT_TRIPS], o[CM_CODE_EX_FMA], o[CM_CODE_EX_LANES]);
+    assert_true(o[CM_CODE_LOOPS] == 1 && o[CM_CODE_DEFAULT_TRIPS] == 0);
+    assert_true(o[CM_CODE_EX_FMA] == 6 * 3 && o[CM_CODE_EX_LANES] == 6 * (4 + 2 + 1));
+}
+
 int main(void)
 {
     if (kn_target_host(&host) != AT_OK)
@@ -210,6 +330,7 @@ int main(void)
     if (!host.is_x86) {
         print_message("not x86-64: this machine's own builds are not read here\n");
         const struct CMUnitTest only[] = {cmocka_unit_test(test_aarch64),
+                                          cmocka_unit_test(test_assembled),
                                           cmocka_unit_test(test_errors)};
         return cmocka_run_group_tests(only, NULL, NULL);
     }
@@ -217,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_naive_matmul),
         cmocka_unit_test(test_random_states),
         cmocka_unit_test(test_aarch64),
+        cmocka_unit_test(test_assembled),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
