@@ -1175,6 +1175,196 @@ static void cache_save(const char *file, const cm_data *d)
         fprintf(stderr, "# loaded set kept in %s (--data-cache)\n", file);
 }
 
+/* ---- group 10 kept apart (--sim with --code) -------------------------------------------
+** Simulating the caches is most of a load (about an hour for the corpus of 400 at cap 3e6;
+** building and reading the code about 10 minutes), and group 10 does not change when
+** another column does.  So its columns are kept in a file of their own, sim-KEY.bin, under a
+** key of the store, the filter's target, the caches, the cap and SIM_COLS_VERSION (bump it
+** when cm_sim_run or group 10's columns change), and a set that wants both is loaded without
+** the simulation and given them: each program matched in order by task, cost and row count
+** (the same programs in the same order, unless one failed to build, which the other load
+** keeps and this one skips). */
+#define SIM_COLS_VERSION 1
+#define SIM_MAGIC "atcm-bench-sim-v1"
+#define N_SIM_COLS (CM_F_SIM_PENALTY - CM_F_SIM_STMTS + 1)
+
+typedef struct {
+    int n;
+    char **task;
+    double *cost;
+    int32_t *n_rows;
+    float *cols; /* n * N_SIM_COLS */
+} sim_cols;
+
+static void sim_cols_free(sim_cols *c)
+{
+    for (int i = 0; i < c->n; i++)
+        free(c->task[i]);
+    free(c->task);
+    free(c->cost);
+    free(c->n_rows);
+    free(c->cols);
+    memset(c, 0, sizeof *c);
+}
+
+static void sim_file(char *out, size_t n, rec_store *st, const char *store_path,
+                     const char *filter_target, const cm_sim_params *sim)
+{
+    int64_t n_rec = -1;
+    int v[2] = {N_SIM_COLS, SIM_COLS_VERSION};
+    uint64_t h = 1469598103934665603ull;
+    rec_store_count(st, &n_rec, NULL, NULL, NULL);
+    h = fnv(h, store_path, strlen(store_path) + 1);
+    h = fnv(h, &n_rec, sizeof n_rec);
+    h = fnv(h, v, sizeof v);
+    h = fnv(h, filter_target ? filter_target : "", filter_target ? strlen(filter_target) + 1 : 1);
+    h = fnv(h, &sim->l1_bytes, sizeof sim->l1_bytes);
+    h = fnv(h, &sim->l2_bytes, sizeof sim->l2_bytes);
+    h = fnv(h, &sim->l1_ways, sizeof sim->l1_ways);
+    h = fnv(h, &sim->l2_ways, sizeof sim->l2_ways);
+    h = fnv(h, &sim->n_threads, sizeof sim->n_threads);
+    h = fnv(h, &sim->cap, sizeof sim->cap);
+    snprintf(out, n, "%s/sim-%016llx.bin", cache_dir, (unsigned long long)h);
+}
+
+/* Group 10 of every program of 'd' into *c. */
+static void sim_cols_of(const cm_data *d, sim_cols *c)
+{
+    int n = cm_data_count(d);
+    memset(c, 0, sizeof *c);
+    c->task = calloc((size_t)n + 1, sizeof *c->task);
+    c->cost = calloc((size_t)n + 1, sizeof *c->cost);
+    c->n_rows = calloc((size_t)n + 1, sizeof *c->n_rows);
+    c->cols = calloc((size_t)n * N_SIM_COLS + 1, sizeof *c->cols);
+    if (!c->task || !c->cost || !c->n_rows || !c->cols)
+        die("sim columns", "out of memory");
+    for (int i = 0; i < n; i++, c->n++) {
+        int nr;
+        const float *r = cm_data_rows(d, i, &nr);
+        if ((c->task[i] = strdup(cm_data_task_name(d, cm_data_task_of(d, i)))) == NULL)
+            die("sim columns", "out of memory");
+        c->cost[i] = cm_data_cost(d, i);
+        c->n_rows[i] = nr;
+        if (nr > 0)
+            memcpy(c->cols + (size_t)i * N_SIM_COLS, r + CM_F_SIM_STMTS, sizeof(float) * N_SIM_COLS);
+    }
+}
+
+static void sim_save(const char *file, const sim_cols *c)
+{
+    char tmp[1200];
+    int32_t nc = N_SIM_COLS, n = c->n;
+    FILE *f;
+    snprintf(tmp, sizeof tmp, "%s.tmp", file);
+    mkdir(cache_dir, 0777);
+    if ((f = fopen(tmp, "wb")) == NULL)
+        return;
+    int ok = fwrite(SIM_MAGIC, 1, sizeof SIM_MAGIC, f) == sizeof SIM_MAGIC &&
+             fwrite(&nc, sizeof nc, 1, f) == 1 && fwrite(&n, sizeof n, 1, f) == 1;
+    for (int i = 0; i < n && ok; i++) {
+        int32_t len = (int32_t)strlen(c->task[i]);
+        ok = fwrite(&len, sizeof len, 1, f) == 1 && fwrite(c->task[i], 1, (size_t)len, f) == (size_t)len &&
+             fwrite(&c->cost[i], sizeof c->cost[i], 1, f) == 1 &&
+             fwrite(&c->n_rows[i], sizeof c->n_rows[i], 1, f) == 1 &&
+             fwrite(c->cols + (size_t)i * N_SIM_COLS, sizeof(float), N_SIM_COLS, f) == N_SIM_COLS;
+    }
+    if (fclose(f) != 0 || !ok || rename(tmp, file) != 0)
+        remove(tmp);
+    else
+        fprintf(stderr, "# group 10 kept in %s (--data-cache)\n", file);
+}
+
+static int sim_load(const char *file, sim_cols *c)
+{
+    FILE *f = fopen(file, "rb");
+    char magic[sizeof SIM_MAGIC];
+    int32_t nc = 0, n = 0;
+    int ok = 0;
+    memset(c, 0, sizeof *c);
+    if (f == NULL)
+        return 0;
+    if (fread(magic, 1, sizeof magic, f) != sizeof magic || memcmp(magic, SIM_MAGIC, sizeof magic) ||
+        fread(&nc, sizeof nc, 1, f) != 1 || nc != N_SIM_COLS || fread(&n, sizeof n, 1, f) != 1 ||
+        n < 0 || n > 1 << 24)
+        goto done;
+    c->task = calloc((size_t)n + 1, sizeof *c->task);
+    c->cost = calloc((size_t)n + 1, sizeof *c->cost);
+    c->n_rows = calloc((size_t)n + 1, sizeof *c->n_rows);
+    c->cols = calloc((size_t)n * N_SIM_COLS + 1, sizeof *c->cols);
+    if (!c->task || !c->cost || !c->n_rows || !c->cols)
+        goto done;
+    for (int i = 0; i < n; i++, c->n++) {
+        int32_t len;
+        if (fread(&len, sizeof len, 1, f) != 1 || len < 1 || len > 4096 ||
+            (c->task[i] = calloc((size_t)len + 1, 1)) == NULL ||
+            fread(c->task[i], 1, (size_t)len, f) != (size_t)len ||
+            fread(&c->cost[i], sizeof c->cost[i], 1, f) != 1 ||
+            fread(&c->n_rows[i], sizeof c->n_rows[i], 1, f) != 1 ||
+            fread(c->cols + (size_t)i * N_SIM_COLS, sizeof(float), N_SIM_COLS, f) != N_SIM_COLS) {
+            if (c->task[i]) /* counted, so that sim_cols_free frees it */
+                c->n++;
+            goto done;
+        }
+    }
+    ok = fgetc(f) == EOF;
+done:
+    fclose(f);
+    if (!ok)
+        sim_cols_free(c);
+    return ok;
+}
+
+/* Group 10 from 'c' into each program of 'd' (loaded without it); 0 when a program of 'd'
+** has no match in 'c'. */
+static int sim_merge(cm_data *d, const sim_cols *c)
+{
+    int j = 0;
+    for (int i = 0; i < cm_data_count(d); i++, j++) {
+        int nr;
+        float *r = (float *)cm_data_rows(d, i, &nr);
+        const char *task = cm_data_task_name(d, cm_data_task_of(d, i));
+        double cost = cm_data_cost(d, i);
+        while (j < c->n && !(c->cost[j] == cost && c->n_rows[j] == nr && !strcmp(c->task[j], task)))
+            j++;
+        if (j == c->n)
+            return 0;
+        if (nr > 0)
+            memcpy(r + CM_F_SIM_STMTS, c->cols + (size_t)j * N_SIM_COLS, sizeof(float) * N_SIM_COLS);
+    }
+    return 1;
+}
+
+static cm_data *load_set(rec_store *st, const char *store_path, const rec_filter *filter,
+                         const cm_sim_params *sim, const kn_target *code, cm_load_stats *ls);
+
+/* A set with group 10 and 11: group 10 from its file (simulated and kept there the first
+** time), the rest loaded with the code; NULL when they do not match. */
+static cm_data *load_split(rec_store *st, const char *store_path, const rec_filter *filter,
+                           const cm_sim_params *sim, const kn_target *code, cm_load_stats *ls)
+{
+    char file[1024];
+    sim_cols c;
+    cm_load_stats ls_sim;
+    sim_file(file, sizeof file, st, store_path, filter ? filter->target : NULL, sim);
+    if (sim_load(file, &c)) {
+        fprintf(stderr, "# %s: group 10 from %s\n", store_path, file);
+    } else {
+        cm_data *sd = load_set(st, store_path, filter, sim, NULL, &ls_sim);
+        sim_cols_of(sd, &c);
+        cm_data_free(sd);
+        sim_save(file, &c);
+    }
+    cm_data *d = load_set(st, store_path, filter, NULL, code, ls);
+    if (!sim_merge(d, &c)) {
+        fprintf(stderr, "# %s: group 10 in %s does not match the programs: loading them all\n",
+                store_path, file);
+        cm_data_free(d);
+        d = NULL;
+    }
+    sim_cols_free(&c);
+    return d;
+}
+
 /* cm_data_load_store, or its cached copy. */
 static cm_data *load_set(rec_store *st, const char *store_path, const rec_filter *filter,
                          const cm_sim_params *sim, const kn_target *code, cm_load_stats *ls)
@@ -1185,6 +1375,20 @@ static cm_data *load_set(rec_store *st, const char *store_path, const rec_filter
         cache_file(file, sizeof file, st, store_path, filter ? filter->target : NULL, sim, code);
         if (cache_load(file, &d, ls)) {
             fprintf(stderr, "# %s: the loaded set from %s\n", store_path, file);
+            if (sim && code) { /* group 10 kept apart too, for the next change of the rest */
+                char sf[1024];
+                sim_cols c;
+                sim_file(sf, sizeof sf, st, store_path, filter ? filter->target : NULL, sim);
+                if (access(sf, R_OK) != 0) {
+                    sim_cols_of(d, &c);
+                    sim_save(sf, &c);
+                    sim_cols_free(&c);
+                }
+            }
+            return d;
+        }
+        if (sim && code && (d = load_split(st, store_path, filter, sim, code, ls)) != NULL) {
+            cache_save(file, d);
             return d;
         }
     }
