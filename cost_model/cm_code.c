@@ -6,7 +6,9 @@
 ** stack access (a spill or reload), prefetch, FMA with a memory operand, 512-bit (or SVE)
 ** register.  The counts in the innermost loops, and the dynamic counts (each instruction
 ** times the trip counts of the loops around it, read from the loop's compare and counter
-** where LLVM left them, else 8), become 17 columns of ratios, logs and a cycle estimate
+** where LLVM left them; in a parallel loop's task function, the unread loops around every
+** read one (the chunks, whose bounds come from counters at run time) take the loop's
+** extent from the function's name; else 8), become 17 columns of ratios, logs and a cycle estimate
 ** (each innermost loop at the bound of its FMAs, loads, stores and issue width), followed
 ** by 78 raw counts: the innermost loops', the dynamic ones, the cycle estimate, per loop
 ** depth, the loops and the code's size, and those of the hot loop (the innermost loop
@@ -189,6 +191,14 @@ static void classify_a64(const char *t, insn *in)
     }
 }
 
+/* A parallel loop's task function ("at_kernel_task<k>_x<extent>", kn_llvm.c): its range in
+** the section and the loop's extent. */
+typedef struct par_fn {
+    uint64_t lo, hi;
+    double extent;
+} par_fn;
+#define CODE_MAX_PAR 64
+
 static int is_loop(const insn *v, int i)
 {
     return v[i].target >= 0 && v[i].target <= (int64_t)v[i].at;
@@ -201,7 +211,7 @@ static int a64_same(const char *a, const char *b)
 }
 
 /* AArch64: "cmp xR, #N" just before the branch and "add xR, xR, #s" in the loop, or
-** "subs xR, xR, #s" just before it and "mov xR, #N" before the loop; else 8. */
+** "subs xR, xR, #s" just before it and "mov xR, #N" before the loop; else 0 (unread). */
 static double trip_count_a64(const insn *v, int i)
 {
     long long n, st;
@@ -227,41 +237,30 @@ static double trip_count_a64(const insn *v, int i)
             if ((int64_t)v[j].at < v[i].target - 64)
                 break;
         }
-    return 8;
-}
-
-/* x86-64 register 'r' without its width: "al", "eax", "rax" -> "a"; "sil", "esi" -> "si";
-** "r8b", "r8d" -> "r8". */
-static void x86_reg_base(const char *r, char out[8])
-{
-    size_t n = strlen(r);
-    if (r[0] == 'r' && r[1] >= '0' && r[1] <= '9')
-        n -= strchr("bwd", r[n - 1]) != NULL;
-    else if (n == 2 && r[1] == 'l') /* al */
-        n = 1;
-    else if (n == 3 && r[2] == 'l') /* sil, bpl */
-        n = 2;
-    else if ((r[0] == 'e' || r[0] == 'r') && n == 3)
-        r++, n = r[1] == 'x' ? 1 : 2; /* eax, rax -> a; esi, rbp -> si, bp */
-    snprintf(out, 8, "%.*s", (int)(n < 7 ? n : 7), r);
+    return 0;
 }
 
 /* The trip count of the loop closed by backward branch i: "cmp $N, %r" just before it and
 ** "add $s, %r" / "inc %r" in the loop (a counter from 0), or "add $s, %r" before it and
 ** "mov $-N, %r" before the loop (a counter from -N up to 0); a loop LLVM runs twice on a
-** flag ("movb $1, %al" before it, "testb $1, %al; movl $0, %eax" closing it) 2; else 8. */
+** flag ("movb $1, %al" before it, "testb $1, %al; movl $0, %eax" closing it, the flag
+** maybe in a stack slot and more moves between) 2; else 0 (unread). */
 static double trip_count(const insn *v, int i)
 {
-    if (i >= 2) {
-        char r1[16], r2[16], b1[8], b2[8];
-        long long one, zero;
-        if (sscanf(v[i - 2].text, " testb $%lli, %%%15[a-z0-9]", &one, r1) == 2 && one == 1 &&
-            sscanf(v[i - 1].text, " movl $%lli, %%%15[a-z0-9]", &zero, r2) == 2 && zero == 0) {
-            x86_reg_base(r1, b1);
-            x86_reg_base(r2, b2);
-            if (!strcmp(b1, b2))
+    /* twice on a flag: "testb $1, FLAG" (a register or its stack slot), then only moves, one
+    ** of them "movl $0" (the flag cleared for the next test), then the branch */
+    for (int b = i - 1, zero = 0; b >= 0 && b >= i - 5; b--) {
+        char mn[32], op[48];
+        long long imm;
+        mnemonic(v[b].text, mn);
+        if (sscanf(v[b].text, " testb $%lli, %47s", &imm, op) == 2) {
+            if (imm == 1 && zero)
                 return 2;
+            break;
         }
+        if (strncmp(mn, "mov", 3))
+            break;
+        zero |= sscanf(v[b].text, " movl $%lli,", &imm) == 1 && imm == 0;
     }
     for (int b = i - 1; b >= 0 && b >= i - 2; b--) {
         long long n, st;
@@ -291,7 +290,7 @@ static double trip_count(const insn *v, int i)
                     break;
             }
     }
-    return 8;
+    return 0;
 }
 
 /* raw[]'s layout: the innermost loops' counts, the dynamic ones, the cycle estimate, the
@@ -319,15 +318,51 @@ _Static_assert(CM_CODE_CYCLE_EST - CM_CODE_IN_ALL == R_CYC &&
                    CM_CODE_HOT_FMAS - CM_CODE_IN_ALL == R_HOT,
                "raw[] in group 11's order");
 
-/* Counts of one section's code ('bytes' long) added to raw[R_ALL]. */
-static void analyse(insn *v, int ni, int a64, size_t bytes, int *inner, double *w, double *raw)
+/* Does loop i (a backward branch) contain instruction j? */
+static int loop_has(const insn *v, int i, int j)
+{
+    return (int64_t)v[j].at >= v[i].target && v[j].at <= v[i].at;
+}
+
+/* The trip counts of the loops of task function 'p' that the code hides: the unread loops
+** around every loop read in it (the chunk claims and the chunk, whose bounds come from the
+** work-stealing counters) run the parallel loop's extent in all, spread evenly over them. */
+static void par_trips(insn *v, int ni, const par_fn *p)
+{
+    int around[64], n_around = 0, n_read = 0;
+    for (int i = 0; i < ni && n_around < 64; i++) {
+        if (!is_loop(v, i) || v[i].trip > 0 || v[i].at < p->lo || v[i].at >= p->hi)
+            continue;
+        int all = 1;
+        for (int j = 0; j < ni && all; j++)
+            if (is_loop(v, j) && v[j].trip > 0 && v[j].at >= p->lo && v[j].at < p->hi)
+                all = loop_has(v, i, j) && (int64_t)v[j].target >= v[i].target;
+        if (all)
+            around[n_around++] = i;
+    }
+    for (int j = 0; j < ni; j++)
+        n_read += is_loop(v, j) && v[j].trip > 0 && v[j].at >= p->lo && v[j].at < p->hi;
+    if (!n_read || !n_around)
+        return;
+    double t = pow(p->extent, 1.0 / n_around);
+    for (int k = 0; k < n_around; k++)
+        v[around[k]].trip = t < 1 ? 1 : t;
+}
+
+/* Counts of one section's code ('bytes' long; its parallel loops' task functions par[0..np))
+** added to raw[R_ALL]. */
+static void analyse(insn *v, int ni, int a64, size_t bytes, const par_fn *par, int np,
+                    int *inner, double *w, double *raw)
 {
     double hot[11] = {0};
     memset(inner, 0, sizeof(int) * (size_t)ni);
     for (int j = 0; j < ni; j++) {
         w[j] = 1;
         v[j].depth = 0;
+        v[j].trip = is_loop(v, j) ? (a64 ? trip_count_a64(v, j) : trip_count(v, j)) : 0;
     }
+    for (int k = 0; k < np; k++)
+        par_trips(v, ni, &par[k]);
     for (int i = 0; i < ni; i++) {
         if (!is_loop(v, i))
             continue;
@@ -335,8 +370,9 @@ static void analyse(insn *v, int ni, int a64, size_t bytes, int *inner, double *
         for (int j = 0; j < ni && !contains_other; j++)
             contains_other = j != i && is_loop(v, j) && v[j].target >= v[i].target &&
                              v[j].at < v[i].at;
-        double trip = a64 ? trip_count_a64(v, i) : trip_count(v, i);
-        v[i].trip = trip;
+        if (v[i].trip <= 0) /* unread: 8 */
+            v[i].trip = 8;
+        double trip = v[i].trip;
         raw[R_LOOPS] += 1;
         raw[R_DEFAULT] += trip == 8;
         for (int j = 0; j < ni; j++)
@@ -512,8 +548,24 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
             ni++;
             at += sz;
         }
+        par_fn par[CODE_MAX_PAR];
+        int np = 0;
+        LLVMSymbolIteratorRef sy = LLVMObjectFileCopySymbolIterator(bin);
+        for (; sy && !LLVMObjectFileIsSymbolIteratorAtEnd(bin, sy); LLVMMoveToNextSymbol(sy)) {
+            const char *sn = LLVMGetSymbolName(sy), *x;
+            long long k, ext;
+            if (np < CODE_MAX_PAR && sn && !strncmp(sn, "at_kernel_task", 14) &&
+                (x = strstr(sn, "_x")) != NULL && sscanf(x + 2, "%lld", &ext) == 1 &&
+                sscanf(sn + 14, "%lld", &k) == 1 && ext > 0 &&
+                LLVMGetSectionContainsSymbol(si, sy)) {
+                uint64_t lo = LLVMGetSymbolAddress(sy), sz = LLVMGetSymbolSize(sy);
+                par[np++] = (par_fn){lo, sz ? lo + sz : (uint64_t)n, (double)ext};
+            }
+        }
+        if (sy)
+            LLVMDisposeSymbolIterator(sy);
         if (err == AT_OK && ni)
-            analyse(v, ni, t->is_aarch64, n, inner, w, raw);
+            analyse(v, ni, t->is_aarch64, n, par, np, inner, w, raw);
     }
     LLVMDisposeSectionIterator(si);
     LLVMDisposeBinary(bin);

@@ -1222,7 +1222,9 @@ static void emit_parallel(cg *c, const kn_stmt *s)
         LLVMBuildStore(c->b, ci64(c, 0), SLOT_PTR(closure, slot++));
     /* the task function */
     task_ty = LLVMFunctionType(c->i32, task_params, 3, 0);
-    snprintf(name, sizeof name, "at_kernel_task%d", c->n_tasks_fn++);
+    /* the extent in the name: the trip counts the code hides (its chunks come from counters
+    ** at run time), for the cost model's reading of the code (cm_code.c) */
+    snprintf(name, sizeof name, "at_kernel_task%d_x%lld", c->n_tasks_fn++, (long long)s->extent);
     task = LLVMAddFunction(c->mod, name, task_ty);
     LLVMSetLinkage(task, LLVMInternalLinkage);
     saved_var = at_malloc((size_t)(nv + nb + 1) * sizeof *saved_var);

@@ -120,6 +120,36 @@ static void add_derived(cm_data *d)
             r[CM_F_GPU + k] = (float)log2(1e-6 + v[k]);
     }
 }
+/* --drop-cols (an experiment): columns whose names start with one of these comma-separated
+** prefixes set to 0 in every loaded program, as if the product did not compute them */
+static const char *drop_cols = "";
+
+static void drop_columns(cm_data *d)
+{
+    static unsigned char drop[CM_N_FEATS];
+    int n_drop = 0;
+    for (int k = 0; k < CM_N_FEATS; k++) {
+        const char *name = cm_feature_name(k);
+        drop[k] = 0;
+        for (const char *p = drop_cols; *p;) {
+            size_t len = strcspn(p, ",");
+            if (len && !strncmp(name, p, len))
+                drop[k] = 1;
+            p += len + (p[len] == ',');
+        }
+        n_drop += drop[k];
+    }
+    for (int i = 0; d && i < cm_data_count(d); i++) {
+        int nr;
+        float *r = (float *)cm_data_rows(d, i, &nr);
+        for (int j = 0; j < nr; j++)
+            for (int k = 0; k < CM_N_FEATS; k++)
+                if (drop[k])
+                    r[(size_t)j * CM_N_FEATS + k] = 0;
+    }
+    if (d)
+        fprintf(stderr, "# --drop-cols %s: %d columns set to 0\n", drop_cols, n_drop);
+}
 #define cmp2 (cmp_max_pairs2 > 0 || cmp_top_pairs2 > 0) /* a second comparator */
 /* --again-db: the data set measured a second time ("": not) */
 static const char *again_path = "build/rel/bench/cost_model_again.db";
@@ -1387,9 +1417,14 @@ static cm_data *load_set(rec_store *st, const char *store_path, const rec_filter
             }
             return d;
         }
-        if (sim && code && (d = load_split(st, store_path, filter, sim, code, ls)) != NULL) {
-            cache_save(file, d);
-            return d;
+        char sf[1024];
+        if (sim && code) {
+            sim_file(sf, sizeof sf, st, store_path, filter ? filter->target : NULL, sim);
+            if (access(sf, R_OK) == 0 &&
+                (d = load_split(st, store_path, filter, sim, code, ls)) != NULL) {
+                cache_save(file, d);
+                return d;
+            }
         }
     }
     if (cm_data_new(&d) != AT_OK)
@@ -1398,8 +1433,17 @@ static cm_data *load_set(rec_store *st, const char *store_path, const rec_filter
     cm_data_set_code(d, code);
     if (cm_data_load_store(d, st, filter, ls, err, sizeof err) != AT_OK)
         die(store_path, err);
-    if (cache_dir[0])
+    if (cache_dir[0]) {
         cache_save(file, d);
+        if (sim && code) { /* group 10 kept apart too */
+            char sf[1024];
+            sim_cols c;
+            sim_file(sf, sizeof sf, st, store_path, filter ? filter->target : NULL, sim);
+            sim_cols_of(d, &c);
+            sim_save(sf, &c);
+            sim_cols_free(&c);
+        }
+    }
     return d;
 }
 
@@ -1468,6 +1512,8 @@ int main(int argc, char **argv)
              "--cmp: other ways of ranking with the same comparator, their figures too"},
             {"derived", 0, AT_OPT_INT, &use_derived, "1|2",
              "an experiment: group 11's dynamic counts per FMA lane (1) or FMA (2) in group 7's columns"},
+            {"drop-cols", 0, AT_OPT_STR, &drop_cols, "P,P",
+             "an experiment: columns whose names start with one of these set to 0 when loaded"},
             {"dump-scores", 0, AT_OPT_STR, &dump_path, "FILE",
              "each held-out program's measured cost and scores with the corpus, a line each"},
             {"data-cache", 0, AT_OPT_STR, &cache_dir, "DIR",
@@ -1524,6 +1570,10 @@ int main(int argc, char **argv)
                         &ls);
         fprintf(stderr, "# corpus %s: %lld records (%lld failed) of %d tasks\n", corpus_path,
                 (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
+    }
+    if (drop_cols[0]) {
+        drop_columns(d);
+        drop_columns(corp);
     }
     if (use_derived) {
         add_derived(d);
