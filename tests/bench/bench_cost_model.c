@@ -45,8 +45,8 @@
 **                                                      programs, all or the fastest fifth:
 **                                                      cm_cmp_rank_known), knownsum (known's
 **                                                      score plus the soft Borda count's)
-** --dump-scores FILE: each held-out program's cost and scores, a line each; --derived 1|2: an
-** experiment, group 11's dynamic counts per FMA lane or per FMA in group 7's columns.
+** --dump-scores FILE: each held-out program's cost and scores, a line each; --drop-cols P,P: an
+** experiment, the columns whose names start with one of these set to 0 when loaded.
 **   bench cost_model_TASK_records N records           measured records of the task used
 **   bench cost_model_TASK_top1_recall_noise_ceiling R  top-1 / top-5 agreement of a record's
 **   bench cost_model_TASK_top5_recall_noise_ceiling R  first repeat with its others
@@ -92,34 +92,7 @@ static int cmp_max_pairs = 0;  /* --cmp-max-pairs: cm_cmp_params.max_pairs (0: i
 static int cmp_max_pairs2 = 0; /* --cmp-max-pairs2: a second comparator with this cap */
 static const char *dump_path = ""; /* --dump-scores: each held-out program's scores, a line each */
 static FILE *dump_f;
-static int use_derived = 0; /* --derived: group 11's dynamic counts per FMA lane (1) or per FMA
-                             ** (2): an experiment */
 
-/* --derived (an experiment): on each program's first row, in group 7's columns (0 on a CPU),
-** group 11's dynamic counts per FMA lane: the parallel driver's loops, whose trip counts the
-** code hides, multiply every count of a task function alike, so their ratios keep what the
-** counts lose.  Lanes: 16 when the hot loop uses 512-bit registers, else 8 (--derived 2: 1,
-** per FMA instruction). */
-static void add_derived(cm_data *d)
-{
-    for (int i = 0; d && i < cm_data_count(d); i++) {
-        int nr;
-        float *r = (float *)cm_data_rows(d, i, &nr);
-        if (nr < 1 || r[CM_F_CODE_EX_FMA] <= 0)
-            continue;
-        double lanes = use_derived == 2 ? 1 : r[CM_F_CODE_HOT_WIDE] > 0 ? 16 : 8;
-        double fl = r[CM_F_CODE_EX_FMA] * lanes;
-        double v[7] = {lanes,
-                       r[CM_F_CODE_CYCLE_EST] / fl,
-                       r[CM_F_CODE_EX_ALL] / fl,
-                       (r[CM_F_CODE_HOT_BOUND] > 0 ? r[CM_F_CODE_HOT_BOUND] : 9) / lanes,
-                       (r[CM_F_CODE_EX_VLOAD] + r[CM_F_CODE_EX_BCAST] + r[CM_F_CODE_EX_MEMFMA]) / fl,
-                       r[CM_F_CODE_EX_VSTORE] / fl,
-                       r[CM_F_CODE_EX_STACK] / fl};
-        for (int k = 0; k < 7; k++)
-            r[CM_F_GPU + k] = (float)log2(1e-6 + v[k]);
-    }
-}
 /* --drop-cols (an experiment): columns whose names start with one of these comma-separated
 ** prefixes set to 0 in every loaded program, as if the product did not compute them */
 static const char *drop_cols = "";
@@ -1510,8 +1483,6 @@ int main(int argc, char **argv)
              "--cmp: a second comparator with top_pairs X, its figures as _cmp2_"},
             {"cmp-variants", 0, AT_OPT_BOOL, &cmp_variants, NULL,
              "--cmp: other ways of ranking with the same comparator, their figures too"},
-            {"derived", 0, AT_OPT_INT, &use_derived, "1|2",
-             "an experiment: group 11's dynamic counts per FMA lane (1) or FMA (2) in group 7's columns"},
             {"drop-cols", 0, AT_OPT_STR, &drop_cols, "P,P",
              "an experiment: columns whose names start with one of these set to 0 when loaded"},
             {"dump-scores", 0, AT_OPT_STR, &dump_path, "FILE",
@@ -1527,7 +1498,6 @@ int main(int argc, char **argv)
             at_opt_range("bench_cost_model", "--ensemble", n_ensemble, 1, 16) != 0 ||
             at_opt_range("bench_cost_model", "--monotone", monotone, -1, 1) != 0 ||
             at_opt_range("bench_cost_model", "--cmp-orders", cmp_orders, 1, 2) != 0 ||
-            at_opt_range("bench_cost_model", "--derived", use_derived, 0, 2) != 0 ||
             at_opt_range("bench_cost_model", "--cmp-max-pairs", cmp_max_pairs, 0, 50000000) ||
             at_opt_range("bench_cost_model", "--cmp-max-pairs2", cmp_max_pairs2, 0, 50000000))
             return 2;
@@ -1574,10 +1544,6 @@ int main(int argc, char **argv)
     if (drop_cols[0]) {
         drop_columns(d);
         drop_columns(corp);
-    }
-    if (use_derived) {
-        add_derived(d);
-        add_derived(corp);
     }
     cm_params_default(&p);
     p.n_threads = 1;
