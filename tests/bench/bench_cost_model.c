@@ -1066,27 +1066,39 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static void cache_file(char *out, size_t n, rec_store *st, const char *store_path,
-                       const char *filter_target, const cm_sim_params *sim,
-                       const kn_target *code)
+/* A cached file's key: the store (path, record count), what it holds (two numbers: columns
+** and version), the filter's target; then key_sim's caches and cap. */
+static uint64_t key_of(rec_store *st, const char *store_path, int what, int version,
+                       const char *filter_target)
 {
     int64_t n_rec = -1;
-    int v[2] = {CM_N_FEATS, CM_FEATURE_VERSION};
+    int v[2] = {what, version};
     uint64_t h = 1469598103934665603ull;
     rec_store_count(st, &n_rec, NULL, NULL, NULL);
     h = fnv(h, store_path, strlen(store_path) + 1);
     h = fnv(h, &n_rec, sizeof n_rec);
     h = fnv(h, v, sizeof v);
-    h = fnv(h, filter_target ? filter_target : "", filter_target ? strlen(filter_target) + 1 : 1);
-    if (sim) {
-        h = fnv(h, "sim", 3);
-        h = fnv(h, &sim->l1_bytes, sizeof sim->l1_bytes);
-        h = fnv(h, &sim->l2_bytes, sizeof sim->l2_bytes);
-        h = fnv(h, &sim->l1_ways, sizeof sim->l1_ways);
-        h = fnv(h, &sim->l2_ways, sizeof sim->l2_ways);
-        h = fnv(h, &sim->n_threads, sizeof sim->n_threads);
-        h = fnv(h, &sim->cap, sizeof sim->cap);
-    }
+    return fnv(h, filter_target ? filter_target : "",
+               filter_target ? strlen(filter_target) + 1 : 1);
+}
+
+static uint64_t key_sim(uint64_t h, const cm_sim_params *sim)
+{
+    h = fnv(h, &sim->l1_bytes, sizeof sim->l1_bytes);
+    h = fnv(h, &sim->l2_bytes, sizeof sim->l2_bytes);
+    h = fnv(h, &sim->l1_ways, sizeof sim->l1_ways);
+    h = fnv(h, &sim->l2_ways, sizeof sim->l2_ways);
+    h = fnv(h, &sim->n_threads, sizeof sim->n_threads);
+    return fnv(h, &sim->cap, sizeof sim->cap);
+}
+
+static void cache_file(char *out, size_t n, rec_store *st, const char *store_path,
+                       const char *filter_target, const cm_sim_params *sim,
+                       const kn_target *code)
+{
+    uint64_t h = key_of(st, store_path, CM_N_FEATS, CM_FEATURE_VERSION, filter_target);
+    if (sim)
+        h = key_sim(fnv(h, "sim", 3), sim);
     if (code)
         h = fnv(fnv(h, "code", 4), code->text, strlen(code->text) + 1);
     snprintf(out, n, "%s/data-%016llx.bin", cache_dir, (unsigned long long)h);
@@ -1213,20 +1225,7 @@ static void sim_cols_free(sim_cols *c)
 static void sim_file(char *out, size_t n, rec_store *st, const char *store_path,
                      const char *filter_target, const cm_sim_params *sim)
 {
-    int64_t n_rec = -1;
-    int v[2] = {N_SIM_COLS, SIM_COLS_VERSION};
-    uint64_t h = 1469598103934665603ull;
-    rec_store_count(st, &n_rec, NULL, NULL, NULL);
-    h = fnv(h, store_path, strlen(store_path) + 1);
-    h = fnv(h, &n_rec, sizeof n_rec);
-    h = fnv(h, v, sizeof v);
-    h = fnv(h, filter_target ? filter_target : "", filter_target ? strlen(filter_target) + 1 : 1);
-    h = fnv(h, &sim->l1_bytes, sizeof sim->l1_bytes);
-    h = fnv(h, &sim->l2_bytes, sizeof sim->l2_bytes);
-    h = fnv(h, &sim->l1_ways, sizeof sim->l1_ways);
-    h = fnv(h, &sim->l2_ways, sizeof sim->l2_ways);
-    h = fnv(h, &sim->n_threads, sizeof sim->n_threads);
-    h = fnv(h, &sim->cap, sizeof sim->cap);
+    uint64_t h = key_sim(key_of(st, store_path, N_SIM_COLS, SIM_COLS_VERSION, filter_target), sim);
     snprintf(out, n, "%s/sim-%016llx.bin", cache_dir, (unsigned long long)h);
 }
 
