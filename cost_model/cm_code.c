@@ -80,6 +80,26 @@ static const char *mnemonic(const char *t, char mn[32])
     return t;
 }
 
+/* Is 'op' (an AT&T operand: "%al", "0x2c(%rsp)") the destination of a condition computed in
+** the loop closed by backward branch i: a setcc, or the and, or, xor, not of bytes? Then a
+** "testb $1, op" that closes the loop tests a condition, not LLVM's run-twice flag. */
+static int set_in_loop(const insn *v, int i, const char *op)
+{
+    for (int j = i - 1; j >= 0 && (int64_t)v[j].at >= v[i].target; j--) {
+        char mn[32];
+        const char *ops = mnemonic(v[j].text, mn), *last = strrchr(ops, ',');
+        last = last ? last + 1 : ops;
+        while (*last == ' ' || *last == '\t')
+            last++;
+        if (strcmp(last, op))
+            continue;
+        if (!strncmp(mn, "set", 3) || !strcmp(mn, "andb") || !strcmp(mn, "orb") ||
+            !strcmp(mn, "xorb") || !strcmp(mn, "notb"))
+            return 1;
+    }
+    return 0;
+}
+
 /* The lanes of x86 FMA 'mn' ("vfmadd231ps", AT&T operands 'ops'): the register's width
 ** over the element's ("ps" 32 bits, "pd" 64, "ph" 16); scalar ones ("ss", "sd") 1. */
 static unsigned char x86_lanes(const char *mn, const char *ops)
@@ -249,18 +269,19 @@ static double trip_count(const insn *v, int i)
 {
     /* twice on a flag: "testb $1, FLAG" (a register or its stack slot), then only moves, one
     ** of them "movl $0" (the flag cleared for the next test), then the branch */
-    for (int b = i - 1, zero = 0; b >= 0 && b >= i - 5; b--) {
+    char jmn[32];
+    mnemonic(v[i].text, jmn);
+    for (int b = i - 1; b >= 0 && b >= i - 9 && !strcmp(jmn, "jne"); b--) {
         char mn[32], op[48];
         long long imm;
         mnemonic(v[b].text, mn);
         if (sscanf(v[b].text, " testb $%lli, %47s", &imm, op) == 2) {
-            if (imm == 1 && zero)
+            if (imm == 1 && !strncmp(mn, "test", 4) && !set_in_loop(v, i, op))
                 return 2;
             break;
         }
         if (strncmp(mn, "mov", 3))
             break;
-        zero |= sscanf(v[b].text, " movl $%lli,", &imm) == 1 && imm == 0;
     }
     for (int b = i - 1; b >= 0 && b >= i - 2; b--) {
         long long n, st;
@@ -370,11 +391,11 @@ static void analyse(insn *v, int ni, int a64, size_t bytes, const par_fn *par, i
         for (int j = 0; j < ni && !contains_other; j++)
             contains_other = j != i && is_loop(v, j) && v[j].target >= v[i].target &&
                              v[j].at < v[i].at;
+        raw[R_DEFAULT] += v[i].trip <= 0;
         if (v[i].trip <= 0) /* unread: 8 */
             v[i].trip = 8;
         double trip = v[i].trip;
         raw[R_LOOPS] += 1;
-        raw[R_DEFAULT] += trip == 8;
         for (int j = 0; j < ni; j++)
             if ((int64_t)v[j].at >= v[i].target && v[j].at <= v[i].at) {
                 w[j] *= trip;

@@ -323,6 +323,21 @@ static void test_assembled(void **state)
     assert_true(o[CM_CODE_EX_LANES] == 2 * (16 + 8 + 16) + 10 * (1 + 4));
     assert_true(o[CM_CODE_EX_MEMFMA] == 2 && o[CM_CODE_HOT_FMAS] == 3);
     assert_true(near(o[CM_CODE_HOT_LANE_CYCLES], log2(1e-6 + 1.5 / 40))); /* 3 FMAs: 1.5 cycles */
+    /* the flag in a stack slot, tested with no "movl $0" after it and six moves before the
+    ** branch (LLVM clears it elsewhere): twice; a loop closed on a condition computed in it
+    ** (setl, then testb $1) is not LLVM's flag: unread */
+    assembled("as --64",
+              ".text\nf:\n  movb $1, %al\n"
+              "1:\n  movl %eax, 0x10(%rsp)\n  vfmadd231ps %zmm1, %zmm2, %zmm0\n  xorl %eax, %eax\n"
+              "  testb $1, 0x10(%rsp)\n  movq %rdi, %r8\n  movq %rsi, %r9\n  movl $1, %edx\n"
+              "  movl $0, %ecx\n  movq %r8, %r10\n  movl $1, %ebx\n  jne 1b\n"
+              "2:\n  vfmadd231ps %ymm1, %ymm2, %ymm0\n  cmpq %rsi, %rdi\n  setl %dl\n"
+              "  testb $1, %dl\n  jne 2b\n  ret\n",
+              &x86, o);
+    print_message("x86-64 flags: %.0f loops (%.0f unread), %.0f lanes\n", o[CM_CODE_LOOPS],
+                  o[CM_CODE_DEFAULT_TRIPS], o[CM_CODE_EX_LANES]);
+    assert_true(o[CM_CODE_LOOPS] == 2 && o[CM_CODE_DEFAULT_TRIPS] == 1);
+    assert_true(o[CM_CODE_EX_LANES] == 2 * 16 + 8 * 8); /* the unread loop: 8 trips */
     /* AArch64: 6 times 4 + 2 + 1 lanes */
     assembled("aarch64-linux-gnu-as",
               ".text\nf:\n  mov x8, #0\n"
