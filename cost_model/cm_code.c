@@ -260,9 +260,28 @@ static double trip_count_a64(const insn *v, int i)
     return 0;
 }
 
-/* The trip count of the loop closed by backward branch i: "cmp $N, %r" just before it and
-** "add $s, %r" / "inc %r" in the loop (a counter from 0), or "add $s, %r" before it and
-** "mov $-N, %r" before the loop (a counter from -N up to 0); a loop LLVM runs twice on a
+/* The instruction whose flags branch i tests: the last one before it in its loop that sets
+** them, past the vector arithmetic, loads, stores, prefetches, moves and lea that LLVM
+** schedules between a counter's add and its branch (a matmul's sixteen FMAs); -1: none
+** within 64. */
+static int flags_from(const insn *v, int i)
+{
+    for (int j = i - 1; j >= 0 && j >= i - 64 && (int64_t)v[j].at >= v[i].target; j--) {
+        char mn[32];
+        mnemonic(v[j].text, mn);
+        if ((mn[0] == 'v' && strncmp(mn, "vptest", 6) && strncmp(mn, "vtest", 5) &&
+             strncmp(mn, "vcomis", 6) && strncmp(mn, "vucomis", 7)) ||
+            !strncmp(mn, "prefetch", 8) || !strncmp(mn, "mov", 3) || !strncmp(mn, "lea", 3) ||
+            !strncmp(mn, "nop", 3))
+            continue;
+        return j;
+    }
+    return -1;
+}
+
+/* The trip count of the loop closed by backward branch i: "cmp $N, %r" setting its flags
+** (flags_from) and "add $s, %r" / "inc %r" in the loop (a counter from 0), or "add $s, %r"
+** setting them and "mov $-N, %r" before the loop (a counter from -N up to 0); a loop LLVM runs twice on a
 ** flag ("movb $1, %al" before it, "testb $1, %al; movl $0, %eax" closing it, the flag
 ** maybe in a stack slot and more moves between) 2; else 0 (unread). */
 static double trip_count(const insn *v, int i)
@@ -283,34 +302,39 @@ static double trip_count(const insn *v, int i)
         if (strncmp(mn, "mov", 3))
             break;
     }
-    for (int b = i - 1; b >= 0 && b >= i - 2; b--) {
-        long long n, st;
-        char reg[16], r2[16];
-        if (sscanf(v[b].text, " cmp%*c $%lld, %%%15[a-z0-9]", &n, reg) == 2) {
-            for (int j = b - 1; j >= 0 && (int64_t)v[j].at >= v[i].target; j--) {
-                if (sscanf(v[j].text, " add%*c $%lld, %%%15[a-z0-9]", &st, r2) == 2 &&
-                    !strcmp(r2, reg) && st > 0)
-                    return n / (double)st < 1 ? 1 : n / (double)st;
-                if (sscanf(v[j].text, " inc%*c %%%15[a-z0-9]", r2) == 1 && !strcmp(r2, reg))
-                    return n < 1 ? 1 : (double)n;
-            }
-            break;
+    int b = flags_from(v, i);
+    long long n, st;
+    char reg[16], r2[16];
+    if (b < 0)
+        return 0;
+    if (sscanf(v[b].text, " cmp%*c $%lld, %%%15[a-z0-9]", &n, reg) == 2) {
+        for (int j = b - 1; j >= 0 && (int64_t)v[j].at >= v[i].target; j--) {
+            if (sscanf(v[j].text, " add%*c $%lld, %%%15[a-z0-9]", &st, r2) == 2 &&
+                !strcmp(r2, reg) && st > 0)
+                return n / (double)st < 1 ? 1 : n / (double)st;
+            if (sscanf(v[j].text, " inc%*c %%%15[a-z0-9]", r2) == 1 && !strcmp(r2, reg))
+                return n < 1 ? 1 : (double)n;
         }
+        return 0;
     }
-    if (i > 0) {
-        long long st, n;
-        char reg[16], r2[16];
-        if (sscanf(v[i - 1].text, " add%*c $%lld, %%%15[a-z0-9]", &st, reg) == 2 && st > 0)
-            for (int j = i - 2; j >= 0 && j >= i - 400; j--) {
-                if ((int64_t)v[j].at >= v[i].target)
-                    continue;
-                if (sscanf(v[j].text, " mov%*c $%lld, %%%15[a-z0-9]", &n, r2) == 2 && n < 0 &&
-                    !strcmp(r2, reg))
-                    return -n / (double)st < 1 ? 1 : -n / (double)st;
-                if ((int64_t)v[j].at < v[i].target - 64)
-                    break;
-            }
-    }
+    if (sscanf(v[b].text, " add%*c $%lld, %%%15[a-z0-9]", &st, reg) == 2 && st > 0)
+        for (int j = b - 1; j >= 0 && j >= i - 400; j--) {
+            char mn[32], dst[20];
+            const char *ops, *last;
+            if ((int64_t)v[j].at >= v[i].target)
+                continue;
+            if ((int64_t)v[j].at < v[i].target - 512)
+                break;
+            if (sscanf(v[j].text, " mov%*c $%lld, %%%15[a-z0-9]", &n, r2) == 2 && n < 0 &&
+                !strcmp(r2, reg))
+                return -n / (double)st < 1 ? 1 : -n / (double)st;
+            /* before the loop, another write of the counter: not a count from -N */
+            ops = mnemonic(v[j].text, mn);
+            last = strrchr(ops, ',');
+            snprintf(dst, sizeof dst, "%%%s", reg);
+            if (last && !strcmp(last + 1 + strspn(last + 1, " \t"), dst))
+                break;
+        }
     return 0;
 }
 

@@ -200,13 +200,14 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 10 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
+#define CM_FEATURE_VERSION 11 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
                                  ** 4: group 9, lanes; 5: group 10, the caches simulated;
                                  ** 6: group 11, the machine code read back; 7: its raw
                                  ** counts; 8: its counts per FMA lane; 9: the parallel
                                  ** loops' trip counts from their extents; 10: more of
                                  ** LLVM's run-twice flags read, only unread loops counted
-                                 ** as unread */
+                                 ** as unread; 11: a counter's add read past the vector
+                                 ** work before the branch */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */

@@ -338,6 +338,23 @@ static void test_assembled(void **state)
                   o[CM_CODE_DEFAULT_TRIPS], o[CM_CODE_EX_LANES]);
     assert_true(o[CM_CODE_LOOPS] == 2 && o[CM_CODE_DEFAULT_TRIPS] == 1);
     assert_true(o[CM_CODE_EX_LANES] == 2 * 16 + 8 * 8); /* the unread loop: 8 trips */
+    /* a counter from -4096 by 4 (1,024 trips), its add 2 FMAs before the branch and its
+    ** mov 80 bytes of zeroing before the loop, as LLVM schedules a matmul's */
+    {
+        char src[1024];
+        int o_ = snprintf(src, sizeof src, ".text\nf:\n  movq $-4096, %%rbp\n");
+        for (int k = 0; k < 16; k++)
+            o_ += snprintf(src + o_, sizeof src - (size_t)o_, "  vxorps %%xmm%d, %%xmm%d, %%xmm%d\n",
+                           k, k, k);
+        snprintf(src + o_, sizeof src - (size_t)o_,
+                 "1:\n  vfmadd231ps %%zmm1, %%zmm2, %%zmm0\n  addq $4, %%rbp\n"
+                 "  vfmadd231ps %%zmm3, %%zmm4, %%zmm5\n  prefetcht0 64(%%rdi)\n  jne 1b\n  ret\n");
+        assembled("as --64", src, &x86, o);
+        print_message("x86-64 counter: %.0f loops (%.0f unread), %.0f lanes\n",
+                      o[CM_CODE_LOOPS], o[CM_CODE_DEFAULT_TRIPS], o[CM_CODE_EX_LANES]);
+        assert_true(o[CM_CODE_LOOPS] == 1 && o[CM_CODE_DEFAULT_TRIPS] == 0);
+        assert_true(o[CM_CODE_EX_LANES] == 1024 * 2 * 16);
+    }
     /* AArch64: 6 times 4 + 2 + 1 lanes */
     assembled("aarch64-linux-gnu-as",
               ".text\nf:\n  mov x8, #0\n"
