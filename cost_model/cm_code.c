@@ -80,18 +80,23 @@ static const char *mnemonic(const char *t, char mn[32])
     return t;
 }
 
-/* Is 'op' (an AT&T operand: "%al", "0x2c(%rsp)") the destination of a condition computed in
-** the loop closed by backward branch i: a setcc, or the and, or, xor, not of bytes? Then a
-** "testb $1, op" that closes the loop tests a condition, not LLVM's run-twice flag. */
+/* The destination of an AT&T instruction (its last operand: "%al", "0x2c(%rsp)"); its
+** mnemonic into mn. */
+static const char *dest_operand(const char *t, char mn[32])
+{
+    const char *ops = mnemonic(t, mn), *last = strrchr(ops, ',');
+    last = last ? last + 1 : ops;
+    return last + strspn(last, " \t");
+}
+
+/* Is 'op' the destination of a condition computed in the loop closed by backward branch i:
+** a setcc, or the and, or, xor, not of bytes? Then a "testb $1, op" that closes the loop
+** tests a condition, not LLVM's run-twice flag. */
 static int set_in_loop(const insn *v, int i, const char *op)
 {
     for (int j = i - 1; j >= 0 && (int64_t)v[j].at >= v[i].target; j--) {
         char mn[32];
-        const char *ops = mnemonic(v[j].text, mn), *last = strrchr(ops, ',');
-        last = last ? last + 1 : ops;
-        while (*last == ' ' || *last == '\t')
-            last++;
-        if (strcmp(last, op))
+        if (strcmp(dest_operand(v[j].text, mn), op))
             continue;
         if (!strncmp(mn, "set", 3) || !strcmp(mn, "andb") || !strcmp(mn, "orb") ||
             !strcmp(mn, "xorb") || !strcmp(mn, "notb"))
@@ -281,13 +286,13 @@ static int flags_from(const insn *v, int i)
 
 /* The trip count of the loop closed by backward branch i: "cmp $N, %r" setting its flags
 ** (flags_from) and "add $s, %r" / "inc %r" in the loop (a counter from 0), or "add $s, %r"
-** setting them and "mov $-N, %r" before the loop (a counter from -N up to 0); a loop LLVM runs twice on a
-** flag ("movb $1, %al" before it, "testb $1, %al; movl $0, %eax" closing it, the flag
-** maybe in a stack slot and more moves between) 2; else 0 (unread). */
+** setting them and "mov $-N, %r" before the loop (a counter from -N up to 0); a loop LLVM
+** runs twice on a flag ("movb $1, %al" before it, "testb $1, FLAG; jne" closing it, the
+** flag maybe in a stack slot and up to eight moves between) 2; else 0 (unread). */
 static double trip_count(const insn *v, int i)
 {
-    /* twice on a flag: "testb $1, FLAG" (a register or its stack slot), then only moves, one
-    ** of them "movl $0" (the flag cleared for the next test), then the branch */
+    /* twice on a flag: "testb $1, FLAG" (a register or its stack slot, not a condition the
+    ** loop computes), then only moves, then "jne" */
     char jmn[32];
     mnemonic(v[i].text, jmn);
     for (int b = i - 1; b >= 0 && b >= i - 9 && !strcmp(jmn, "jne"); b--) {
@@ -295,7 +300,7 @@ static double trip_count(const insn *v, int i)
         long long imm;
         mnemonic(v[b].text, mn);
         if (sscanf(v[b].text, " testb $%lli, %47s", &imm, op) == 2) {
-            if (imm == 1 && !strncmp(mn, "test", 4) && !set_in_loop(v, i, op))
+            if (imm == 1 && !set_in_loop(v, i, op))
                 return 2;
             break;
         }
@@ -320,7 +325,6 @@ static double trip_count(const insn *v, int i)
     if (sscanf(v[b].text, " add%*c $%lld, %%%15[a-z0-9]", &st, reg) == 2 && st > 0)
         for (int j = b - 1; j >= 0 && j >= i - 400; j--) {
             char mn[32], dst[20];
-            const char *ops, *last;
             if ((int64_t)v[j].at >= v[i].target)
                 continue;
             if ((int64_t)v[j].at < v[i].target - 512)
@@ -329,10 +333,8 @@ static double trip_count(const insn *v, int i)
                 !strcmp(r2, reg))
                 return -n / (double)st < 1 ? 1 : -n / (double)st;
             /* before the loop, another write of the counter: not a count from -N */
-            ops = mnemonic(v[j].text, mn);
-            last = strrchr(ops, ',');
             snprintf(dst, sizeof dst, "%%%s", reg);
-            if (last && !strcmp(last + 1 + strspn(last + 1, " \t"), dst))
+            if (!strcmp(dest_operand(v[j].text, mn), dst))
                 break;
         }
     return 0;
