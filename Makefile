@@ -152,8 +152,11 @@ bench-search: deps
 # the comparator (cm_cmp), the caches simulated to 3e6 accesses, the machine code read back
 # and the pre-training corpus at 400 programs a workload, in a store of its own
 # (build/rel/bench/corpus400.db, started from corpus.db when that exists, topped up by
-# measuring the first time: about 8 more minutes); about an hour on 2 cores, nearly all
-# of it simulating and building the 6,800 records (docs/cost_model.md, "The comparator").
+# measuring the first time: about 8 more minutes) and the data set measured 4 times in all,
+# the labels each program's fastest (--passes; the 3 more passes kept in
+# build/rel/bench/cost_model_pass2-4.db, about 8 minutes the first time); about an hour on
+# 2 cores, nearly all of it simulating and building the 6,800 records (docs/cost_model.md,
+# "The comparator" and "Labels").
 .PHONY: bench-ranking
 bench-ranking: deps
 	$(Q)$(MAKE) --no-print-directory -j$$(nproc) all build/rel/tests/bench/bench_cost_model
@@ -161,7 +164,7 @@ bench-ranking: deps
 	$(Q)if [ ! -f build/rel/bench/corpus400.db ] && [ -f build/rel/bench/corpus.db ]; then \
 	  sqlite3 build/rel/bench/corpus.db ".backup build/rel/bench/corpus400.db"; fi
 	$(Q)build/rel/tests/bench/bench_cost_model --quality-only --cmp --code --sim \
-	  --sim-cap 3e6 --corpus 400 --corpus-db build/rel/bench/corpus400.db --again-db ""
+	  --sim-cap 3e6 --corpus 400 --corpus-db build/rel/bench/corpus400.db
 
 clean:
 	rm -rf build

@@ -185,6 +185,15 @@ double cm_data_label(const cm_data *d, int i)
     return d->label[i];
 }
 
+at_err cm_data_set_cost(cm_data *d, int i, double cost)
+{
+    if (i < 0 || i >= d->n || failed_cost(d->cost[i]) || failed_cost(cost))
+        return AT_EINVAL;
+    d->cost[i] = cost;
+    d->labels_dirty = 1;
+    return AT_OK;
+}
+
 void cm_data_set_sim(cm_data *d, const cm_sim_params *p)
 {
     d->use_sim = p != NULL;

@@ -499,6 +499,10 @@ int cm_data_task_of(const cm_data *d, int i);
 double cm_data_cost(const cm_data *d, int i);
 double cm_data_label(const cm_data *d, int i);
 const char *cm_data_task_name(const cm_data *d, int task);
+/* A measured program's cost replaced by a faster measurement of the same program (another
+** pass over it, a re-time); its task's labels follow.  AT_EINVAL when i is out of range,
+** program i failed, or 'cost' is not a success's (above 0, below AT_MEASURE_FAIL_COST). */
+at_err cm_data_set_cost(cm_data *d, int i, double cost);
 /* Program i's feature rows (n_rows * CM_N_FEATS floats owned by 'd', valid until it
 ** changes) and their number in *n_rows (0: it did not lower). */
 const float *cm_data_rows(const cm_data *d, int i, int *n_rows);

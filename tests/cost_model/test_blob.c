@@ -542,6 +542,39 @@ static void test_load_with_sim_and_code(void **unused)
             assert_true(rb[CM_F_CODE_DYN_INSNS] > 0 || !(host.is_x86 || host.is_aarch64));
         }
     }
+    /* a faster measurement of one program (another pass, a re-time): its cost and its
+    ** task's labels follow; failures, nonsense costs and bad indexes are refused */
+    {
+        int best = -1, other = -1, failed = -1;
+        double c;
+        for (int i = 0; i < cm_data_count(plain); i++) {
+            int nr;
+            c = cm_data_cost(plain, i);
+            cm_data_rows(plain, i, &nr);
+            if (c >= AT_MEASURE_FAIL_COST)
+                failed = i;
+            else if (nr > 0 && cm_data_label(plain, i) == 1)
+                best = i;
+            else if (nr > 0 && other < 0)
+                other = i;
+        }
+        assert_true(best >= 0 && other >= 0);
+        c = cm_data_cost(plain, best);
+        assert_true(cm_data_label(plain, other) < 1);
+        assert_int_equal(cm_data_set_cost(plain, other, c / 2), AT_OK);
+        assert_true(cm_data_cost(plain, other) == c / 2);
+        assert_true(cm_data_label(plain, other) == 1);
+        assert_true(fabs(cm_data_label(plain, best) - 0.5) < 1e-12);
+        assert_int_equal(cm_data_set_cost(plain, other, 0), AT_EINVAL);
+        assert_int_equal(cm_data_set_cost(plain, other, -1), AT_EINVAL);
+        assert_int_equal(cm_data_set_cost(plain, other, AT_MEASURE_FAIL_COST), AT_EINVAL);
+        assert_int_equal(cm_data_set_cost(plain, other, NAN), AT_EINVAL);
+        assert_int_equal(cm_data_set_cost(plain, -1, c), AT_EINVAL);
+        assert_int_equal(cm_data_set_cost(plain, cm_data_count(plain), c), AT_EINVAL);
+        if (failed >= 0)
+            assert_int_equal(cm_data_set_cost(plain, failed, c), AT_EINVAL);
+        assert_true(cm_data_cost(plain, other) == c / 2);
+    }
     cm_data_free(plain);
     cm_data_free(full);
     rec_store_close(st);
