@@ -61,6 +61,7 @@
 ** The labels are each program's fastest over --passes measurements (default 4: the data set
 ** and 3 more passes over it, each the same way as the data set, kept in <db>_pass2.db and
 ** on); one measurement moves too much between jobs on a shared host (see passes_measure).
+** --corpus-passes N does the same for the corpus (default 1: one measurement).
 ** TASK is matmul1024 (matmul 1024^3) or resnet_conv (N=1, C=K=64, 56x56, 3x3, pad 1).
 **
 ** The held-out figures need measured data: --states N random states of each task (default
@@ -536,21 +537,92 @@ static double rec_cost(const rec_record *r)
 ** far more than between the repeats of one job (the host's speed, another tenant on one of
 ** the two cores, a kernel's pages): the same 200 convolutions measured twice back to back
 ** differ by over 15 % for a third of them and one measurement's 5 fastest of a 20 % subset
-** are another's for 0.88 (docs/cost_model.md, "Labels").  So every successful state of a
-** task is measured --passes times in all (the data set and N-1 stores of their own, kept
+** are another's for 0.88 (docs/cost_model.md, "Labels").  So every successful state of the
+** data set is measured --passes times in all (the data set and N-1 stores of their own, kept
 ** like it: <db>_pass2.db and on; what is missing is measured), and a program's label is its
 ** fastest over the passes, as it is already the fastest of one job's repeats (and as a
-** tuning run keeps the faster of a re-timed best).  The passes of one host only: the
-** states are the same on every host (seeded). */
+** tuning run keeps the faster of a re-timed best); the corpus --corpus-passes times the
+** same way.  The passes of one host only: the states are the same on every host (seeded). */
 #define MAX_PASSES 8
-static int n_passes = 4;
+static int n_passes = 4, n_corpus_passes = 1;
 
 typedef struct {
-    int n;
-    char **state;                /* the task's successful records in the data set, by id */
-    double (*c)[MAX_PASSES];     /* fastest repeat in each pass; 0: failed there */
+    uint64_t h;              /* of the workload key and the state: the lookup key */
+    const char *key, *state; /* owned by the set's strings */
+    const char *dag;         /* the task's DAG text, shared by its records */
+    double c[MAX_PASSES];    /* fastest repeat in each pass; 0: failed there, -1: missing */
+} pass_rec;
+
+typedef struct {
+    int n, cap, n_passes;
+    pass_rec *r; /* the store's successful records in its stable order (a task at a time) */
+    int *by_h;   /* r's indexes by h */
+    char **strs; /* every string the records point to */
+    int n_strs, cap_strs;
 } pass_set;
-static pass_set passes[2];
+static pass_set data_passes, corpus_passes;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t rec_hash(const char *key, const char *state)
+{
+    return fnv(fnv(14695981039346656037ull, key, strlen(key) + 1), state, strlen(state));
+}
+
+static const char *pass_str(pass_set *ps, const char *s)
+{
+    if (ps->n_strs == ps->cap_strs) {
+        ps->cap_strs = ps->cap_strs ? 2 * ps->cap_strs : 1024;
+        if ((ps->strs = realloc(ps->strs, (size_t)ps->cap_strs * sizeof *ps->strs)) == NULL)
+            die("passes", "out of memory");
+    }
+    if ((ps->strs[ps->n_strs] = strdup(s)) == NULL)
+        die("passes", "out of memory");
+    return ps->strs[ps->n_strs++];
+}
+
+static void pass_set_free(pass_set *ps)
+{
+    for (int i = 0; i < ps->n_strs; i++)
+        free(ps->strs[i]);
+    free(ps->strs);
+    free(ps->r);
+    free(ps->by_h);
+    memset(ps, 0, sizeof *ps);
+}
+
+static const pass_set *sort_set; /* for by_h_cmp */
+static int by_h_cmp(const void *a, const void *b)
+{
+    uint64_t x = sort_set->r[*(const int *)a].h, y = sort_set->r[*(const int *)b].h;
+    return x < y ? -1 : x > y;
+}
+
+/* The record of 'key' and 'state' in ps, or NULL. */
+static pass_rec *pass_find(const pass_set *ps, const char *key, const char *state)
+{
+    uint64_t h = rec_hash(key, state);
+    int lo = 0, hi = ps->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (ps->r[ps->by_h[mid]].h < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < ps->n && ps->r[ps->by_h[lo]].h == h; lo++) {
+        pass_rec *p = &ps->r[ps->by_h[lo]];
+        if (strcmp(p->key, key) == 0 && strcmp(p->state, state) == 0)
+            return p;
+    }
+    return NULL;
+}
 
 static void pass_file(char *out, size_t n, const char *db, int k)
 {
@@ -560,119 +632,151 @@ static void pass_file(char *out, size_t n, const char *db, int k)
     snprintf(out, n, "%.*s_pass%d.db", (int)len, db, k + 1);
 }
 
-/* The fastest over the passes of program i of 'ps' from pass 'from' to 'to' (excluded). */
-static double pass_min(const pass_set *ps, int i, int from, int to)
+/* The fastest over passes 'from' to 'to' (excluded) of p. */
+static double pass_min(const pass_rec *p, int from, int to)
 {
     double c = INFINITY;
     for (int k = from; k < to; k++)
-        if (ps->c[i][k] > 0)
-            c = AT_MIN(c, ps->c[i][k]);
+        if (p->c[k] > 0)
+            c = AT_MIN(c, p->c[k]);
     return c;
 }
 
-/* Task t's successful records of 'st' and their time in each pass, measuring what a pass
-** store lacks. */
-static void passes_measure(rec_store *st, const char *db, int t, pass_set *ps)
+/* Pass k's store (this host's records) read into ps. */
+static void pass_read(pass_set *ps, rec_store *st2, const char *file, int k)
 {
-    int cap = 0;
-    rec_filter f = {NULL, NULL, NULL, NULL}, f2 = {NULL, host.text, NULL, NULL};
+    rec_filter f2 = {NULL, host.text, NULL, NULL};
     rec_iter *it;
     const rec_record *r;
-    ss_dag *dag;
-    char err[1024], file[1100];
-    memset(ps, 0, sizeof *ps);
-    if (kn_op_build(tasks[t].spec, &dag, err, sizeof err) != AT_OK)
-        die(tasks[t].spec, err);
-    f.workload_key = f2.workload_key = dag->key;
-    if (rec_iter_open(st, &f, REC_ORDER_ID, &it) != AT_OK)
-        die("records", rec_store_errmsg(st));
+    pass_rec *p;
+    if (rec_iter_open(st2, &f2, REC_ORDER_ID, &it) != AT_OK)
+        die(file, rec_store_errmsg(st2));
     while (rec_iter_next(it, &r) == AT_OK && r)
-        if (r->status == 0 && r->n_costs > 0) {
-            if (ps->n == cap) {
-                cap = cap ? 2 * cap : 256;
-                ps->state = realloc(ps->state, (size_t)cap * sizeof *ps->state);
-                ps->c = realloc(ps->c, (size_t)cap * sizeof *ps->c);
-                if (!ps->state || !ps->c)
-                    die("passes", "out of memory");
-            }
-            if ((ps->state[ps->n] = strdup(r->state)) == NULL)
-                die("passes", "out of memory");
-            for (int k = 0; k < MAX_PASSES; k++)
-                ps->c[ps->n][k] = -1;
-            ps->c[ps->n++][0] = rec_cost(r);
-        }
+        if ((p = pass_find(ps, r->workload_key, r->state)) != NULL && p->c[k] < 0)
+            p->c[k] = r->status == 0 && r->n_costs > 0 ? rec_cost(r) : 0;
     rec_iter_close(it);
-    for (int k = 1; k < n_passes; k++) {
-        rec_store *st2;
-        ss_state **miss = NULL;
-        int n_miss = 0;
-        double t0 = at_time_mono_s();
-        pass_file(file, sizeof file, db, k);
-        if (rec_store_open(file, REC_OPEN_CREATE, &st2, err, sizeof err) != AT_OK)
-            die(file, err);
-        for (int round = 0; round < 2; round++) {
-            if (rec_iter_open(st2, &f2, REC_ORDER_ID, &it) != AT_OK)
-                die(file, rec_store_errmsg(st2));
-            while (rec_iter_next(it, &r) == AT_OK && r)
-                for (int i = 0; i < ps->n; i++)
-                    if (ps->c[i][k] < 0 && strcmp(ps->state[i], r->state) == 0) {
-                        ps->c[i][k] = r->status == 0 && r->n_costs > 0 ? rec_cost(r) : 0;
-                        break;
-                    }
-            rec_iter_close(it);
-            if (round == 1)
-                break;
-            if ((miss = malloc((size_t)(ps->n ? ps->n : 1) * sizeof *miss)) == NULL)
-                die("passes", "out of memory");
-            for (int i = 0; i < ps->n; i++)
-                if (ps->c[i][k] < 0 &&
-                    ss_state_from_json(dag, ps->state[i], strlen(ps->state[i]), &miss[n_miss],
-                                       err, sizeof err) == AT_OK)
-                    n_miss++;
-            if (n_miss) {
-                tn_measure_cfg o;
-                tn_measurer *ms;
-                tn_measure_res *res = malloc((size_t)n_miss * sizeof *res);
-                if (!res)
-                    die("passes", "out of memory");
-                fprintf(stderr, "# measuring %d states of %s again (pass %d of %d) into %s "
-                        "(kept for later runs)\n", n_miss, tasks[t].spec, k + 1, n_passes, file);
-                measure_cfg(&o);
-                o.command_line = "bench_cost_model (a pass of the data set)";
-                o.quiet = 1;
-                if (tn_measurer_open(st2, &o, &ms, err, sizeof err) != AT_OK)
-                    die(file, err);
-                for (int i = 0; i < n_miss; i += 50)
-                    if (tn_measurer_run(ms, dag, (const ss_state *const *)miss + i,
-                                        AT_MIN(50, n_miss - i), res + i, err, sizeof err) != AT_OK)
-                        die(file, err);
-                tn_measurer_close(ms, 0);
-                free(res);
-                fprintf(stderr, "# %s: pass %d measured in %.0f s\n", tasks[t].name, k + 1,
-                        at_time_mono_s() - t0);
-            }
-            for (int i = 0; i < n_miss; i++)
-                ss_state_free(miss[i]);
-            free(miss);
-        }
-        rec_store_close(st2);
+}
+
+/* The states of ps->r[from..to) (one task) missing from pass k, measured into st2. */
+static void pass_measure_task(pass_set *ps, int from, int to, int k, rec_store *st2,
+                              const char *file)
+{
+    ss_dag *dag;
+    ss_state **miss = malloc((size_t)(to - from + 1) * sizeof *miss);
+    int n_miss = 0;
+    char err[1024];
+    if (miss == NULL)
+        die("passes", "out of memory");
+    if (ss_dag_parse(ps->r[from].dag, strlen(ps->r[from].dag), &dag, err, sizeof err) != AT_OK) {
+        free(miss); /* as cm_data_load_store: a task whose DAG does not parse is not loaded */
+        return;
     }
+    for (int i = from; i < to; i++)
+        if (ps->r[i].c[k] < 0 && ss_state_from_json(dag, ps->r[i].state, strlen(ps->r[i].state),
+                                                    &miss[n_miss], err, sizeof err) == AT_OK)
+            n_miss++;
+    if (n_miss) {
+        tn_measure_cfg o;
+        tn_measurer *ms;
+        tn_measure_res *res = malloc((size_t)n_miss * sizeof *res);
+        double t0 = at_time_mono_s();
+        if (!res)
+            die("passes", "out of memory");
+        measure_cfg(&o);
+        o.command_line = "bench_cost_model (a pass over the data set)";
+        o.quiet = 1;
+        if (tn_measurer_open(st2, &o, &ms, err, sizeof err) != AT_OK)
+            die(file, err);
+        for (int i = 0; i < n_miss; i += 50)
+            if (tn_measurer_run(ms, dag, (const ss_state *const *)miss + i,
+                                AT_MIN(50, n_miss - i), res + i, err, sizeof err) != AT_OK)
+                die(file, err);
+        tn_measurer_close(ms, 0);
+        free(res);
+        fprintf(stderr, "# %s (pass %d): %d states of task %.12s measured in %.0f s (kept for "
+                "later runs)\n", file, k + 1, n_miss, ps->r[from].key, at_time_mono_s() - t0);
+    }
+    for (int i = 0; i < n_miss; i++)
+        ss_state_free(miss[i]);
+    free(miss);
     ss_dag_unref(dag);
 }
 
-/* The labels: each measured program of 'd' (loaded from 'st', in its stable order) gets its
-** fastest time over the passes.  The order is checked against the costs loaded. */
-static void passes_apply(rec_store *st, cm_data *d)
+/* The successful records of 'st' matching 'f' and their time in each of 'n' passes, the
+** first the store itself, the others in stores of their own named after 'db'; what a pass
+** lacks is measured, a task at a time. */
+static void passes_measure(rec_store *st, const char *db, const rec_filter *f, int n,
+                           pass_set *ps)
+{
+    rec_iter *it;
+    const rec_record *r;
+    const char *dag = NULL;
+    char file[1100], err[1024];
+    memset(ps, 0, sizeof *ps);
+    ps->n_passes = n;
+    if (rec_iter_open(st, f, REC_ORDER_STABLE, &it) != AT_OK)
+        die("records", rec_store_errmsg(st));
+    while (rec_iter_next(it, &r) == AT_OK && r)
+        if (r->status == 0 && r->n_costs > 0) {
+            pass_rec *p;
+            if (ps->n == ps->cap) {
+                ps->cap = ps->cap ? 2 * ps->cap : 256;
+                if ((ps->r = realloc(ps->r, (size_t)ps->cap * sizeof *ps->r)) == NULL)
+                    die("passes", "out of memory");
+            }
+            if (dag == NULL || strcmp(dag, r->dag) != 0)
+                dag = pass_str(ps, r->dag);
+            p = &ps->r[ps->n++];
+            p->key = pass_str(ps, r->workload_key);
+            p->state = pass_str(ps, r->state);
+            p->dag = dag;
+            p->h = rec_hash(p->key, p->state);
+            for (int k = 0; k < MAX_PASSES; k++)
+                p->c[k] = -1;
+            p->c[0] = rec_cost(r);
+        }
+    rec_iter_close(it);
+    if ((ps->by_h = malloc((size_t)(ps->n + 1) * sizeof *ps->by_h)) == NULL)
+        die("passes", "out of memory");
+    for (int i = 0; i < ps->n; i++)
+        ps->by_h[i] = i;
+    sort_set = ps;
+    qsort(ps->by_h, (size_t)ps->n, sizeof *ps->by_h, by_h_cmp);
+    for (int k = 1; k < n; k++) {
+        rec_store *st2;
+        pass_file(file, sizeof file, db, k);
+        if (rec_store_open(file, REC_OPEN_CREATE, &st2, err, sizeof err) != AT_OK)
+            die(file, err);
+        pass_read(ps, st2, file, k);
+        for (int from = 0, to; from < ps->n; from = to) {
+            int missing = 0;
+            for (to = from; to < ps->n && ps->r[to].dag == ps->r[from].dag; to++)
+                missing += ps->r[to].c[k] < 0;
+            if (missing)
+                pass_measure_task(ps, from, to, k, st2, file);
+        }
+        pass_read(ps, st2, file, k);
+        rec_store_close(st2);
+    }
+}
+
+/* The labels: each measured program of 'd' (loaded from 'st' with 'f', in its stable order)
+** gets its fastest time over ps's passes.  The order is checked against the costs loaded. */
+static void passes_apply(rec_store *st, const rec_filter *f, const pass_set *ps, cm_data *d,
+                         const char *what)
 {
     rec_iter *it;
     const rec_record *r;
     ss_dag *dag = NULL;
     char *dag_text = NULL, err[512];
-    int i = 0, faster = 0, measured = 0;
-    if (rec_iter_open(st, NULL, REC_ORDER_STABLE, &it) != AT_OK)
+    int i = 0, faster = 0, found = 0;
+    if (ps->n_passes < 2)
+        return;
+    if (rec_iter_open(st, f, REC_ORDER_STABLE, &it) != AT_OK)
         die("records", rec_store_errmsg(st));
     while (rec_iter_next(it, &r) == AT_OK && r) {
         ss_state *s = NULL;
+        const pass_rec *p;
         double c = AT_MEASURE_FAIL_COST, best;
         if (dag_text == NULL || strcmp(dag_text, r->dag) != 0) { /* as cm_data_load_store */
             ss_dag_unref(dag);
@@ -692,51 +796,54 @@ static void passes_apply(rec_store *st, cm_data *d)
                 if (r->costs[k] > 0 && r->costs[k] < c)
                     c = r->costs[k];
         if (i >= cm_data_count(d) || fabs(cm_data_cost(d, i) - c) > 1e-9 * c)
-            die("--passes", "the loaded data set is not the store's records in their order "
-                            "(delete build/rel/bench/cache)");
-        for (int t = 0; t < N_TASKS && r->status == 0; t++)
-            for (int j = 0; j < passes[t].n; j++)
-                if (strcmp(passes[t].state[j], r->state) == 0) {
-                    best = pass_min(&passes[t], j, 0, n_passes);
-                    measured++;
-                    if (best < c) {
-                        faster++;
-                        if (cm_data_set_cost(d, i, best) != AT_OK)
-                            die("--passes", "cm_data_set_cost refused a label");
-                    }
-                    t = N_TASKS;
-                    break;
-                }
+            die(what, "the loaded set is not the store's records in their order (delete "
+                      "build/rel/bench/cache)");
+        if (r->status == 0 && (p = pass_find(ps, r->workload_key, r->state)) != NULL) {
+            found++;
+            best = pass_min(p, 0, ps->n_passes);
+            if (best < c) {
+                faster++;
+                if (cm_data_set_cost(d, i, best) != AT_OK)
+                    die(what, "cm_data_set_cost refused a label");
+            }
+        }
         i++;
     }
     rec_iter_close(it);
     ss_dag_unref(dag);
     free(dag_text);
     if (i != cm_data_count(d))
-        die("--passes", "the loaded data set is not the store's records (delete "
-                        "build/rel/bench/cache)");
-    fprintf(stderr, "# labels: each program's fastest of %d measurements (%d programs; %d "
-            "faster in another pass than in the data set's)\n", n_passes, measured, faster);
+        die(what, "the loaded set is not the store's records (delete build/rel/bench/cache)");
+    fprintf(stderr, "# %s's labels: each program's fastest of %d measurements (%d programs; "
+            "%d faster in another pass than in the store's)\n", what, ps->n_passes, found,
+            faster);
 }
 
-/* How the passes agree on the same programs: the data set's against pass 2's, pairwise
+/* How the passes agree on task t's programs: the data set's against pass 2's, pairwise
 ** (costs differing by more than 5 % in the data set) and top-1 / top-5 recall over the noise
 ** ceiling's subsets; that is the ceiling for labels of one measurement.  With 4 passes or
 ** more, also the fastest of the first half against the fastest of the rest: the ceiling
 ** for labels of half the passes (the labels, of all of them, are steadier still). */
 static void bench_remeasured(int t)
 {
-    const pass_set *ps = &passes[t];
+    const pass_set *ps = &data_passes;
     double *a = malloc((size_t)(ps->n + 1) * sizeof *a);
     double *b = malloc((size_t)(ps->n + 1) * sizeof *b);
     double r1, r5;
-    int n2 = 0, ok = 0, pairs = 0;
+    int n2 = 0, ok = 0, pairs = 0, n_task = 0, np = ps->n_passes;
+    ss_dag *dag;
+    char err[512];
     if (!a || !b)
         die("passes", "out of memory");
-    for (int i = 0; i < ps->n && n_passes >= 2; i++)
-        if (ps->c[i][1] > 0) {
-            a[n2] = ps->c[i][0];
-            b[n2++] = ps->c[i][1];
+    if (kn_op_build(tasks[t].spec, &dag, err, sizeof err) != AT_OK)
+        die(tasks[t].spec, err);
+    for (int i = 0; i < ps->n; i++)
+        if (strcmp(ps->r[i].key, dag->key) == 0) {
+            n_task++;
+            if (np >= 2 && ps->r[i].c[1] > 0) {
+                a[n2] = ps->r[i].c[0];
+                b[n2++] = ps->r[i].c[1];
+            }
         }
     if (n2 >= 25) {
         for (int i = 0; i < n2; i++)
@@ -754,22 +861,24 @@ static void bench_remeasured(int t)
             a[i] = b[i] / a[i];
         qsort(a, (size_t)n2, sizeof *a, cmp_double);
         fprintf(stderr, "# %s: %d of %d records measured again; second / first cost: 10th "
-                "percentile %.2f, median %.2f, 90th %.2f\n", tasks[t].name, n2, ps->n,
+                "percentile %.2f, median %.2f, 90th %.2f\n", tasks[t].name, n2, n_task,
                 a[n2 / 10], a[n2 / 2], a[n2 * 9 / 10]);
     }
     n2 = 0;
-    for (int i = 0; i < ps->n && n_passes >= 4; i++) {
-        double x = pass_min(ps, i, 0, n_passes / 2), y = pass_min(ps, i, n_passes / 2, n_passes);
-        if (isfinite(x) && isfinite(y)) {
-            a[n2] = x;
-            b[n2++] = y;
+    for (int i = 0; i < ps->n && np >= 4; i++)
+        if (strcmp(ps->r[i].key, dag->key) == 0) {
+            double x = pass_min(&ps->r[i], 0, np / 2), y = pass_min(&ps->r[i], np / 2, np);
+            if (isfinite(x) && isfinite(y)) {
+                a[n2] = x;
+                b[n2++] = y;
+            }
         }
-    }
     if (n2 >= 25) {
         agreement(a, b, n2, &r1, &r5);
         printf("bench cost_model_%s_top1_recall_half_passes %.2f\n", tasks[t].name, r1);
         printf("bench cost_model_%s_top5_recall_half_passes %.2f\n", tasks[t].name, r5);
     }
+    ss_dag_unref(dag);
     free(a);
     free(b);
 }
@@ -1193,13 +1302,6 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
 static const char *cache_dir = "build/rel/bench/cache";
 #define CACHE_MAGIC "atcm-bench-data-v1"
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ c[i]) * 1099511628211ull;
-    return h;
-}
 
 /* A cached file's key: the store (path, record count), what it holds (two numbers: columns
 ** and version), the filter's target; then key_sim's caches and cap. */
@@ -1584,6 +1686,8 @@ int main(int argc, char **argv)
             {"corpus-db", 0, AT_OPT_STR, &corpus_path, "FILE", "the corpus's store"},
             {"passes", 0, AT_OPT_INT, &n_passes, "N",
              "measurements of the data set, the labels their fastest (4; 1 to 8)"},
+            {"corpus-passes", 0, AT_OPT_INT, &n_corpus_passes, "N",
+             "measurements of the corpus, the labels their fastest (1; 1 to 8)"},
             {"budget-s", 0, AT_OPT_NUM, &budget_s, "S", "seconds of measuring per task (240)"},
             {"pair-weight", 0, AT_OPT_NUM, &pair_weight, "W", "cm_params.pair_weight"},
             {"top-weight", 0, AT_OPT_NUM, &top_weight, "W", "cm_params.top_weight"},
@@ -1634,7 +1738,8 @@ int main(int argc, char **argv)
             at_opt_range("bench_cost_model", "--cmp-orders", cmp_orders, 1, 2) != 0 ||
             at_opt_range("bench_cost_model", "--cmp-max-pairs", cmp_max_pairs, 0, 50000000) ||
             at_opt_range("bench_cost_model", "--cmp-max-pairs2", cmp_max_pairs2, 0, 50000000) ||
-            at_opt_range("bench_cost_model", "--passes", n_passes, 1, MAX_PASSES))
+            at_opt_range("bench_cost_model", "--passes", n_passes, 1, MAX_PASSES) ||
+            at_opt_range("bench_cost_model", "--corpus-passes", n_corpus_passes, 1, MAX_PASSES))
             return 2;
         if (!(cmp_top_pairs >= 0 && cmp_top_pairs <= 1) ||
             !(cmp_top_pairs2 >= 0 && cmp_top_pairs2 <= 1)) {
@@ -1664,18 +1769,22 @@ int main(int argc, char **argv)
     cm_sim_params_init(&sim, &host);
     if (sim_cap > 0)
         sim.cap = sim_cap;
-    for (int t = 0; t < N_TASKS; t++) /* measuring first, before anything else runs */
-        passes_measure(st, path, t, &passes[t]);
+    rec_filter host_filter = {NULL, host.text, NULL, NULL}; /* a corpus: this host's only */
+    /* measuring first, before anything else runs: the data set's passes, the corpus and its */
+    passes_measure(st, path, NULL, n_passes, &data_passes);
+    if (n_corpus > 0) {
+        cst = corpus(corpus_path, n_corpus);
+        passes_measure(cst, corpus_path, &host_filter, n_corpus_passes, &corpus_passes);
+    }
     d = load_set(st, path, NULL, use_sim ? &sim : NULL, use_code ? &host : NULL, &ls);
-    passes_apply(st, d);
+    passes_apply(st, NULL, &data_passes, d, path);
     fprintf(stderr, "# data set %s: %lld records (%lld failed) of %d tasks\n", path,
             (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
     if (n_corpus > 0) {
         /* this host's records only: a store measured on another CPU keeps its records */
-        rec_filter hf = {NULL, host.text, NULL, NULL};
-        cst = corpus(corpus_path, n_corpus);
-        corp = load_set(cst, corpus_path, &hf, use_sim ? &sim : NULL, use_code ? &host : NULL,
-                        &ls);
+        corp = load_set(cst, corpus_path, &host_filter, use_sim ? &sim : NULL,
+                        use_code ? &host : NULL, &ls);
+        passes_apply(cst, &host_filter, &corpus_passes, corp, corpus_path);
         fprintf(stderr, "# corpus %s: %lld records (%lld failed) of %d tasks\n", corpus_path,
                 (long long)ls.n_used, (long long)ls.n_failed, ls.n_tasks);
     }
@@ -1719,12 +1828,8 @@ int main(int argc, char **argv)
     cm_model_free(m);
     cm_data_free(d);
     cm_data_free(corp);
-    for (int t = 0; t < N_TASKS; t++) {
-        for (int i = 0; i < passes[t].n; i++)
-            free(passes[t].state[i]);
-        free(passes[t].state);
-        free(passes[t].c);
-    }
+    pass_set_free(&data_passes);
+    pass_set_free(&corpus_passes);
     if (cst)
         rec_store_close(cst);
     rec_store_close(st);
