@@ -1251,6 +1251,9 @@ at_err tn__tune(const tn_tune_opts *o, tn_tune_task *tasks, int n_tasks, tn_tune
     t_int = 0;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
+    /* any thread may take the signal (the embedded agent's and tracker's among them): its
+    ** blocking calls resume rather than fail with EINTR */
+    sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     /* the loop: keep up to 'depth' rounds in flight */
