@@ -13,7 +13,7 @@
 ** by 78 raw counts: the innermost loops', the dynamic ones, the cycle estimate, per loop
 ** depth, the loops and the code's size, and those of the hot loop (the innermost loop
 ** with the most FMAs); then 8 columns per FMA lane (each FMA's lanes read from its
-** registers and element type).  docs/cost_model.md, "The machine code read back", says what they
+** registers and element type), which cm_code_per_useful_lane makes per useful lane.  docs/cost_model.md, "The machine code read back", says what they
 ** did for ranking (scripts/cm_study/asm.c is the study's version of the same reading). */
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +21,20 @@
 #include <string.h>
 
 #include "cost_model/cost_model.h"
+
+void cm_code_per_useful_lane(double out[CM_CODE_N], double mads)
+{
+    static const int cols[] = {CM_CODE_LANE_CYCLES, CM_CODE_LANE_INSNS, CM_CODE_LANE_LOADS,
+                               CM_CODE_LANE_STORES, CM_CODE_LANE_STACK,
+                               CM_CODE_HOT_LANE_CYCLES};
+    double xl = out[CM_CODE_EX_LANES], idle;
+    if (!(xl > 0 && mads > 0) || xl <= 1.01 * mads)
+        return;
+    idle = log2(fmin(xl / mads, CM_CODE_MAX_IDLE));
+    for (size_t k = 0; k < sizeof cols / sizeof *cols; k++)
+        if (out[cols[k]] != 0)
+            out[cols[k]] += idle;
+}
 
 #ifdef AT_NO_LLVM /* the GPU bundle's build (docs/gpu.md): no disassembler, code not read */
 

@@ -1192,6 +1192,13 @@ at_err cm_features_extract(const kn_ir *ir, cm_feats *f)
         }
         _Static_assert(CM_F_CODE_CYCLES - CM_F_CODE_FMA_SHARE == CM_CODE_CYCLES,
                        "group 11 follows cm_code_run's order");
+        {
+            /* the lane columns per useful lane: the statements' multiply-adds */
+            double mads = 0;
+            for (int r = 0; r < f->n_rows; r++)
+                mads += s->acc_rows[(size_t)r * CM_N_FEATS + CM_F_FLOAT_MAD];
+            cm_code_per_useful_lane(c, mads);
+        }
         for (int k = 0; k < CM_CODE_N; k++)
             r0[CM_F_CODE_FMA_SHARE + k] = c[k];
     }

@@ -175,13 +175,13 @@ at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N],
     X(CODE_HOT_BOUND, "code_hot_bound", 0, "hot loop: cycles an FMA (its bound / FMAs)")    \
     X(CODE_EX_LANES, "code_ex_lanes", 0, "dynamic FMA lanes: each FMA's lanes times trips") \
     X(CODE_FMA_WIDTH, "code_fma_width", 0, "lanes per dynamic FMA (0 without FMAs)")        \
-    X(CODE_LANE_CYCLES, "code_lane_cycles", 0, "log2(the cycle estimate per FMA lane)")     \
-    X(CODE_LANE_INSNS, "code_lane_insns", 0, "log2(dynamic instructions per FMA lane)")    \
-    X(CODE_LANE_LOADS, "code_lane_loads", 0, "log2(dynamic loads per FMA lane)")           \
-    X(CODE_LANE_STORES, "code_lane_stores", 0, "log2(dynamic vector stores per FMA lane)") \
-    X(CODE_LANE_STACK, "code_lane_stack", 0, "log2(dynamic stack accesses per FMA lane)")  \
+    X(CODE_LANE_CYCLES, "code_lane_cycles", 0, "log2(the cycle estimate per useful lane)")     \
+    X(CODE_LANE_INSNS, "code_lane_insns", 0, "log2(dynamic instructions per useful lane)")    \
+    X(CODE_LANE_LOADS, "code_lane_loads", 0, "log2(dynamic loads per useful lane)")           \
+    X(CODE_LANE_STORES, "code_lane_stores", 0, "log2(dynamic vector stores / useful lane)") \
+    X(CODE_LANE_STACK, "code_lane_stack", 0, "log2(dynamic stack accesses / useful lane)")  \
     X(CODE_HOT_LANE_CYCLES, "code_hot_lane_cycles", 0,                                     \
-      "log2(the hot loop's cycle bound per FMA lane)")
+      "log2(the hot loop's cycle bound per useful lane)")
 
 enum {
 #define X(id, name, lg, doc) CM_##id,
@@ -196,18 +196,30 @@ enum {
 at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_N],
                    char *errmsg, size_t errmsg_size);
 
+/* Group 11's six columns per FMA lane (CM_CODE_LANE_CYCLES .. CM_CODE_HOT_LANE_CYCLES, as
+** cm_code_run gives them in 'out') made per *useful* lane (feature version 12): where the
+** FMAs' lanes (CM_CODE_EX_LANES) outnumber the program's multiply-adds 'mads' (its
+** statements' float_mad, summed), the lanes they leave idle count against the program (2 of
+** an xmm's 4 used: each column + 1), by at most CM_CODE_MAX_IDLE times (one of a 512-bit
+** register's 16 float lanes used; beyond that the lanes are a trip count the code hides,
+** not idle lanes).  Columns at 0 (not computed) stay 0; nothing changes where the lanes are
+** no more than the multiply-adds (within 1 %) or either is unknown. */
+#define CM_CODE_MAX_IDLE 16
+void cm_code_per_useful_lane(double out[CM_CODE_N], double mads);
+
 /* ---- features (cm_feature.c) --------------------------------------------------------- */
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 11 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
+#define CM_FEATURE_VERSION 12 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
                                  ** 4: group 9, lanes; 5: group 10, the caches simulated;
                                  ** 6: group 11, the machine code read back; 7: its raw
                                  ** counts; 8: its counts per FMA lane; 9: the parallel
                                  ** loops' trip counts from their extents; 10: more of
                                  ** LLVM's run-twice flags read, only unread loops counted
                                  ** as unread; 11: a counter's add read past the vector
-                                 ** work before the branch */
+                                 ** work before the branch; 12: the lane columns per
+                                 ** useful lane (cm_code_per_useful_lane) */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */

@@ -46,7 +46,10 @@
 **                                                      cm_cmp_rank_known), knownsum (known's
 **                                                      score plus the soft Borda count's)
 ** --dump-scores FILE: each held-out program's cost and scores, a line each; --drop-cols P,P: an
-** experiment, the columns whose names start with one of these set to 0 when loaded.
+** experiment, the columns whose names start with one of these set to 0 when loaded;
+** --task-pct P,P: an experiment, those columns of a program's first row as percentiles among
+** its task's programs; --corpus-same-op: an experiment, each task trained with the corpus
+** workloads of its own operator only.
 **   bench cost_model_TASK_records N records           measured records of the task used
 **   bench cost_model_TASK_top1_recall_noise_ceiling R  top-1 / top-5 agreement of a record's
 **   bench cost_model_TASK_top5_recall_noise_ceiling R  first repeat with its others
@@ -106,21 +109,29 @@ static FILE *dump_f;
 ** prefixes set to 0 in every loaded program, as if the product did not compute them */
 static const char *drop_cols = "";
 
+/* mask[k] = 1 for the columns whose names start with one of the comma-separated prefixes
+** of 'list'; their number */
+static int columns_named(const char *list, unsigned char mask[CM_N_FEATS])
+{
+    int n = 0;
+    for (int k = 0; k < CM_N_FEATS; k++) {
+        const char *name = cm_feature_name(k);
+        mask[k] = 0;
+        for (const char *p = list; *p;) {
+            size_t len = strcspn(p, ",");
+            if (len && !strncmp(name, p, len))
+                mask[k] = 1;
+            p += len + (p[len] == ',');
+        }
+        n += mask[k];
+    }
+    return n;
+}
+
 static void drop_columns(cm_data *d)
 {
     static unsigned char drop[CM_N_FEATS];
-    int n_drop = 0;
-    for (int k = 0; k < CM_N_FEATS; k++) {
-        const char *name = cm_feature_name(k);
-        drop[k] = 0;
-        for (const char *p = drop_cols; *p;) {
-            size_t len = strcspn(p, ",");
-            if (len && !strncmp(name, p, len))
-                drop[k] = 1;
-            p += len + (p[len] == ',');
-        }
-        n_drop += drop[k];
-    }
+    int n_drop = columns_named(drop_cols, drop);
     for (int i = 0; d && i < cm_data_count(d); i++) {
         int nr;
         float *r = (float *)cm_data_rows(d, i, &nr);
@@ -131,6 +142,66 @@ static void drop_columns(cm_data *d)
     }
     if (d)
         fprintf(stderr, "# --drop-cols %s: %d columns set to 0\n", drop_cols, n_drop);
+}
+/* --task-pct (an experiment): columns whose names start with one of these prefixes, on each
+** program's first row, replaced by their percentile among the first rows of the programs of
+** the same task (ties share their mean rank), so that the trees see a program's columns
+** relative to its workload's, not in absolute terms that differ from workload to workload */
+static const char *task_pct = "";
+/* --corpus-same-op (an experiment): each task trained with the corpus workloads of its own
+** operator only (conv2d with conv2d; matmul with matmul, dense and batch_matmul) */
+static int corpus_same_op = 0;
+static void die(const char *what, const char *msg);
+
+typedef struct pct_item {
+    float v;
+    int i;
+} pct_item;
+
+static int pct_cmp(const void *a, const void *b)
+{
+    float x = ((const pct_item *)a)->v, y = ((const pct_item *)b)->v;
+    return (x > y) - (x < y);
+}
+
+static void task_percentiles(cm_data *d)
+{
+    static unsigned char on[CM_N_FEATS];
+    int n_on, n = d ? cm_data_count(d) : 0;
+    pct_item *it;
+    if (d == NULL)
+        return;
+    n_on = columns_named(task_pct, on);
+    it = malloc((size_t)(n > 0 ? n : 1) * sizeof *it);
+    if (it == NULL)
+        die("--task-pct", "out of memory");
+    for (int t = 0; t < cm_data_n_tasks(d); t++)
+        for (int k = 0; k < CM_N_FEATS; k++) {
+            int m = 0;
+            if (!on[k])
+                continue;
+            for (int i = 0; i < n; i++) {
+                int nr;
+                const float *r = cm_data_rows(d, i, &nr);
+                if (cm_data_task_of(d, i) == t && nr > 0)
+                    it[m++] = (pct_item){r[k], i};
+            }
+            qsort(it, (size_t)m, sizeof *it, pct_cmp);
+            for (int a = 0; a < m;) {
+                int b = a;
+                while (b < m && it[b].v == it[a].v)
+                    b++;
+                for (int c = a; c < b; c++) {
+                    int nr;
+                    float *r = (float *)cm_data_rows(d, it[c].i, &nr);
+                    r[k] = m > 1 ? (float)((a + b - 1) * 0.5 / (m - 1)) : 0.5f;
+                }
+                a = b;
+            }
+        }
+    free(it);
+    fprintf(stderr, "# --task-pct %s: %d columns as percentiles within their task\n", task_pct,
+            n_on);
 }
 #define cmp2 (cmp_max_pairs2 > 0 || cmp_top_pairs2 > 0) /* a second comparator */
 
@@ -1120,6 +1191,8 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
     for (int t = 0; t < N_TASKS; t++) {
         cm_data *d;
         int idx[8192], n = 0, oidx[8192], no = 0;
+        static int sidx[16384];
+        int ns = 0;
         double xacc[MAX_SPLITS], xr5[MAX_SPLITS];
         double cacc[MAX_SPLITS], cr1[MAX_SPLITS], cr5[MAX_SPLITS], cs1[MAX_SPLITS];
         double kacc[MAX_SPLITS], kr1[MAX_SPLITS], kr5[MAX_SPLITS];
@@ -1140,6 +1213,36 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
             else
                 oidx[no++] = i;
         ss_dag_unref(dag);
+        if (corpus_same_op && corp) {
+            /* the corpus workloads whose operator is this task's family */
+            int conv = strncmp(tasks[t].spec, "conv2d:", 7) == 0;
+            char keys[64][REC_KEY_LEN + 1];
+            int nk = 0;
+            for (int c = 0; c < tn_corpus_count() && nk < 64; c++) {
+                const char *spec = tn_corpus_spec(c);
+                int cconv = strncmp(spec, "conv2d:", 7) == 0;
+                int cmm = !strncmp(spec, "matmul:", 7) || !strncmp(spec, "dense:", 6) ||
+                          !strncmp(spec, "batch_matmul:", 13);
+                ss_dag *cd;
+                if (!(conv ? cconv : cmm))
+                    continue;
+                if (kn_op_build(spec, &cd, err, sizeof err) != AT_OK)
+                    die(spec, err);
+                memcpy(keys[nk], cd->key, REC_KEY_LEN);
+                keys[nk++][REC_KEY_LEN] = 0;
+                ss_dag_unref(cd);
+            }
+            ns = 0;
+            for (int i = 0; i < cm_data_count(corp) && ns < 16384; i++)
+                for (int k = 0; k < nk; k++)
+                    if (strncmp(cm_data_task_name(corp, cm_data_task_of(corp, i)), keys[k],
+                                REC_KEY_LEN) == 0) {
+                        sidx[ns++] = i;
+                        break;
+                    }
+            fprintf(stderr, "# %s: trained with %d corpus workloads of its operator, %d "
+                            "programs\n", tasks[t].name, nk, ns);
+        }
         if (cm_data_new(&d) != AT_OK || cm_data_append(d, all, idx, n) != AT_OK)
             die("data", "out of memory");
         for (int o = 0; o < CM_N_OBJS; o++) {
@@ -1167,7 +1270,10 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                     xr5[r] = m2t.top5_recall;
                     if (corp) {
                         /* and with the pre-training corpus instead: other workloads */
-                        eval_with(tr, corp, NULL, cm_data_count(corp), te, &p, sc, &m2t);
+                        if (corpus_same_op)
+                            eval_with(tr, corp, sidx, ns, te, &p, sc, &m2t);
+                        else
+                            eval_with(tr, corp, NULL, cm_data_count(corp), te, &p, sc, &m2t);
                         cacc[r] = m2t.pairwise_acc;
                         cr1[r] = m2t.top1_recall;
                         cr5[r] = m2t.top5_recall;
@@ -1723,6 +1829,10 @@ int main(int argc, char **argv)
              "--cmp: other ways of ranking with the same comparator, their figures too"},
             {"drop-cols", 0, AT_OPT_STR, &drop_cols, "P,P",
              "an experiment: columns whose names start with one of these set to 0 when loaded"},
+            {"corpus-same-op", 0, AT_OPT_BOOL, &corpus_same_op, NULL,
+             "an experiment: each task trained with the corpus workloads of its operator only"},
+            {"task-pct", 0, AT_OPT_STR, &task_pct, "P,P",
+             "an experiment: these columns of a program's first row as percentiles in its task"},
             {"dump-scores", 0, AT_OPT_STR, &dump_path, "FILE",
              "each held-out program's measured cost and scores with the corpus, a line each"},
             {"data-cache", 0, AT_OPT_STR, &cache_dir, "DIR",
@@ -1791,6 +1901,10 @@ int main(int argc, char **argv)
     if (drop_cols[0]) {
         drop_columns(d);
         drop_columns(corp);
+    }
+    if (task_pct[0]) {
+        task_percentiles(d);
+        task_percentiles(corp);
     }
     cm_params_default(&p);
     p.n_threads = 1;

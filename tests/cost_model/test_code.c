@@ -235,6 +235,42 @@ static void test_random_states(void **state)
     assert_true(exact >= 3);
 }
 
+/* The lane columns made per useful lane (feature version 12) on columns given by hand: idle
+** lanes add their log2 to each computed column, capped at CM_CODE_MAX_IDLE; no change
+** where every lane is used, within 1 %, or where the counts are unknown. */
+static void test_per_useful_lane(void **state)
+{
+    static const int cols[] = {CM_CODE_LANE_CYCLES, CM_CODE_LANE_INSNS, CM_CODE_LANE_LOADS,
+                               CM_CODE_LANE_STORES, CM_CODE_LANE_STACK,
+                               CM_CODE_HOT_LANE_CYCLES};
+    static const struct {
+        double lanes, mads, add;
+    } cases[] = {{400, 100, 2},  {400, 200, 1},   {400, 400, 0}, {400, 399, 0},
+                 {400, 800, 0},  {1e6, 100, 4},   {1600, 100, 4}, {0, 100, 0},
+                 {400, 0, 0},    {400, -1, 0}};
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        double o[CM_CODE_N];
+        for (int k = 0; k < CM_CODE_N; k++)
+            o[k] = k + 0.5;
+        o[CM_CODE_EX_LANES] = cases[i].lanes;
+        o[CM_CODE_LANE_STACK] = 0; /* not computed: stays 0 */
+        cm_code_per_useful_lane(o, cases[i].mads);
+        for (int k = 0; k < CM_CODE_N; k++) {
+            int lane = 0;
+            double want;
+            for (size_t c = 0; c < sizeof cols / sizeof *cols; c++)
+                lane |= cols[c] == k;
+            want = k == CM_CODE_EX_LANES    ? cases[i].lanes
+                   : k == CM_CODE_LANE_STACK ? 0
+                                             : k + 0.5 + (lane ? cases[i].add : 0);
+            if (!near(o[k], want))
+                fail_msg("lanes %g, multiply-adds %g: column %d is %g, want %g", cases[i].lanes,
+                         cases[i].mads, k, o[k], want);
+        }
+    }
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -375,7 +411,8 @@ int main(void)
         print_message("not x86-64: this machine's own builds are not read here\n");
         const struct CMUnitTest only[] = {cmocka_unit_test(test_aarch64),
                                           cmocka_unit_test(test_assembled),
-                                          cmocka_unit_test(test_errors)};
+                                          cmocka_unit_test(test_errors),
+                                          cmocka_unit_test(test_per_useful_lane)};
         return cmocka_run_group_tests(only, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {
@@ -384,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_aarch64),
         cmocka_unit_test(test_assembled),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_per_useful_lane),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

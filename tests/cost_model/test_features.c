@@ -258,6 +258,7 @@ static void test_machine_code(void **unused)
         assert_int_equal(kn_build(ir, &host, NULL, &a, err, sizeof err), AT_OK);
         assert_int_equal(cm_code_run(a, &host, c, err, sizeof err), AT_OK);
         kn_artifact_free(a);
+        cm_code_per_useful_lane(c, 262144); /* the naive loop's lanes are all used */
         for (int k = 0; k < CM_CODE_N; k++)
             assert_feat(&f, 0, CM_F_CODE_FMA_SHARE + k, c[k]);
         double fmas = exp2(f.rows[CM_F_CODE_DYN_FMAS]) - 1;
@@ -283,6 +284,66 @@ static void test_machine_code(void **unused)
     }
     kn_ir_free(ir);
     ss_state_free(st);
+    ss_dag_unref(dag);
+    cm_feats_fini(&f);
+}
+
+/* Group 11's lane columns per useful lane (feature version 12): random convolutions built
+** for this machine, each first row against cm_code_run's own columns and the statements'
+** multiply-adds; where the FMAs' lanes outnumber them (registers partly used) the columns
+** carry the idle lanes' log2, at most log2(CM_CODE_MAX_IDLE), and nowhere else move. */
+static void test_useful_lanes(void **unused)
+{
+    ss_dag *dag = dag_of("conv2d:N=1,C=8,H=14,W=14,K=6,R=3,S=3,pad=1");
+    ss_space *sp;
+    at_rng rng;
+    char err[512];
+    int n_idle = 0, n_full = 0;
+    cm_feats f;
+    (void)unused;
+    if (!host.is_x86) {
+        ss_dag_unref(dag);
+        skip();
+    }
+    cm_feats_init(&f);
+    f.code = &host;
+    assert_int_equal(ss_space_new(dag, &hw, NULL, &sp, err, sizeof err), AT_OK);
+    at_rng_seed(&rng, 5);
+    for (int i = 0; i < 40 && (n_idle < 2 || n_full < 2); i++) {
+        ss_state *st;
+        kn_ir *ir;
+        kn_artifact *a;
+        double c[CM_CODE_N], mads = 0, want;
+        if (ss_space_sample(sp, &rng, &st) != AT_OK)
+            continue;
+        assert_int_equal(kn_lower(st, &ir, err, sizeof err), AT_OK);
+        assert_int_equal(cm_features_extract(ir, &f), AT_OK);
+        assert_int_equal(kn_build(ir, &host, NULL, &a, err, sizeof err), AT_OK);
+        assert_int_equal(cm_code_run(a, &host, c, err, sizeof err), AT_OK);
+        kn_artifact_free(a);
+        for (int r = 0; r < f.n_rows; r++)
+            mads += exp2(f.rows[(size_t)r * CM_N_FEATS + CM_F_FLOAT_MAD]) - 1;
+        assert_true(fabs(mads / (14 * 14 * 6 * 8 * 9) - 1) < 1e-3); /* the conv's own */
+        want = c[CM_CODE_EX_LANES] > 1.01 * mads
+                   ? log2(fmin(c[CM_CODE_EX_LANES] / mads, CM_CODE_MAX_IDLE))
+                   : 0;
+        n_idle += want > 0;
+        n_full += want == 0 && c[CM_CODE_EX_LANES] > 0;
+        for (int k = CM_CODE_LANE_CYCLES; k <= CM_CODE_HOT_LANE_CYCLES; k++)
+            if (fabs(f.rows[CM_F_CODE_FMA_SHARE + k] - (c[k] + (c[k] != 0 ? want : 0))) > 1e-4)
+                fail_msg("state %d: %s is %g, want %g + %g (lanes %g, multiply-adds %g)", i,
+                         cm_feature_name(CM_F_CODE_FMA_SHARE + k),
+                         f.rows[CM_F_CODE_FMA_SHARE + k], c[k], want, c[CM_CODE_EX_LANES],
+                         mads);
+        for (int k = 0; k < CM_CODE_LANE_CYCLES; k++) /* the other columns as read */
+            assert_feat(&f, 0, CM_F_CODE_FMA_SHARE + k, c[k]);
+        kn_ir_free(ir);
+        ss_state_free(st);
+    }
+    print_message("random convolutions: %d with idle lanes, %d with every lane used\n", n_idle,
+                  n_full);
+    assert_true(n_idle >= 1 && n_full >= 1); /* 6 output channels: some fill 2 of 4 lanes */
+    ss_space_free(sp);
     ss_dag_unref(dag);
     cm_feats_fini(&f);
 }
@@ -829,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_annotated_matmul),
         cmocka_unit_test(test_caches_simulated),
         cmocka_unit_test(test_machine_code),
+        cmocka_unit_test(test_useful_lanes),
         cmocka_unit_test(test_unit_stride_inner),
         cmocka_unit_test(test_guarded_vector_is_serial),
         cmocka_unit_test(test_auto_unroll),
