@@ -13,8 +13,9 @@
 ** by 78 raw counts: the innermost loops', the dynamic ones, the cycle estimate, per loop
 ** depth, the loops and the code's size, and those of the hot loop (the innermost loop
 ** with the most FMAs); then 8 columns per FMA lane (each FMA's lanes read from its
-** registers and element type), which cm_code_per_useful_lane makes per useful lane.  docs/cost_model.md, "The machine code read back", says what they
-** did for ranking (scripts/cm_study/asm.c is the study's version of the same reading). */
+** registers and element type), which cm_code_per_useful_lane makes per useful lane.
+** docs/cost_model.md, "The machine code read back", says what they did for ranking
+** (scripts/cm_study/asm.c is the study's version of the same reading). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

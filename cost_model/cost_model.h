@@ -175,10 +175,10 @@ at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N],
     X(CODE_HOT_BOUND, "code_hot_bound", 0, "hot loop: cycles an FMA (its bound / FMAs)")    \
     X(CODE_EX_LANES, "code_ex_lanes", 0, "dynamic FMA lanes: each FMA's lanes times trips") \
     X(CODE_FMA_WIDTH, "code_fma_width", 0, "lanes per dynamic FMA (0 without FMAs)")        \
-    X(CODE_LANE_CYCLES, "code_lane_cycles", 0, "log2(the cycle estimate per useful lane)")     \
-    X(CODE_LANE_INSNS, "code_lane_insns", 0, "log2(dynamic instructions per useful lane)")    \
-    X(CODE_LANE_LOADS, "code_lane_loads", 0, "log2(dynamic loads per useful lane)")           \
-    X(CODE_LANE_STORES, "code_lane_stores", 0, "log2(dynamic vector stores / useful lane)") \
+    X(CODE_LANE_CYCLES, "code_lane_cycles", 0, "log2(the cycle estimate per useful lane)")  \
+    X(CODE_LANE_INSNS, "code_lane_insns", 0, "log2(dynamic instructions per useful lane)") \
+    X(CODE_LANE_LOADS, "code_lane_loads", 0, "log2(dynamic loads per useful lane)")        \
+    X(CODE_LANE_STORES, "code_lane_stores", 0, "log2(vector stores per useful lane)")       \
     X(CODE_LANE_STACK, "code_lane_stack", 0, "log2(dynamic stack accesses / useful lane)")  \
     X(CODE_HOT_LANE_CYCLES, "code_hot_lane_cycles", 0,                                     \
       "log2(the hot loop's cycle bound per useful lane)")

@@ -662,6 +662,7 @@ static void test_interrupt(void **unused)
             err = slurp(file);
             print_message("the tuner's stderr (its end):\n%s\n",
                           strlen(err) > 3000 ? err + strlen(err) - 3000 : err);
+            at_free(err);
             fail_msg("signal %d: exit %d, want 130 (its stderr is above)", sigs[k], rc);
         }
         n = load(db, &v);
