@@ -9,7 +9,8 @@
 ** where LLVM left them; in a parallel loop's task function, the unread loops around every
 ** read one (the chunks, whose bounds come from counters at run time) take the loop's
 ** extent from the function's name; else 8), become 17 columns of ratios, logs and a cycle estimate
-** (each innermost loop at the bound of its FMAs, loads, stores and issue width), followed
+** (each innermost loop at the bound of its FMAs, loads, stores, issue width and, since
+** feature version 13, its longest chain of FMAs on one accumulator), followed
 ** by 78 raw counts: the innermost loops', the dynamic ones, the cycle estimate, per loop
 ** depth, the loops and the code's size, and those of the hot loop (the innermost loop
 ** with the most FMAs); then 8 columns per FMA lane (each FMA's lanes read from its
@@ -66,6 +67,10 @@ enum { K_ALL, K_FMA, K_VLOAD, K_VSTORE, K_BCAST, K_STACK, K_PREF, K_MEMFMA, K_ZM
 #define CODE_MAX_INSNS (1 << 20)
 /* loop depths counted apart (the last one: that deep or deeper) */
 #define CODE_DEPTHS 5
+/* cycles from an FMA's issue to its result: 4 on Zen 4 and 5, Intel's cores since Skylake and
+** Arm's since the Cortex-A76 (their two FMA pipes make 8 chains the most a loop needs) */
+#define CODE_FMA_LATENCY 4
+#define CODE_N_REGS 32 /* vector registers: x86's mm0-31, AArch64's v0-31 */
 
 typedef struct insn {
     uint64_t at;
@@ -413,6 +418,72 @@ static void par_trips(insn *v, int ni, const par_fn *p)
 
 /* Counts of one section's code ('bytes' long; its parallel loops' task functions par[0..np))
 ** added to raw[R_ALL]. */
+/* The vector register instruction 'in' writes (0 to CODE_N_REGS - 1; x86: its last operand,
+** "%ymm17 {%k1}" 17; AArch64: its first, "v3.4s", "q3", "s3" 3), or -1: none or another. */
+static int dest_reg(const insn *in, int a64)
+{
+    char mn[32];
+    const char *op;
+    long n;
+    if (a64) {
+        op = mnemonic(in->text, mn);
+        if (in->cls[K_VSTORE] || !strncmp(mn, "st", 2) || !strncmp(mn, "fcmp", 4))
+            return -1; /* their first operand is read */
+        while (*op == ' ' || *op == '\t')
+            op++;
+        if (!strchr("vqdshb", op[0]) || !op[0] || op[1] < '0' || op[1] > '9')
+            return -1;
+        op++;
+    } else {
+        op = dest_operand(in->text, mn);
+        if (op[0] != '%' || !strchr("xyz", op[1]) || !op[1] || strncmp(op + 2, "mm", 2))
+            return -1;
+        op += 4;
+    }
+    n = strtol(op, NULL, 10);
+    return n >= 0 && n < CODE_N_REGS ? (int)n : -1;
+}
+
+/* Is FMA 'in' an update of its destination (x86's three forms, AArch64's fmla and fmls all
+** are; AArch64's fmadd d0, d1, d2, d3 only where d0 is d3)? */
+static int fma_accumulates(const insn *in, int a64)
+{
+    char mn[32];
+    const char *ops, *first, *last;
+    if (!a64)
+        return 1;
+    ops = mnemonic(in->text, mn);
+    if (!strcmp(mn, "fmla") || !strcmp(mn, "fmls"))
+        return 1;
+    first = ops + strspn(ops, " \t");
+    last = strrchr(ops, ',');
+    if (!last)
+        return 0;
+    last += 1 + strspn(last + 1, " \t");
+    return strncmp(first, last, strcspn(first, ",")) == 0;
+}
+
+/* The longest chain of dependent FMAs an iteration of the loop v[a0..i] runs: the FMAs
+** that update one register that nothing else in the loop writes (an accumulator carried
+** from iteration to iteration, one FMA waiting for the last), the most on one register. */
+static double fma_chain(const insn *v, int a0, int i, int a64)
+{
+    int n[CODE_N_REGS] = {0}, other[CODE_N_REGS] = {0}, most = 0;
+    for (int j = a0; j <= i; j++) {
+        int r = dest_reg(&v[j], a64);
+        if (r < 0)
+            continue;
+        if (v[j].cls[K_FMA] && fma_accumulates(&v[j], a64))
+            n[r]++;
+        else
+            other[r] = 1;
+    }
+    for (int r = 0; r < CODE_N_REGS; r++)
+        if (!other[r] && n[r] > most)
+            most = n[r];
+    return most;
+}
+
 static void analyse(insn *v, int ni, int a64, size_t bytes, const par_fn *par, int np,
                     int *inner, double *w, double *raw)
 {
@@ -447,8 +518,9 @@ static void analyse(insn *v, int ni, int a64, size_t bytes, const par_fn *par, i
                     inner[j] = 1;
             }
     }
-    /* each innermost loop at the bound of its FMAs (2 a cycle), loads (3), stores (2) and
-    ** instructions (6); the rest at 4 instructions a cycle */
+    /* each innermost loop at the bound of its FMAs (2 a cycle), loads (3), stores (2),
+    ** instructions (6) and its longest accumulator chain (an FMA's latency each); the rest at
+    ** 4 instructions a cycle */
     double cyc = 0;
     for (int i = 0; i < ni; i++) {
         if (!is_loop(v, i))
@@ -480,6 +552,7 @@ static void analyse(insn *v, int ni, int a64, size_t bytes, const par_fn *par, i
             inner[j] = 2; /* counted in a loop's bound */
         }
         double b = fmax(fmax(nf / 2, nl / 3), fmax(ns / 2, na / 6));
+        b = fmax(b, fma_chain(v, a0, i, a64) * CODE_FMA_LATENCY);
         cyc += b * w[i];
         if (nf > hot[0] || (nf == hot[0] && w[i] > hot[7])) { /* the hot loop: most FMAs */
             double h[11] = {nf, nl, ns, na, sk, z, bc, w[i], v[i].trip, nf > 0 ? b / nf : 0, ln};

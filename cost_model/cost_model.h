@@ -211,7 +211,7 @@ void cm_code_per_useful_lane(double out[CM_CODE_N], double mads);
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 12 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
+#define CM_FEATURE_VERSION 13 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
                                  ** 4: group 9, lanes; 5: group 10, the caches simulated;
                                  ** 6: group 11, the machine code read back; 7: its raw
                                  ** counts; 8: its counts per FMA lane; 9: the parallel
@@ -219,7 +219,9 @@ void cm_code_per_useful_lane(double out[CM_CODE_N], double mads);
                                  ** LLVM's run-twice flags read, only unread loops counted
                                  ** as unread; 11: a counter's add read past the vector
                                  ** work before the branch; 12: the lane columns per
-                                 ** useful lane (cm_code_per_useful_lane) */
+                                 ** useful lane (cm_code_per_useful_lane); 13: a
+                                 ** loop's cycles at least its longest chain of
+                                 ** FMAs on one accumulator */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */

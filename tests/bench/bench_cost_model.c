@@ -45,11 +45,14 @@
 **                                                      programs, all or the fastest fifth:
 **                                                      cm_cmp_rank_known), knownsum (known's
 **                                                      score plus the soft Borda count's)
-** --dump-scores FILE: each held-out program's cost and scores, a line each; --drop-cols P,P: an
+** --dump-scores FILE: each held-out program's cost and scores, a line each (--dump-cols P,P:
+** and those columns of each of its rows, '|' before each row); --drop-cols P,P: an
 ** experiment, the columns whose names start with one of these set to 0 when loaded;
 ** --task-pct P,P: an experiment, those columns of a program's first row as percentiles among
 ** its task's programs; --corpus-same-op: an experiment, each task trained with the corpus
-** workloads of its own operator only.
+** workloads of its own operator only; --split-base N: the splits numbered from N instead of 0
+** (other held-out sets and seeds, to confirm a change chosen on the first 21); --exp-threads
+** T: an experiment, the parallel loop's balance over T threads in two of the GPU columns.
 **   bench cost_model_TASK_records N records           measured records of the task used
 **   bench cost_model_TASK_top1_recall_noise_ceiling R  top-1 / top-5 agreement of a record's
 **   bench cost_model_TASK_top5_recall_noise_ceiling R  first repeat with its others
@@ -95,6 +98,7 @@
 #define REPS 5
 #define MAX_SPLITS 64
 static int n_splits = 21; /* --splits: held-out 80/20 splits of each task */
+static int split_base; /* --split-base: the first split's number (0; other splits to confirm on) */
 static int n_ensemble = 1; /* --ensemble: models trained per split, their scores summed */
 static int use_cmp = 0;    /* --cmp: the comparator's figures too (with the corpus) */
 static int cmp_orders = 2; /* --cmp-orders: 2, each pair in both orders (cm_cmp_params) */
@@ -103,7 +107,6 @@ static double cmp_top_pairs2 = 0; /* --cmp-top-pairs2: the second comparator's *
 static int cmp_max_pairs = 0;  /* --cmp-max-pairs: cm_cmp_params.max_pairs (0: its default) */
 static int cmp_max_pairs2 = 0; /* --cmp-max-pairs2: a second comparator with this cap */
 static const char *dump_path = ""; /* --dump-scores: each held-out program's scores, a line each */
-static FILE *dump_f;
 
 /* --drop-cols (an experiment): columns whose names start with one of these comma-separated
 ** prefixes set to 0 in every loaded program, as if the product did not compute them */
@@ -142,6 +145,62 @@ static void drop_columns(cm_data *d)
     }
     if (d)
         fprintf(stderr, "# --drop-cols %s: %d columns set to 0\n", drop_cols, n_drop);
+}
+/* --dump-cols P,P: the named columns of each dumped program's rows, appended to its
+** --dump-scores line, a '|' before each row (their names on stderr) */
+static const char *dump_cols = "";
+static FILE *dump_f;
+static void dump_columns(const cm_data *d, int i)
+{
+    static unsigned char on[CM_N_FEATS];
+    static int named;
+    int nr;
+    const float *r = cm_data_rows(d, i, &nr);
+    if (!named) {
+        columns_named(dump_cols, on);
+        named = 1;
+        fprintf(stderr, "# --dump-scores: task split cost score");
+        for (int k = 0; k < CM_N_FEATS; k++)
+            if (on[k])
+                fprintf(stderr, " %s", cm_feature_name(k));
+        fprintf(stderr, "\n");
+    }
+    for (int j = 0; j < nr; j++) {
+        fprintf(dump_f, " |");
+        for (int k = 0; k < CM_N_FEATS; k++)
+            if (on[k])
+                fprintf(dump_f, " %.6g", r[(size_t)j * CM_N_FEATS + k]);
+    }
+    fprintf(dump_f, "\n");
+}
+/* --exp-threads T (an experiment): the parallel loop's balance over T threads, in the
+** GPU launch's columns (0 on a CPU): gpu_blocks = log2(T * ceil(P / T) / P), the share of
+** the threads' time lost to the last, short round of P parallel iterations, and gpu_threads
+** = min(P, T), the threads the store keeps busy (P: the row's parallel_prod) */
+static int exp_threads;
+static void par_balance(cm_data *d)
+{
+    int kp = -1, kb = -1, kt = -1;
+    for (int k = 0; k < CM_N_FEATS; k++) {
+        if (!strcmp(cm_feature_name(k), "parallel_prod"))
+            kp = k;
+        if (!strcmp(cm_feature_name(k), "gpu_blocks"))
+            kb = k;
+        if (!strcmp(cm_feature_name(k), "gpu_threads"))
+            kt = k;
+    }
+    for (int i = 0; d && i < cm_data_count(d); i++) {
+        int nr;
+        float *r = (float *)cm_data_rows(d, i, &nr);
+        for (int j = 0; j < nr; j++) {
+            float *x = r + (size_t)j * CM_N_FEATS;
+            double pp = round(exp2(x[kp]) - 1), t = exp_threads;
+            if (pp < 1)
+                pp = 1;
+            x[kb] = (float)log2(t * ceil(pp / t) / pp);
+            x[kt] = (float)AT_MIN(pp, t);
+        }
+    }
 }
 /* --task-pct (an experiment): columns whose names start with one of these prefixes, on each
 ** program's first row, replaced by their percentile among the first rows of the programs of
@@ -1252,8 +1311,8 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                 cm_metrics mt;
                 double *sc;
                 p.objective = (cm_objective)o;
-                p.seed = 43 + (uint64_t)r;
-                if (cm_data_split(d, 0.8, 500 + (uint64_t)r, &tr, &te) != AT_OK)
+                p.seed = 43 + (uint64_t)(split_base + r);
+                if (cm_data_split(d, 0.8, 500 + (uint64_t)(split_base + r), &tr, &te) != AT_OK)
                     die("split", "out of memory");
                 sc = malloc((size_t)cm_data_count(te) * sizeof *sc);
                 if (sc == NULL)
@@ -1279,9 +1338,11 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                         cr5[r] = m2t.top5_recall;
                         cs1[r] = m2t.top1_score;
                         if (dump_f && !use_cmp)
-                            for (int i = 0; i < cm_data_count(te); i++)
-                                fprintf(dump_f, "%s %d %.9g %.9g\n", tasks[t].name, r,
+                            for (int i = 0; i < cm_data_count(te); i++) {
+                                fprintf(dump_f, "%s %d %.9g %.9g", tasks[t].name, r,
                                         cm_data_cost(te, i), sc[i]);
+                                dump_columns(te, i);
+                            }
                         if (use_cmp) {
                             double *msc = malloc((size_t)cm_data_count(te) * sizeof *msc);
                             double v5[N_VARIANTS], v1[N_VARIANTS];
@@ -1804,6 +1865,12 @@ int main(int argc, char **argv)
             {"eta", 0, AT_OPT_NUM, &eta, "X", "cm_params.eta"},
             {"partners", 0, AT_OPT_INT, &partners, "N", "cm_params.n_partners"},
             {"splits", 0, AT_OPT_INT, &n_splits, "N", "held-out splits, 1-64 (21)"},
+            {"dump-cols", 0, AT_OPT_STR, &dump_cols, "P,P",
+             "--dump-scores: these columns of each program's rows too"},
+            {"exp-threads", 0, AT_OPT_INT, &exp_threads, "T",
+             "an experiment: the parallel loop's balance over T threads as two columns"},
+            {"split-base", 0, AT_OPT_INT, &split_base, "N",
+             "the first split's number (0): other splits, to confirm a change on"},
             {"ensemble", 0, AT_OPT_INT, &n_ensemble, "K",
              "models per split, seeds apart, their scores summed (1)"},
             {"subsample", 0, AT_OPT_NUM, &subsample, "X", "cm_params.subsample"},
@@ -1843,6 +1910,7 @@ int main(int argc, char **argv)
         if (at_opts_parse("bench_cost_model", opts, (int)AT_ARRAY_LEN(opts), argc, argv, &n_pos,
                           &help) != 0 ||
             at_opt_range("bench_cost_model", "--splits", n_splits, 1, MAX_SPLITS) != 0 ||
+            at_opt_range("bench_cost_model", "--split-base", split_base, 0, 1000000) != 0 ||
             at_opt_range("bench_cost_model", "--ensemble", n_ensemble, 1, 16) != 0 ||
             at_opt_range("bench_cost_model", "--monotone", monotone, -1, 1) != 0 ||
             at_opt_range("bench_cost_model", "--cmp-orders", cmp_orders, 1, 2) != 0 ||
@@ -1905,6 +1973,10 @@ int main(int argc, char **argv)
     if (task_pct[0]) {
         task_percentiles(d);
         task_percentiles(corp);
+    }
+    if (exp_threads > 0) {
+        par_balance(d);
+        par_balance(corp);
     }
     cm_params_default(&p);
     p.n_threads = 1;
