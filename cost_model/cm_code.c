@@ -71,6 +71,9 @@ enum { K_ALL, K_FMA, K_VLOAD, K_VSTORE, K_BCAST, K_STACK, K_PREF, K_MEMFMA, K_ZM
 ** Arm's since the Cortex-A76 (their two FMA pipes make 8 chains the most a loop needs) */
 #define CODE_FMA_LATENCY 4
 #define CODE_N_REGS 32 /* vector registers: x86's mm0-31, AArch64's v0-31 */
+/* instructions out-of-order execution keeps in flight (Zen 4's reorder buffer holds 320,
+** Skylake's 224): chains that many instructions apart run side by side */
+#define CODE_WINDOW 256
 
 typedef struct insn {
     uint64_t at;
@@ -463,24 +466,39 @@ static int fma_accumulates(const insn *in, int a64)
     return strncmp(first, last, strcspn(first, ",")) == 0;
 }
 
-/* The longest chain of dependent FMAs an iteration of the loop v[a0..i] runs: the FMAs
-** that update one register that nothing else in the loop writes (an accumulator carried
-** from iteration to iteration, one FMA waiting for the last), the most on one register. */
-static double fma_chain(const insn *v, int a0, int i, int a64)
+/* The cycles an iteration of the loop v[a0..i] (na instructions, 'trip' iterations) waits on
+** its chains of dependent FMAs, at CODE_FMA_LATENCY cycles an FMA. A register that only FMAs
+** write in the loop is an accumulator carried across its iterations: one chain of all its
+** FMAs of all the iterations; one that something else writes (loaded or zeroed) starts
+** again each time: its longest run of FMAs. Chains fewer than CODE_WINDOW instructions
+** long run that many side by side (a run's chain beside the next iteration's, a loop's
+** beside the next run of the loop), so a chain counts CODE_WINDOW / its instructions times
+** less; the longest register's chain is the bound. */
+static double fma_chain(const insn *v, int a0, int i, int a64, double na, double trip)
 {
-    int n[CODE_N_REGS] = {0}, other[CODE_N_REGS] = {0}, most = 0;
+    int n[CODE_N_REGS] = {0}, run[CODE_N_REGS] = {0}, longest[CODE_N_REGS] = {0};
+    unsigned char other[CODE_N_REGS] = {0};
+    double most = 0;
     for (int j = a0; j <= i; j++) {
         int r = dest_reg(&v[j], a64);
         if (r < 0)
             continue;
-        if (v[j].cls[K_FMA] && fma_accumulates(&v[j], a64))
+        if (v[j].cls[K_FMA] && fma_accumulates(&v[j], a64)) {
             n[r]++;
-        else
+            if (++run[r] > longest[r])
+                longest[r] = run[r];
+        } else {
             other[r] = 1;
+            run[r] = 0;
+        }
     }
-    for (int r = 0; r < CODE_N_REGS; r++)
-        if (!other[r] && n[r] > most)
-            most = n[r];
+    for (int r = 0; r < CODE_N_REGS; r++) {
+        double fmas = other[r] ? longest[r] : n[r] * trip, insns = other[r] ? na : na * trip;
+        double c = fmas * CODE_FMA_LATENCY / fmax(1, CODE_WINDOW / fmax(insns, 1));
+        if (!other[r])
+            c /= trip; /* an iteration's share */
+        most = fmax(most, c);
+    }
     return most;
 }
 
@@ -519,8 +537,8 @@ static void analyse(insn *v, int ni, int a64, size_t bytes, const par_fn *par, i
             }
     }
     /* each innermost loop at the bound of its FMAs (2 a cycle), loads (3), stores (2),
-    ** instructions (6) and its longest accumulator chain (an FMA's latency each); the rest at
-    ** 4 instructions a cycle */
+    ** instructions (6) and its longest accumulator chain (fma_chain); the rest at 4
+    ** instructions a cycle */
     double cyc = 0;
     for (int i = 0; i < ni; i++) {
         if (!is_loop(v, i))
@@ -552,7 +570,7 @@ static void analyse(insn *v, int ni, int a64, size_t bytes, const par_fn *par, i
             inner[j] = 2; /* counted in a loop's bound */
         }
         double b = fmax(fmax(nf / 2, nl / 3), fmax(ns / 2, na / 6));
-        b = fmax(b, fma_chain(v, a0, i, a64) * CODE_FMA_LATENCY);
+        b = fmax(b, fma_chain(v, a0, i, a64, na, fmax(v[i].trip, 1)));
         cyc += b * w[i];
         if (nf > hot[0] || (nf == hot[0] && w[i] > hot[7])) { /* the hot loop: most FMAs */
             double h[11] = {nf, nl, ns, na, sk, z, bc, w[i], v[i].trip, nf > 0 ? b / nf : 0, ln};

@@ -211,7 +211,7 @@ void cm_code_per_useful_lane(double out[CM_CODE_N], double mads);
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 13 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
+#define CM_FEATURE_VERSION 14 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
                                  ** 4: group 9, lanes; 5: group 10, the caches simulated;
                                  ** 6: group 11, the machine code read back; 7: its raw
                                  ** counts; 8: its counts per FMA lane; 9: the parallel
@@ -221,7 +221,8 @@ void cm_code_per_useful_lane(double out[CM_CODE_N], double mads);
                                  ** work before the branch; 12: the lane columns per
                                  ** useful lane (cm_code_per_useful_lane); 13: a
                                  ** loop's cycles at least its longest chain of
-                                 ** FMAs on one accumulator */
+                                 ** FMAs on one accumulator; 14: chains short
+                                 ** enough to run side by side count less */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */
