@@ -10,7 +10,7 @@
 ** read one (the chunks, whose bounds come from counters at run time) take the loop's
 ** extent from the function's name; else 8), become 17 columns of ratios, logs and a cycle estimate
 ** (each innermost loop at the bound of its FMAs, loads, stores, issue width and, since
-** feature version 13, its longest chain of FMAs on one accumulator), followed
+** feature version 14, its chains of FMAs on one accumulator: fma_chain), followed
 ** by 78 raw counts: the innermost loops', the dynamic ones, the cycle estimate, per loop
 ** depth, the loops and the code's size, and those of the hot loop (the innermost loop
 ** with the most FMAs); then 8 columns per FMA lane (each FMA's lanes read from its
@@ -419,8 +419,6 @@ static void par_trips(insn *v, int ni, const par_fn *p)
         v[around[k]].trip = t < 1 ? 1 : t;
 }
 
-/* Counts of one section's code ('bytes' long; its parallel loops' task functions par[0..np))
-** added to raw[R_ALL]. */
 /* The vector register instruction 'in' writes (0 to CODE_N_REGS - 1; x86: its last operand,
 ** "%ymm17 {%k1}" 17; AArch64: its first, "v3.4s", "q3", "s3" 3), or -1: none or another. */
 static int dest_reg(const insn *in, int a64)
@@ -502,6 +500,8 @@ static double fma_chain(const insn *v, int a0, int i, int a64, double na, double
     return most;
 }
 
+/* Counts of one section's code ('bytes' long; its parallel loops' task functions par[0..np))
+** added to raw[R_ALL]. */
 static void analyse(insn *v, int ni, int a64, size_t bytes, const par_fn *par, int np,
                     int *inner, double *w, double *raw)
 {
