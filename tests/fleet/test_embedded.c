@@ -16,6 +16,20 @@
 #include "tracker/tracker.h"
 #include "tuner/tuner.h"
 
+/* The embedded fleet (a tracker and an agent in this process), its error message printed
+** when it does not open, so that a failure says why. */
+static tn_fleet *open_embedded(rec_store *st)
+{
+    char err[512] = "";
+    tn_fleet *f = NULL;
+    at_err e = tn_fleet_open(&(tn_fleet_cfg){.store = st, .embedded_threads = 2}, &f, err,
+                             sizeof err);
+    if (e != AT_OK)
+        print_error("tn_fleet_open (embedded): %s: %s\n", at_errname(e), err);
+    assert_int_equal(e, AT_OK);
+    return f;
+}
+
 typedef struct tally {
     int n, ok;
     int status[8];
@@ -68,9 +82,7 @@ static void test_embedded_measures_random_schedules(void **unused)
     assert_int_equal(rec_store_open(db, REC_OPEN_CREATE, &st, err, sizeof err), AT_OK);
     assert_int_equal(rec_run_begin(st, "test_embedded", TN_VERSION, &run, uuid), AT_OK);
     assert_int_equal(kn_target_host(&target), AT_OK);
-    assert_int_equal(
-        tn_fleet_open(&(tn_fleet_cfg){.store = st, .embedded_threads = 2}, &f, err, sizeof err),
-        AT_OK);
+    f = open_embedded(st);
     assert_non_null(tn_fleet_embedded_url(f));
     at_rng_seed(&rng, 2024);
     for (int o = 0; o < 2; o++) {
@@ -188,9 +200,7 @@ static void test_embedded_runs_layout_rewritten_kernels(void **unused)
     assert_int_equal(rec_store_open(db, REC_OPEN_CREATE, &st, err, sizeof err), AT_OK);
     assert_int_equal(rec_run_begin(st, "test_embedded", TN_VERSION, &run, uuid), AT_OK);
     assert_int_equal(kn_target_host(&target), AT_OK);
-    assert_int_equal(
-        tn_fleet_open(&(tn_fleet_cfg){.store = st, .embedded_threads = 2}, &f, err, sizeof err),
-        AT_OK);
+    f = open_embedded(st);
     assert_int_equal(kn_op_build(spec, &dag, err, sizeof err), AT_OK);
     at_buf_init(&text);
     ss_dag_print(dag, &text);
