@@ -311,6 +311,20 @@ void agt_launcher_close(agt_launcher *l)
     at_free(l);
 }
 
+int agt_launcher_idle(agt_launcher *l)
+{
+    uint8_t junk[256];
+    struct pollfd p;
+    if (l == NULL || l->pid <= 0) return 0;
+    while (recv(l->ev_fd, junk, sizeof junk, MSG_DONTWAIT | MSG_TRUNC) > 0)
+        ; /* events of a child whose agent is gone */
+    p.fd = l->ctl_fd; /* readable: a report nobody read, or the launcher's EOF */
+    p.events = POLLIN;
+    p.revents = 0;
+    if (poll(&p, 1, 0) != 0) return 0;
+    return kill(l->pid, 0) == 0;
+}
+
 const agt_caps *agt_launcher_caps(const agt_launcher *l)
 {
     return &l->caps;

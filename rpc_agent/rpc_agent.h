@@ -55,6 +55,10 @@ const agt_caps *agt_launcher_caps(const agt_launcher *l);
 /* The launcher's process id: kernels run in its children, which inherit its CPU
 ** affinity (the tuner's overlap mode pins it to the kernels' cores). */
 pid_t agt_launcher_pid(const agt_launcher *l);
+/* Whether the launcher is alive with no report or child event pending, so that another
+** agent can take it over once its agent is closed (agt_close waits for every child it
+** started).  Drops stale child events.  1 or 0; 0 for NULL. */
+int agt_launcher_idle(agt_launcher *l);
 
 typedef struct agt_config {
     const char *tracker_url; /* "tcp://host:9190", "host:9190" or "inproc://name" */

@@ -8,6 +8,7 @@
 ** the tracker sends the result again, or (after a tracker restart) the job is measured
 ** again.  The store keeps one row per job id, so a result that arrives twice is stored once. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,14 +59,36 @@ struct tn_fleet {
     tn_fleet_stats stats;
 };
 
+/* The launcher forked before any thread, with its CPU affinity then.  An embedded fleet
+** takes it; tn_fleet_close gives it back when it is idle (its affinity restored, since
+** the tuner's overlap mode pins it), so that a process opening fleets one after another
+** never forks a launcher from a threaded process: with a sanitizer runtime that fork can
+** leave the child stuck on a lock another thread held. */
 static agt_launcher *prepared_launcher;
+static cpu_set_t prepared_affinity;
+static int prepared_has_affinity;
 
 void tn_fleet_prepare(void)
 {
     char err[256];
     if (prepared_launcher == NULL &&
-        agt_launcher_open(&prepared_launcher, err, sizeof err) != AT_OK)
+        agt_launcher_open(&prepared_launcher, err, sizeof err) != AT_OK) {
         at_log_warn("tuner: cannot start the agent launcher: %s", err);
+        return;
+    }
+    prepared_has_affinity = sched_getaffinity(agt_launcher_pid(prepared_launcher),
+                                              sizeof prepared_affinity, &prepared_affinity) == 0;
+}
+
+static void launcher_give_back(agt_launcher *l)
+{
+    if (l != NULL && prepared_launcher == NULL && prepared_has_affinity &&
+        agt_launcher_idle(l) &&
+        sched_setaffinity(agt_launcher_pid(l), sizeof prepared_affinity, &prepared_affinity) == 0) {
+        prepared_launcher = l;
+        return;
+    }
+    agt_launcher_close(l);
 }
 
 /* ---- the job index ---------------------------------------------------------------------- */
@@ -293,7 +316,7 @@ void tn_fleet_close(tn_fleet *f)
         pthread_join(f->agt_thread, NULL);
         agt_close(f->agt);
     }
-    agt_launcher_close(f->launcher);
+    launcher_give_back(f->launcher); /* the agent, which borrowed it, is closed */
     if (f->trk) {
         trk_stop(f->trk);
         pthread_join(f->trk_thread, NULL);

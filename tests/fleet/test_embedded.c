@@ -17,9 +17,13 @@
 #include "tuner/tuner.h"
 
 /* The embedded fleet (a tracker and an agent in this process), its error message printed
-** when it does not open, so that a failure says why. */
+** when it does not open, so that a failure says why.  Every fleet of this process runs its
+** kernels through the one launcher that main prepared before any thread: a closed fleet
+** gives it back, and a launcher forked later, from a threaded process, can hang under the
+** sanitizers (a clean clone's make test saw "the launcher did not start"). */
 static tn_fleet *open_embedded(rec_store *st)
 {
+    static pid_t launcher;
     char err[512] = "";
     tn_fleet *f = NULL;
     at_err e = tn_fleet_open(&(tn_fleet_cfg){.store = st, .embedded_threads = 2}, &f, err,
@@ -27,6 +31,9 @@ static tn_fleet *open_embedded(rec_store *st)
     if (e != AT_OK)
         print_error("tn_fleet_open (embedded): %s: %s\n", at_errname(e), err);
     assert_int_equal(e, AT_OK);
+    assert_true(tn_fleet_kernel_pid(f) > 0);
+    if (launcher == 0) launcher = tn_fleet_kernel_pid(f);
+    assert_int_equal(tn_fleet_kernel_pid(f), launcher);
     return f;
 }
 
