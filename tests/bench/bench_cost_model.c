@@ -178,17 +178,21 @@ static void dump_columns(const cm_data *d, int i)
 ** the threads' time lost to the last, short round of P parallel iterations, and gpu_threads
 ** = min(P, T), the threads the store keeps busy (P: the row's parallel_prod) */
 static int exp_threads;
+static void die(const char *what, const char *msg);
+
+/* The index of the feature column so named (the experiments' columns). */
+static int column_of(const char *name)
+{
+    for (int k = 0; k < CM_N_FEATS; k++)
+        if (!strcmp(cm_feature_name(k), name))
+            return k;
+    die(name, "no such feature column");
+    return -1;
+}
+
 static void par_balance(cm_data *d)
 {
-    int kp = -1, kb = -1, kt = -1;
-    for (int k = 0; k < CM_N_FEATS; k++) {
-        if (!strcmp(cm_feature_name(k), "parallel_prod"))
-            kp = k;
-        if (!strcmp(cm_feature_name(k), "gpu_blocks"))
-            kb = k;
-        if (!strcmp(cm_feature_name(k), "gpu_threads"))
-            kt = k;
-    }
+    int kp = column_of("parallel_prod"), kb = column_of("gpu_blocks"), kt = column_of("gpu_threads");
     for (int i = 0; d && i < cm_data_count(d); i++) {
         int nr;
         float *r = (float *)cm_data_rows(d, i, &nr);
@@ -202,6 +206,25 @@ static void par_balance(cm_data *d)
         }
     }
 }
+/* --exp-roof B (an experiment): on a program's first row, the code's cycles per useful lane
+** plus the time its L1 misses take to come in at B bytes a cycle (sim_l1_per lines of 64
+** bytes a multiply-add): log2(2^code_lane_cycles + 64 sim_l1_per / B), in the GPU column
+** gpu_local_bytes (0 on a CPU); with --exp-roof-in-place in code_lane_cycles instead */
+static double exp_roof;
+static int exp_roof_in_place;
+static void roof_column(cm_data *d)
+{
+    int kc = column_of("code_lane_cycles"), kl = column_of("sim_l1_per");
+    int kg = column_of("gpu_local_bytes");
+    for (int i = 0; d && i < cm_data_count(d); i++) {
+        int nr;
+        float *x = (float *)cm_data_rows(d, i, &nr);
+        double b = exp_roof;
+        if (nr < 1 || x[kc] == 0)
+            continue; /* no code read back */
+        x[exp_roof_in_place ? kc : kg] = (float)log2(exp2(x[kc]) + 64.0 * x[kl] / b);
+    }
+}
 /* --task-pct (an experiment): columns whose names start with one of these prefixes, on each
 ** program's first row, replaced by their percentile among the first rows of the programs of
 ** the same task (ties share their mean rank), so that the trees see a program's columns
@@ -210,7 +233,6 @@ static const char *task_pct = "";
 /* --corpus-same-op (an experiment): each task trained with the corpus workloads of its own
 ** operator only (conv2d with conv2d; matmul with matmul, dense and batch_matmul) */
 static int corpus_same_op = 0;
-static void die(const char *what, const char *msg);
 
 typedef struct pct_item {
     float v;
@@ -1867,6 +1889,10 @@ int main(int argc, char **argv)
             {"splits", 0, AT_OPT_INT, &n_splits, "N", "held-out splits, 1-64 (21)"},
             {"dump-cols", 0, AT_OPT_STR, &dump_cols, "P,P",
              "--dump-scores: these columns of each program's rows too"},
+            {"exp-roof", 0, AT_OPT_NUM, &exp_roof, "B",
+             "an experiment: code_lane_cycles plus the L1 misses' time at B bytes a cycle, as a column"},
+            {"exp-roof-in-place", 0, AT_OPT_BOOL, &exp_roof_in_place, NULL,
+             "--exp-roof: in code_lane_cycles instead"},
             {"exp-threads", 0, AT_OPT_INT, &exp_threads, "T",
              "an experiment: the parallel loop's balance over T threads as two columns"},
             {"split-base", 0, AT_OPT_INT, &split_base, "N",
@@ -1977,6 +2003,10 @@ int main(int argc, char **argv)
     if (exp_threads > 0) {
         par_balance(d);
         par_balance(corp);
+    }
+    if (exp_roof != 0) {
+        roof_column(d);
+        roof_column(corp);
     }
     cm_params_default(&p);
     p.n_threads = 1;
