@@ -171,7 +171,13 @@ struct trk_sess {
 /* A request waiting for its reply.  inproc:// (nng): a rep0 context of the pool and the
 ** one request it holds.  TCP (trk_tcp.c): made for one request, freed when its reply is
 ** queued; it remembers the connection and the request's backtrace. */
-enum { TRK_CTX_RECV, TRK_CTX_HELD, TRK_CTX_SEND, TRK_CTX_DONE };
+enum {
+    TRK_CTX_RECV,
+    TRK_CTX_HELD,
+    TRK_CTX_SEND,
+    TRK_CTX_DONE,
+    TRK_CTX_CLOSED /* trk_close stopped it; a reply to it (a parked poll) is dropped */
+};
 #define TRK_TCP_PIPE 0x80000000u /* pipe ids of TCP connections; nng's never have it */
 
 struct trk_ctx {

@@ -140,6 +140,8 @@ void trk__reply_raw(trk_tracker *t, trk_ctx *ctx, const void *p, size_t n)
         trk__tcp_reply(t, ctx, p, n);
         return;
     }
+    if (ctx->state == TRK_CTX_CLOSED) /* the tracker is closing: nobody reads it */
+        return;
     if (nng_msg_alloc(&m, 0) != 0 || nng_msg_append(m, p, n) != 0) {
         at_log_error("tracker: out of memory for a reply");
         return;
@@ -412,9 +414,9 @@ void trk_close(trk_tracker *t)
     for (int i = 0; i < t->n_ctxs; i++) {
         nng_aio_stop(t->ctxs[i]->aio); /* its callback freed what it held */
         nng_aio_free(t->ctxs[i]->aio);
-        at_free(t->ctxs[i]);
+        t->ctxs[i]->aio = NULL;
+        t->ctxs[i]->state = TRK_CTX_CLOSED; /* freed below, after the state that may hold it */
     }
-    at_free(t->ctxs);
     pthread_mutex_lock(&t->mu);
     ev = t->ev_head;
     t->ev_head = t->ev_tail = NULL;
@@ -425,7 +427,10 @@ void trk_close(trk_tracker *t)
         event_free(ev);
         ev = next;
     }
-    trk__free_state(t);
+    trk__free_state(t); /* answers parked polls: dropped on the closed contexts */
+    for (int i = 0; i < t->n_ctxs; i++)
+        at_free(t->ctxs[i]);
+    at_free(t->ctxs);
     trk__map_fini(&t->sessions);
     trk__map_fini(&t->clients);
     trk__map_fini(&t->jobs);

@@ -657,6 +657,52 @@ static void test_rotation_and_http_status(void **unused)
     trk_close(t2);
 }
 
+/* An agent's poll that the tracker holds (nothing queued) while the tracker closes: its
+** context is answered by the closing tracker, which must not touch what it already freed
+** (a clean clone's make test saw ASan's heap-use-after-free in trk_close: the embedded
+** fleet's tracker, inproc://, closed with its agent's poll parked). */
+typedef struct parked_arg {
+    at_wire_client *c;
+    at_err e;
+} parked_arg;
+
+static void *parked_poll(void *p)
+{
+    parked_arg *a = p;
+    a->e = agent_poll(a->c, 1, NULL, 0, 0, NULL, NULL, NULL, NULL, 1500);
+    return NULL;
+}
+
+static void test_close_with_a_parked_agent_poll(void **unused)
+{
+    trk_tracker *t2;
+    pthread_t th, pt;
+    char err[256], saved[64];
+    parked_arg a;
+    (void)unused;
+    assert_int_equal(trk_open(&(trk_config){.listen_url = "inproc://test-tracker-parked",
+                                            .keys = &key,
+                                            .n_keys = 1,
+                                            .hold_ms = 5000},
+                              &t2, err, sizeof err),
+                     AT_OK);
+    assert_int_equal(pthread_create(&th, NULL, run_tracker, t2), 0);
+    snprintf(saved, sizeof saved, "%s", url);
+    snprintf(url, sizeof url, "inproc://test-tracker-parked");
+    a.c = connect_as(AT_WIRE_ROLE_AGENT, "ag-parked", &key);
+    snprintf(url, sizeof url, "%s", saved);
+    agent_register(a.c, "parked");
+    a.e = AT_OK;
+    assert_int_equal(pthread_create(&pt, NULL, parked_poll, &a), 0);
+    usleep(300 * 1000); /* the poll is held by now: nothing is queued for 5 s */
+    trk_stop(t2);
+    pthread_join(th, NULL);
+    trk_close(t2); /* answers the parked poll: with ASan, a use-after-free fails here */
+    pthread_join(pt, NULL);
+    assert_int_not_equal(a.e, AT_OK); /* no work came: the tracker went away */
+    at_wire_client_close(a.c);
+}
+
 static int setup(void **state)
 {
     char err[256];
@@ -703,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_replayed_frames_are_refused),
         cmocka_unit_test(test_oversized_and_random_bytes_are_refused),
         cmocka_unit_test(test_rotation_and_http_status),
+        cmocka_unit_test(test_close_with_a_parked_agent_poll),
     };
     signal(SIGPIPE, SIG_IGN);
     at_log_set_level(AT_LOG_WARN);
