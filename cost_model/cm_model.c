@@ -316,6 +316,11 @@ static at_err set_params(const cm_model *m, BoosterHandle h, uint64_t seed, char
 /* ---- training sets ---- */
 
 /* Programs of a training or validation set, as XGBoost sees them. */
+/* A program in the rank gradients' scratch (tset_gradients). */
+typedef struct pairprog {
+    double y, e, g, h; /* a cache line holds two programs: one miss a partner */
+} pairprog;
+
 typedef struct tset {
     int n;            /* programs */
     int *prog;        /* program index in the data */
@@ -333,6 +338,8 @@ typedef struct tset {
     int *task_start;  /* n_tasks + 1 */
     int n_tasks;
     double *disc;     /* rank with top_weight: D(current rank in its task) per program */
+    pairprog *pb;     /* rank: a task's pairbuf */
+    double *pbd;
 } tset;
 
 static void tset_free(tset *s)
@@ -353,6 +360,8 @@ static void tset_free(tset *s)
     at_free(s->by_task);
     at_free(s->task_start);
     at_free(s->disc);
+    at_free(s->pb);
+    at_free(s->pbd);
     memset(s, 0, sizeof *s);
 }
 
@@ -378,11 +387,14 @@ static at_err tset_build(cm_model *m, const cm_data *d, const int *idx, int n, t
     s->by_task = at_malloc((size_t)(n + 1) * sizeof *s->by_task);
     s->task_start = at_calloc((size_t)d->n_tasks + 2, sizeof *s->task_start);
     s->disc = at_malloc((size_t)(n + 1) * sizeof *s->disc);
+    s->pb = at_malloc((size_t)(n + 1) * sizeof *s->pb);
+    s->pbd = at_malloc((size_t)(n + 1) * sizeof *s->pbd);
     s->rows = at_malloc((size_t)(s->n_rows + 1) * CM_N_FEATS * sizeof *s->rows);
     s->grad = at_malloc((size_t)(s->n_rows + 1) * sizeof *s->grad);
     s->hess = at_malloc((size_t)(s->n_rows + 1) * sizeof *s->hess);
     if (!s->prog || !s->task || !s->y || !s->off || !s->nr || !s->score || !s->pg || !s->ph ||
-        !s->by_task || !s->task_start || !s->rows || !s->grad || !s->hess || !s->disc)
+        !s->by_task || !s->task_start || !s->rows || !s->grad || !s->hess || !s->disc ||
+        !s->pb || !s->pbd)
         goto fail;
     for (int k = 0; k < n; k++) {
         int i = idx[k];
@@ -459,28 +471,35 @@ static at_err tset_scores(BoosterHandle h, tset *s, int training, char *errmsg, 
     return AT_OK;
 }
 
-static double sigmoid_neg(double d) /* 1 / (1 + exp(d)) */
-{
-    if (d > 35)
-        return exp(-d);
-    return 1 / (1 + exp(d));
-}
+/* One task's programs in contiguous scratch, for the rank gradients: labels, exp(score -
+** the task's best score) (so that 1 / (1 + exp(s_i - s_j)) = e_j / (e_i + e_j), no exp per
+** pair), discounts, and the gradient and hessian sums. */
+typedef struct pairbuf {
+    pairprog *p;
+    double *d;
+} pairbuf;
 
-static void pair_grad(tset *s, int a, int b, double pw, double tw, double min_ratio)
+/* The logistic pair loss's gradient for programs a and b (positions in 'l'), when their
+** labels are apart by more than min_ratio (a failure, label 0, always is). */
+static inline void pair_grad(pairbuf *l, int a, int b, double pw, double tw, double min_ratio)
 {
-    int hi = s->y[a] > s->y[b] ? a : b, lo = hi == a ? b : a;
-    /* labels are best/cost: their ratio is the costs' (a failure, 0, is always a pair) */
-    if (s->y[hi] <= s->y[lo] * min_ratio)
+    double ya = l->p[a].y, yb = l->p[b].y;
+    int hi, lo;
+    if (ya > yb * min_ratio)
+        hi = a, lo = b;
+    else if (yb > ya * min_ratio)
+        hi = b, lo = a;
+    else
         return;
-    double rho = sigmoid_neg(s->score[hi] - s->score[lo]);
-    double w = pw > 0 ? pow(s->y[hi] - s->y[lo], pw) : 1;
+    double rho = l->p[lo].e / (l->p[hi].e + l->p[lo].e); /* 1 / (1 + exp(s_hi - s_lo)) */
+    double w = pw > 0 ? pow(l->p[hi].y - l->p[lo].y, pw) : 1;
     if (tw > 0)
-        w *= 1 + tw * fabs(s->disc[hi] - s->disc[lo]);
+        w *= 1 + tw * fabs(l->d[hi] - l->d[lo]);
     double hh = w * rho * (1 - rho);
-    s->pg[hi] -= w * rho;
-    s->pg[lo] += w * rho;
-    s->ph[hi] += hh;
-    s->ph[lo] += hh;
+    l->p[hi].g -= w * rho;
+    l->p[lo].g += w * rho;
+    l->p[hi].h += hh;
+    l->p[lo].h += hh;
 }
 
 typedef struct scored {
@@ -529,30 +548,70 @@ static void tset_gradients(const cm_model *m, tset *s, at_rng *rng)
     } else {
         int np = m->p.n_partners > 0 ? m->p.n_partners : 1;
         double min_ratio = m->p.min_pair_ratio > 1 ? m->p.min_pair_ratio : 1;
-        double tw = m->p.top_weight;
+        double tw = m->p.top_weight, pw = m->p.pair_weight;
+        pairbuf l = {s->pb, s->pbd};
         if (tw > 0)
             tset_discounts(s);
         for (int t = 0; t < s->n_tasks; t++) {
             int a0 = s->task_start[t], cnt = s->task_start[t + 1] - a0;
+            double top = -INFINITY;
             if (cnt < 2)
                 continue;
+            for (int a = 0; a < cnt; a++)
+                if (s->score[s->by_task[a0 + a]] > top)
+                    top = s->score[s->by_task[a0 + a]];
+            for (int a = 0; a < cnt; a++) {
+                int k = s->by_task[a0 + a];
+                double x = s->score[k] - top;
+                l.p[a].y = s->y[k];
+                l.p[a].e = exp(x > -700 ? x : -700); /* no underflow to 0 (NaN: -700) */
+                l.d[a] = tw > 0 ? s->disc[k] : 0;
+                l.p[a].g = l.p[a].h = 0;
+            }
             if (cnt <= np + 1) {
                 for (int a = 0; a < cnt; a++)
-                    for (int b = a + 1; b < cnt; b++) {
-                        int i = s->by_task[a0 + a], j = s->by_task[a0 + b];
-                        pair_grad(s, i, j, m->p.pair_weight, tw, min_ratio);
+                    for (int b = a + 1; b < cnt; b++)
+                        pair_grad(&l, a, b, pw, tw, min_ratio);
+            } else {
+                /* Partners drawn 32 bits at a time, b = (x * (cnt - 1)) >> 32 (Lemire's
+                ** multiply-shift; a bias of at most cnt / 2^32 between partners). */
+                uint64_t nb = (uint64_t)cnt - 1;
+                for (int a = 0; a < cnt; a++) {
+                    double ya = l.p[a].y, ea = l.p[a].e, ga = 0, ha = 0;
+                    for (int q0 = 0; q0 < np; q0 += 64) {
+                        int part[64], nq = np - q0 < 64 ? np - q0 : 64;
+                        /* drawn first, so that the partners' loads do not wait on the rng */
+                        for (int q = 0; q < nq; q += 2) {
+                            uint64_t x = at_rng_u64(rng);
+                            part[q] = (int)(((x & 0xffffffffu) * nb) >> 32);
+                            part[q + 1] = (int)((((x >> 32) & 0xffffffffu) * nb) >> 32);
+                        }
+                        for (int q = 0; q < nq; q++) {
+                            int b = part[q] + (part[q] >= a);
+                            if (pw > 0 || tw > 0) {
+                                pair_grad(&l, a, b, pw, tw, min_ratio);
+                                continue;
+                            }
+                            /* pair_grad without branches: 1 where a (b) is the faster */
+                            double yb = l.p[b].y, eb = l.p[b].e;
+                            double fa = ya > yb * min_ratio, fb = yb > ya * min_ratio;
+                            double inv = 1 / (ea + eb);
+                            double rho = (fa * eb + fb * ea) * inv, sg = (fa - fb) * rho;
+                            double hh = rho * (1 - rho);
+                            ga -= sg;
+                            l.p[b].g += sg;
+                            ha += hh;
+                            l.p[b].h += hh;
+                        }
                     }
-                continue;
+                    l.p[a].g += ga;
+                    l.p[a].h += ha;
+                }
             }
             for (int a = 0; a < cnt; a++) {
-                int i = s->by_task[a0 + a];
-                for (int q = 0; q < np; q++) {
-                    int b = (int)at_rng_below(rng, (uint64_t)cnt - 1);
-                    int j;
-                    b += b >= a;
-                    j = s->by_task[a0 + b];
-                    pair_grad(s, i, j, m->p.pair_weight, tw, min_ratio);
-                }
+                int k = s->by_task[a0 + a];
+                s->pg[k] = l.p[a].g;
+                s->ph[k] = l.p[a].h;
             }
         }
     }

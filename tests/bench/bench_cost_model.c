@@ -51,7 +51,8 @@
 ** --task-pct P,P: an experiment, those columns of a program's first row as percentiles among
 ** its task's programs; --corpus-same-op: an experiment, each task trained with the corpus
 ** workloads of its own operator only; --split-base N: the splits numbered from N instead of 0
-** (other held-out sets and seeds, to confirm a change chosen on the first 21); --exp-threads
+** (other held-out sets and seeds, to confirm a change chosen on the first 21); --seed-base N:
+** the models' seeds moved, the same splits (how much a figure moves with the pairs drawn); --exp-threads
 ** T: an experiment, the parallel loop's balance over T threads in two of the GPU columns.
 **   bench cost_model_TASK_records N records           measured records of the task used
 **   bench cost_model_TASK_top1_recall_noise_ceiling R  top-1 / top-5 agreement of a record's
@@ -99,6 +100,7 @@
 #define MAX_SPLITS 64
 static int n_splits = 21; /* --splits: held-out 80/20 splits of each task */
 static int split_base; /* --split-base: the first split's number (0; other splits to confirm on) */
+static int seed_base;  /* --seed-base: the models' seeds moved, the splits the same (0) */
 static int n_ensemble = 1; /* --ensemble: models trained per split, their scores summed */
 static int use_cmp = 0;    /* --cmp: the comparator's figures too (with the corpus) */
 static int cmp_orders = 2; /* --cmp-orders: 2, each pair in both orders (cm_cmp_params) */
@@ -1333,7 +1335,7 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                 cm_metrics mt;
                 double *sc;
                 p.objective = (cm_objective)o;
-                p.seed = 43 + (uint64_t)(split_base + r);
+                p.seed = 43 + (uint64_t)(split_base + r) + 1000003 * (uint64_t)seed_base;
                 if (cm_data_split(d, 0.8, 500 + (uint64_t)(split_base + r), &tr, &te) != AT_OK)
                     die("split", "out of memory");
                 sc = malloc((size_t)cm_data_count(te) * sizeof *sc);
@@ -1897,6 +1899,8 @@ int main(int argc, char **argv)
              "an experiment: the parallel loop's balance over T threads as two columns"},
             {"split-base", 0, AT_OPT_INT, &split_base, "N",
              "the first split's number (0): other splits, to confirm a change on"},
+            {"seed-base", 0, AT_OPT_INT, &seed_base, "N",
+             "the models' seeds N * 1000003 apart (0): their own randomness, the same splits"},
             {"ensemble", 0, AT_OPT_INT, &n_ensemble, "K",
              "models per split, seeds apart, their scores summed (1)"},
             {"subsample", 0, AT_OPT_NUM, &subsample, "X", "cm_params.subsample"},
@@ -1937,6 +1941,7 @@ int main(int argc, char **argv)
                           &help) != 0 ||
             at_opt_range("bench_cost_model", "--splits", n_splits, 1, MAX_SPLITS) != 0 ||
             at_opt_range("bench_cost_model", "--split-base", split_base, 0, 1000000) != 0 ||
+            at_opt_range("bench_cost_model", "--seed-base", seed_base, 0, 1000) != 0 ||
             at_opt_range("bench_cost_model", "--ensemble", n_ensemble, 1, 16) != 0 ||
             at_opt_range("bench_cost_model", "--monotone", monotone, -1, 1) != 0 ||
             at_opt_range("bench_cost_model", "--cmp-orders", cmp_orders, 1, 2) != 0 ||
