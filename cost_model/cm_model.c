@@ -315,12 +315,12 @@ static at_err set_params(const cm_model *m, BoosterHandle h, uint64_t seed, char
 
 /* ---- training sets ---- */
 
-/* Programs of a training or validation set, as XGBoost sees them. */
 /* A program in the rank gradients' scratch (tset_gradients). */
 typedef struct pairprog {
     double y, e, g, h; /* a cache line holds two programs: one miss a partner */
 } pairprog;
 
+/* Programs of a training or validation set, as XGBoost sees them. */
 typedef struct tset {
     int n;            /* programs */
     int *prog;        /* program index in the data */
@@ -338,8 +338,8 @@ typedef struct tset {
     int *task_start;  /* n_tasks + 1 */
     int n_tasks;
     double *disc;     /* rank with top_weight: D(current rank in its task) per program */
-    pairprog *pb;     /* rank: a task's pairbuf */
-    double *pbd;
+    pairprog *pb;     /* rank: one task's programs at a time (pairbuf) */
+    double *pbd;      /* and their discounts */
 } tset;
 
 static void tset_free(tset *s)

@@ -51,9 +51,10 @@
 ** --task-pct P,P: an experiment, those columns of a program's first row as percentiles among
 ** its task's programs; --corpus-same-op: an experiment, each task trained with the corpus
 ** workloads of its own operator only; --split-base N: the splits numbered from N instead of 0
-** (other held-out sets and seeds, to confirm a change chosen on the first 21); --seed-base N:
-** the models' seeds moved, the same splits (how much a figure moves with the pairs drawn); --exp-threads
-** T: an experiment, the parallel loop's balance over T threads in two of the GPU columns.
+** (other held-out sets and seeds, to confirm a change chosen on the first 21); --seed-base
+** N: the models' seeds moved, the same splits (how much a figure moves with the seed alone);
+** --exp-threads T: an experiment, the parallel loop's balance over T threads in two of the
+** GPU columns.
 **   bench cost_model_TASK_records N records           measured records of the task used
 **   bench cost_model_TASK_top1_recall_noise_ceiling R  top-1 / top-5 agreement of a record's
 **   bench cost_model_TASK_top5_recall_noise_ceiling R  first repeat with its others
