@@ -26,9 +26,8 @@
 
 void cm_code_per_useful_lane(double out[CM_CODE_N], double mads)
 {
-    static const int cols[] = {CM_CODE_LANE_CYCLES, CM_CODE_LANE_INSNS, CM_CODE_LANE_LOADS,
-                               CM_CODE_LANE_STORES, CM_CODE_LANE_STACK,
-                               CM_CODE_HOT_LANE_CYCLES};
+    static const int cols[] = {CM_CODE_LANE_CYCLES, CM_CODE_LANE_LOADS, CM_CODE_LANE_STORES,
+                               CM_CODE_LANE_STACK, CM_CODE_HOT_LANE_CYCLES};
     double xl = out[CM_CODE_EX_LANES], idle;
     if (!(xl > 0 && mads > 0) || xl <= 1.01 * mads)
         return;
@@ -764,7 +763,6 @@ at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_
         out[CM_CODE_EX_LANES] = xl;
         out[CM_CODE_FMA_WIDTH] = xl / dy[K_FMA];
         out[CM_CODE_LANE_CYCLES] = log2(1e-6 + raw[R_CYC] / xl);
-        out[CM_CODE_LANE_INSNS] = log2(1e-6 + dal / xl);
         out[CM_CODE_LANE_LOADS] = log2(1e-6 + dld / xl);
         out[CM_CODE_LANE_STORES] = log2(1e-6 + dy[K_VSTORE] / xl);
         out[CM_CODE_LANE_STACK] = log2(1e-6 + dy[K_STACK] / xl);

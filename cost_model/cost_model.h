@@ -176,7 +176,6 @@ at_err cm_sim_run(const kn_ir *ir, const cm_sim_params *p, double out[CM_SIM_N],
     X(CODE_EX_LANES, "code_ex_lanes", 0, "dynamic FMA lanes: each FMA's lanes times trips") \
     X(CODE_FMA_WIDTH, "code_fma_width", 0, "lanes per dynamic FMA (0 without FMAs)")        \
     X(CODE_LANE_CYCLES, "code_lane_cycles", 0, "log2(the cycle estimate per useful lane)")  \
-    X(CODE_LANE_INSNS, "code_lane_insns", 0, "log2(dynamic instructions per useful lane)") \
     X(CODE_LANE_LOADS, "code_lane_loads", 0, "log2(dynamic loads per useful lane)")        \
     X(CODE_LANE_STORES, "code_lane_stores", 0, "log2(vector stores per useful lane)")       \
     X(CODE_LANE_STACK, "code_lane_stack", 0, "log2(dynamic stack accesses / useful lane)")  \
@@ -196,7 +195,7 @@ enum {
 at_err cm_code_run(const kn_artifact *a, const kn_target *t, double out[CM_CODE_N],
                    char *errmsg, size_t errmsg_size);
 
-/* Group 11's six columns per FMA lane (CM_CODE_LANE_CYCLES .. CM_CODE_HOT_LANE_CYCLES, as
+/* Group 11's five columns per FMA lane (CM_CODE_LANE_CYCLES .. CM_CODE_HOT_LANE_CYCLES, as
 ** cm_code_run gives them in 'out') made per *useful* lane (feature version 12): where the
 ** FMAs' lanes (CM_CODE_EX_LANES) outnumber the program's multiply-adds 'mads' (its
 ** statements' float_mad, summed), the lanes they leave idle count against the program (2 of
@@ -211,7 +210,7 @@ void cm_code_per_useful_lane(double out[CM_CODE_N], double mads);
 
 /* Bump whenever a feature is added, removed, reordered or computed differently: models
 ** saved with another version are refused ("mismatched") and the run trains from scratch. */
-#define CM_FEATURE_VERSION 14 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
+#define CM_FEATURE_VERSION 15 /* 2: group 7, GPU launches; 3: group 8, registers and caches;
                                  ** 4: group 9, lanes; 5: group 10, the caches simulated;
                                  ** 6: group 11, the machine code read back; 7: its raw
                                  ** counts; 8: its counts per FMA lane; 9: the parallel
@@ -222,7 +221,9 @@ void cm_code_per_useful_lane(double out[CM_CODE_N], double mads);
                                  ** useful lane (cm_code_per_useful_lane); 13: a
                                  ** loop's cycles at least its longest chain of
                                  ** FMAs on one accumulator; 14: chains short
-                                 ** enough to run side by side count less */
+                                 ** enough to run side by side count less; 15:
+                                 ** code_lane_insns dropped, the column that
+                                 ** put the false positives in the five */
 
 #define CM_TOP_BUFFERS 5 /* buffers described per row: the stored one, then the loaded
                          ** ones in the order the value reads them */

@@ -48,6 +48,7 @@
 ** --dump-scores FILE: each held-out program's cost and scores, a line each (--dump-cols P,P:
 ** and those columns of each of its rows, '|' before each row); --drop-cols P,P: an
 ** experiment, the columns whose names start with one of these set to 0 when loaded;
+** --contribs: an experiment, the columns that put false positives above misses (SHAP);
 ** --task-pct P,P: an experiment, those columns of a program's first row as percentiles among
 ** its task's programs; --corpus-same-op: an experiment, each task trained with the corpus
 ** workloads of its own operator only; --split-base N: the splits numbered from N instead of 0
@@ -93,6 +94,7 @@
 
 #include "cost_model/cost_model.h"
 #include "tuner/tuner.h"
+#include "cost_model/cost_model_int.h"
 #include <unistd.h>
 
 #define POP 2048
@@ -1039,6 +1041,97 @@ static void bench_remeasured(int t)
 }
 
 /* Train n_ensemble models on tr (seeds apart) and score te with the sum of their scores. */
+/* --contribs (an experiment): with the corpus, each split's false positives (in the model's
+** five, not in the measured five) against its misses (the other way round): each column's
+** SHAP contribution to the false positive's score minus to the miss's, summed over the
+** pairs of all splits, per task; printed at the end of the run */
+static int order_by(const double *sc, int n, int *ord);
+static int contribs_on = 0, contribs_now = 0, contribs_task = 0;
+static double contrib_sum[2][CM_N_FEATS + 1], contrib_abs[2][CM_N_FEATS + 1];
+static int contrib_pairs[2];
+
+static void prog_contribs(BoosterHandle h, const cm_data *te, int i, double *out)
+{
+    int nr;
+    const float *x = cm_data_rows(te, i, &nr);
+    DMatrixHandle dm;
+    bst_ulong len;
+    const float *res;
+    for (int k = 0; k <= CM_N_FEATS; k++)
+        out[k] = 0;
+    if (nr < 1)
+        return;
+    if (XGDMatrixCreateFromMat(x, (bst_ulong)nr, CM_N_FEATS, NAN, &dm) != 0 ||
+        XGBoosterPredict(h, dm, 4, 0, 0, &len, &res) != 0)
+        die("contribs", XGBGetLastError());
+    if (len != (bst_ulong)nr * (CM_N_FEATS + 1))
+        die("contribs", "unexpected length");
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k <= CM_N_FEATS; k++)
+            out[k] += res[(size_t)r * (CM_N_FEATS + 1) + k];
+    XGDMatrixFree(dm);
+}
+
+static void contribs(cm_model *m, const cm_data *te, const double *sc)
+{
+    int n = cm_data_count(te), *po = malloc((size_t)(n + 1) * sizeof *po);
+    int *co = malloc((size_t)(n + 1) * sizeof *co);
+    double *a = malloc((CM_N_FEATS + 1) * sizeof *a), *b = malloc((CM_N_FEATS + 1) * sizeof *b);
+    BoosterHandle h = cm__model_boost(m);
+    int np, nc, t = contribs_task;
+    double *cost = malloc((size_t)(n + 1) * sizeof *cost);
+    if (!po || !co || !a || !b || !cost || h == NULL)
+        die("contribs", "out of memory");
+    for (int i = 0; i < n; i++)
+        cost[i] = cm_data_cost(te, i) > 0 ? -cm_data_cost(te, i) : CM_SCORE_INVALID;
+    np = order_by(sc, n, po);
+    nc = order_by(cost, n, co);
+    for (int x = 0; x < AT_MIN(5, np); x++) {
+        int fp = po[x], in = 0;
+        for (int y = 0; y < AT_MIN(5, nc); y++)
+            in |= co[y] == fp;
+        if (in)
+            continue;
+        prog_contribs(h, te, fp, a);
+        for (int y = 0; y < AT_MIN(5, nc); y++) {
+            int ms = co[y], got = 0;
+            for (int z = 0; z < AT_MIN(5, np); z++)
+                got |= po[z] == ms;
+            if (got)
+                continue;
+            prog_contribs(h, te, ms, b);
+            for (int k = 0; k <= CM_N_FEATS; k++) {
+                contrib_sum[t][k] += a[k] - b[k];
+                contrib_abs[t][k] += fabs(a[k] - b[k]);
+            }
+            contrib_pairs[t]++;
+        }
+    }
+    free(po), free(co), free(a), free(b), free(cost);
+}
+
+static void contribs_print(const char *task, int t)
+{
+    int order[CM_N_FEATS + 1];
+    for (int k = 0; k <= CM_N_FEATS; k++)
+        order[k] = k;
+    for (int i = 0; i <= CM_N_FEATS; i++) /* by the summed difference, largest first */
+        for (int j = i + 1; j <= CM_N_FEATS; j++)
+            if (contrib_sum[t][order[j]] > contrib_sum[t][order[i]]) {
+                int s = order[i];
+                order[i] = order[j];
+                order[j] = s;
+            }
+    fprintf(stderr, "# contribs %s: %d pairs (false positive - miss), the columns by mean "
+                    "difference (mean |difference|)\n", task, contrib_pairs[t]);
+    for (int i = 0; i <= CM_N_FEATS && contrib_pairs[t]; i++) {
+        int k = order[i];
+        if (i < 25 || i > CM_N_FEATS - 8)
+            fprintf(stderr, "#   %-28s %+.3f (%.3f)\n", k < CM_N_FEATS ? cm_feature_name(k) : "bias",
+                    contrib_sum[t][k] / contrib_pairs[t], contrib_abs[t][k] / contrib_pairs[t]);
+    }
+}
+
 static void fit_predict(const cm_data *tr, const cm_params *p, const cm_data *te, double *sc)
 {
     int n = cm_data_count(te);
@@ -1060,6 +1153,8 @@ static void fit_predict(const cm_data *tr, const cm_params *p, const cm_data *te
             die("predict", "XGBoost failed");
         for (int i = 0; i < n; i++)
             sc[i] += one[i];
+        if (contribs_now && k == 0 && n_ensemble == 1)
+            contribs(m, te, one);
         cm_model_free(m);
     }
     free(one);
@@ -1356,8 +1451,12 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                         /* and with the pre-training corpus instead: other workloads */
                         if (corpus_same_op)
                             eval_with(tr, corp, sidx, ns, te, &p, sc, &m2t);
-                        else
+                        else {
+                            contribs_now = contribs_on;
+                            contribs_task = t;
                             eval_with(tr, corp, NULL, cm_data_count(corp), te, &p, sc, &m2t);
+                            contribs_now = 0;
+                        }
                         cacc[r] = m2t.pairwise_acc;
                         cr1[r] = m2t.top1_recall;
                         cr5[r] = m2t.top5_recall;
@@ -1476,6 +1575,8 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
         printf("bench cost_model_%s_pairwise_acc/reg %.2f x\n", tasks[t].name,
                med_acc[CM_OBJ_RANK] / med_acc[CM_OBJ_REG]);
         printf("bench cost_model_%s_records %d records\n", tasks[t].name, n);
+        if (contribs_on)
+            contribs_print(tasks[t].name, t);
         bench_noise_ceiling(st, t);
         bench_remeasured(t);
         cm_data_free(d);
@@ -1896,6 +1997,8 @@ int main(int argc, char **argv)
              "an experiment: code_lane_cycles plus the L1 misses' time at B bytes a cycle, as a column"},
             {"exp-roof-in-place", 0, AT_OPT_BOOL, &exp_roof_in_place, NULL,
              "--exp-roof: in code_lane_cycles instead"},
+            {"contribs", 0, AT_OPT_BOOL, &contribs_on, NULL,
+             "an experiment: the columns that put false positives in the model's five"},
             {"exp-threads", 0, AT_OPT_INT, &exp_threads, "T",
              "an experiment: the parallel loop's balance over T threads as two columns"},
             {"split-base", 0, AT_OPT_INT, &split_base, "N",

@@ -70,7 +70,7 @@ static void test_feature_list(void **unused)
     char *doc = NULL, err[256];
     size_t n;
     (void)unused;
-    assert_int_equal(CM_N_FEATS, 304);
+    assert_int_equal(CM_N_FEATS, 303);
     assert_int_equal(CM_BUF_STRIDE, 20);
     assert_int_equal(CM_F_B4_VEC_GATHER + 1, CM_F_CURVE_0);
     for (int i = 0; i < CM_N_FEATS; i++) {
