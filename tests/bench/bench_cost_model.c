@@ -1072,37 +1072,45 @@ static void prog_contribs(BoosterHandle h, const cm_data *te, int i, double *out
     XGDMatrixFree(dm);
 }
 
+/* Whether v is among the first k of ord[0..m). */
+static int in_first(const int *ord, int m, int k, int v)
+{
+    for (int y = 0; y < AT_MIN(k, m); y++)
+        if (ord[y] == v)
+            return 1;
+    return 0;
+}
+
 static void contribs(cm_model *m, const cm_data *te, const double *sc)
 {
     int n = cm_data_count(te), *po = malloc((size_t)(n + 1) * sizeof *po);
     int *co = malloc((size_t)(n + 1) * sizeof *co);
-    double *a = malloc((CM_N_FEATS + 1) * sizeof *a), *b = malloc((CM_N_FEATS + 1) * sizeof *b);
+    double *a = malloc((CM_N_FEATS + 1) * sizeof *a);
+    double *b = malloc(5 * (CM_N_FEATS + 1) * sizeof *b), *cost = malloc((size_t)(n + 1) * sizeof *cost);
     BoosterHandle h = cm__model_boost(m);
-    int np, nc, t = contribs_task;
-    double *cost = malloc((size_t)(n + 1) * sizeof *cost);
-    if (!po || !co || !a || !b || !cost || h == NULL)
+    int np, nc, t = contribs_task, n_miss = 0;
+    if (!po || !co || !a || !b || !cost)
         die("contribs", "out of memory");
+    if (h == NULL)
+        die("contribs", "the model has no booster of its own");
     for (int i = 0; i < n; i++)
         cost[i] = cm_data_cost(te, i) > 0 ? -cm_data_cost(te, i) : CM_SCORE_INVALID;
     np = order_by(sc, n, po);
     nc = order_by(cost, n, co);
-    for (int x = 0; x < AT_MIN(5, np); x++) {
-        int fp = po[x], in = 0;
-        for (int y = 0; y < AT_MIN(5, nc); y++)
-            in |= co[y] == fp;
-        if (in)
+    for (int y = 0; y < AT_MIN(5, nc); y++) /* the misses' contributions, once each */
+        if (!in_first(po, np, 5, co[y])) {
+            prog_contribs(h, te, co[y], b + n_miss * (CM_N_FEATS + 1));
+            n_miss++;
+        }
+    for (int x = 0; x < AT_MIN(5, np) && n_miss > 0; x++) {
+        if (in_first(co, nc, 5, po[x]))
             continue;
-        prog_contribs(h, te, fp, a);
-        for (int y = 0; y < AT_MIN(5, nc); y++) {
-            int ms = co[y], got = 0;
-            for (int z = 0; z < AT_MIN(5, np); z++)
-                got |= po[z] == ms;
-            if (got)
-                continue;
-            prog_contribs(h, te, ms, b);
+        prog_contribs(h, te, po[x], a);
+        for (int y = 0; y < n_miss; y++) {
+            const double *bm = b + y * (CM_N_FEATS + 1);
             for (int k = 0; k <= CM_N_FEATS; k++) {
-                contrib_sum[t][k] += a[k] - b[k];
-                contrib_abs[t][k] += fabs(a[k] - b[k]);
+                contrib_sum[t][k] += a[k] - bm[k];
+                contrib_abs[t][k] += fabs(a[k] - bm[k]);
             }
             contrib_pairs[t]++;
         }
