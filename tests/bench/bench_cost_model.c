@@ -49,6 +49,9 @@
 ** and those columns of each of its rows, '|' before each row); --drop-cols P,P: an
 ** experiment, the columns whose names start with one of these set to 0 when loaded;
 ** --contribs: an experiment, the columns that put false positives above misses (SHAP);
+** --exp-ratio NUM,DEN: an experiment, column NUM over column DEN as one more column;
+** --refine 1|2: an experiment, each split refines a model of the corpus alone (1: on the
+** task's programs, 2: on those and the corpus again), as a tuning run refines a loaded one;
 ** --task-pct P,P: an experiment, those columns of a program's first row as percentiles among
 ** its task's programs; --corpus-same-op: an experiment, each task trained with the corpus
 ** workloads of its own operator only; --split-base N: the splits numbered from N instead of 0
@@ -228,6 +231,30 @@ static void roof_column(cm_data *d)
         if (nr < 1 || x[kc] == 0)
             continue; /* no code read back */
         x[exp_roof_in_place ? kc : kg] = (float)log2(exp2(x[kc]) + 64.0 * x[kl] / b);
+    }
+}
+/* --exp-ratio NUM,DEN (an experiment): on a program's first row, column NUM over column DEN
+** (raw columns; 0 where DEN is 0) as one more column, in gpu_local_bytes (0 on a CPU): a
+** ratio the trees cannot form from the two, such as the hot loop's stack accesses per FMA */
+static const char *exp_ratio = "";
+static void ratio_column(cm_data *d)
+{
+    char num[64];
+    const char *c = strchr(exp_ratio, ',');
+    int kn, kd, kg = column_of("gpu_local_bytes");
+    if (c == NULL || (size_t)(c - exp_ratio) >= sizeof num)
+        die("--exp-ratio", "give NUM,DEN: two column names");
+    memcpy(num, exp_ratio, (size_t)(c - exp_ratio));
+    num[c - exp_ratio] = 0;
+    kn = column_of(num);
+    kd = column_of(c + 1);
+    if (cm_feature_is_log(kn) || cm_feature_is_log(kd))
+        die("--exp-ratio", "both columns must be raw, not log");
+    for (int i = 0; d && i < cm_data_count(d); i++) {
+        int nr;
+        float *x = (float *)cm_data_rows(d, i, &nr);
+        if (nr >= 1)
+            x[kg] = x[kd] > 0 ? x[kn] / x[kd] : 0;
     }
 }
 /* --task-pct (an experiment): columns whose names start with one of these prefixes, on each
@@ -1168,20 +1195,66 @@ static void fit_predict(const cm_data *tr, const cm_params *p, const cm_data *te
     free(one);
 }
 
+/* A new set of a's programs then b's programs bi[0..nb) (bi NULL: its first nb). */
+static cm_data *joined(const cm_data *a, const cm_data *b, const int *bi, int nb)
+{
+    cm_data *d;
+    int n = AT_MAX(cm_data_count(a), nb);
+    int *ix = malloc((size_t)(n + 1) * sizeof *ix);
+    for (int i = 0; ix && i < n; i++)
+        ix[i] = i;
+    if (ix == NULL || cm_data_new(&d) != AT_OK ||
+        cm_data_append(d, a, ix, cm_data_count(a)) != AT_OK ||
+        cm_data_append(d, b, bi ? bi : ix, nb) != AT_OK)
+        die("split", "out of memory");
+    free(ix);
+    return d;
+}
+
+/* --refine 1|2 (an experiment): with the corpus, a model trained on the corpus alone (once
+** a run) is loaded as the base each split's model refines, as a tuning run refines a loaded
+** model: 1 on the task's training programs only, 2 on those and the corpus again. */
+static int refine_mode = 0;
+static void *refine_blob = NULL;
+static size_t refine_n = 0;
+
+static void refine_predict(const cm_data *tr, const cm_data *corp, const cm_params *p,
+                           const cm_data *te, double *sc)
+{
+    char err[512];
+    cm_model *m;
+    if (refine_blob == NULL) {
+        cm_params q = *p;
+        q.seed = 17 + 1000003 * (uint64_t)seed_base;
+        if (cm_model_new(&q, &m) != AT_OK)
+            die("model", "out of memory");
+        if (cm_model_fit(m, corp, err, sizeof err) != AT_OK)
+            die("training", err);
+        if (cm_model_save(m, &refine_blob, &refine_n) != AT_OK)
+            die("refine", "the corpus's model cannot be saved");
+        cm_model_free(m);
+    }
+    if (cm_model_new(p, &m) != AT_OK)
+        die("model", "out of memory");
+    if (cm_model_load(m, refine_blob, refine_n, err, sizeof err) != AT_OK)
+        die("refine", err);
+    if (refine_mode == 2) {
+        cm_data *tr2 = joined(tr, corp, NULL, cm_data_count(corp));
+        if (cm_model_fit(m, tr2, err, sizeof err) != AT_OK)
+            die("training", err);
+        cm_data_free(tr2);
+    } else if (cm_model_fit(m, tr, err, sizeof err) != AT_OK)
+        die("training", err);
+    if (cm_model_predict_data(m, te, sc) != AT_OK)
+        die("predict", "XGBoost failed");
+    cm_model_free(m);
+}
+
 /* Train on tr plus the programs xi[0..nx) of 'extra' (xi NULL: its first nx), score te. */
 static void eval_with(const cm_data *tr, const cm_data *extra, const int *xi, int nx,
                       const cm_data *te, const cm_params *p, double *sc, cm_metrics *mt)
 {
-    cm_data *tr2;
-    int n = AT_MAX(cm_data_count(tr), nx);
-    int *ix = malloc((size_t)(n + 1) * sizeof *ix);
-    for (int i = 0; ix && i < n; i++)
-        ix[i] = i;
-    if (ix == NULL || cm_data_new(&tr2) != AT_OK ||
-        cm_data_append(tr2, tr, ix, cm_data_count(tr)) != AT_OK ||
-        cm_data_append(tr2, extra, xi ? xi : ix, nx) != AT_OK)
-        die("split", "out of memory");
-    free(ix);
+    cm_data *tr2 = joined(tr, extra, xi, nx);
     fit_predict(tr2, p, te, sc);
     cm_metrics_eval(te, sc, 1.05, mt);
     cm_data_free(tr2);
@@ -1339,19 +1412,10 @@ static void eval_cmp(const cm_data *tr, const cm_data *extra, const cm_data *te,
                      int max_pairs, double top_pairs, double *sc, cm_metrics *mt, const double *msc, double *v5,
                      double *v1)
 {
-    cm_data *tr2;
+    cm_data *tr2 = joined(tr, extra, NULL, cm_data_count(extra));
     cm_cmp *c;
     cm_cmp_params cp;
     char err[512];
-    int n = AT_MAX(cm_data_count(tr), cm_data_count(extra));
-    int *ix = malloc((size_t)(n + 1) * sizeof *ix);
-    for (int i = 0; ix && i < n; i++)
-        ix[i] = i;
-    if (ix == NULL || cm_data_new(&tr2) != AT_OK ||
-        cm_data_append(tr2, tr, ix, cm_data_count(tr)) != AT_OK ||
-        cm_data_append(tr2, extra, ix, cm_data_count(extra)) != AT_OK)
-        die("split", "out of memory");
-    free(ix);
     cm_cmp_params_default(&cp);
     cp.seed = seed;
     cp.n_threads = 2;
@@ -1462,7 +1526,12 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                         else {
                             contribs_now = contribs_on;
                             contribs_task = t;
-                            eval_with(tr, corp, NULL, cm_data_count(corp), te, &p, sc, &m2t);
+                            if (refine_mode) {
+                                refine_predict(tr, corp, &p, te, sc);
+                                cm_metrics_eval(te, sc, 1.05, &m2t);
+                            } else
+                                eval_with(tr, corp, NULL, cm_data_count(corp), te, &p, sc,
+                                          &m2t);
                             contribs_now = 0;
                         }
                         cacc[r] = m2t.pairwise_acc;
@@ -2003,8 +2072,13 @@ int main(int argc, char **argv)
              "--dump-scores: these columns of each program's rows too"},
             {"exp-roof", 0, AT_OPT_NUM, &exp_roof, "B",
              "an experiment: code_lane_cycles plus the L1 misses' time at B bytes a cycle, as a column"},
+            {"exp-ratio", 0, AT_OPT_STR, &exp_ratio, "NUM,DEN",
+             "an experiment: column NUM over column DEN as one more column"},
             {"exp-roof-in-place", 0, AT_OPT_BOOL, &exp_roof_in_place, NULL,
              "--exp-roof: in code_lane_cycles instead"},
+            {"refine", 0, AT_OPT_INT, &refine_mode, "1|2",
+             "an experiment: each split refines a model of the corpus alone (1: on the "
+             "task's programs, 2: and the corpus)"},
             {"contribs", 0, AT_OPT_BOOL, &contribs_on, NULL,
              "an experiment: the columns that put false positives in the model's five"},
             {"exp-threads", 0, AT_OPT_INT, &exp_threads, "T",
@@ -2125,6 +2199,10 @@ int main(int argc, char **argv)
         roof_column(d);
         roof_column(corp);
     }
+    if (*exp_ratio) {
+        ratio_column(d);
+        ratio_column(corp);
+    }
     cm_params_default(&p);
     p.n_threads = 1;
     if (pair_weight >= 0)
@@ -2163,6 +2241,7 @@ int main(int argc, char **argv)
     cm_data_free(corp);
     pass_set_free(&data_passes);
     pass_set_free(&corpus_passes);
+    at_free(refine_blob);
     if (cst)
         rec_store_close(cst);
     rec_store_close(st);
