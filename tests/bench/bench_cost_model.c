@@ -2072,10 +2072,10 @@ int main(int argc, char **argv)
              "--dump-scores: these columns of each program's rows too"},
             {"exp-roof", 0, AT_OPT_NUM, &exp_roof, "B",
              "an experiment: code_lane_cycles plus the L1 misses' time at B bytes a cycle, as a column"},
-            {"exp-ratio", 0, AT_OPT_STR, &exp_ratio, "NUM,DEN",
-             "an experiment: column NUM over column DEN as one more column"},
             {"exp-roof-in-place", 0, AT_OPT_BOOL, &exp_roof_in_place, NULL,
              "--exp-roof: in code_lane_cycles instead"},
+            {"exp-ratio", 0, AT_OPT_STR, &exp_ratio, "NUM,DEN",
+             "an experiment: column NUM over column DEN as one more column"},
             {"refine", 0, AT_OPT_INT, &refine_mode, "1|2",
              "an experiment: each split refines a model of the corpus alone (1: on the "
              "task's programs, 2: and the corpus)"},
@@ -2134,8 +2134,17 @@ int main(int argc, char **argv)
             at_opt_range("bench_cost_model", "--cmp-max-pairs", cmp_max_pairs, 0, 50000000) ||
             at_opt_range("bench_cost_model", "--cmp-max-pairs2", cmp_max_pairs2, 0, 50000000) ||
             at_opt_range("bench_cost_model", "--passes", n_passes, 1, MAX_PASSES) ||
-            at_opt_range("bench_cost_model", "--corpus-passes", n_corpus_passes, 1, MAX_PASSES))
+            at_opt_range("bench_cost_model", "--corpus-passes", n_corpus_passes, 1, MAX_PASSES) ||
+            at_opt_range("bench_cost_model", "--refine", refine_mode, 0, 2))
             return 2;
+        if ((refine_mode && (contribs_on || n_ensemble > 1)) || (*exp_ratio && exp_roof != 0)) {
+            fprintf(stderr, "bench_cost_model: %s\n",
+                    refine_mode ? "--refine trains one model a split: not with --contribs or --ensemble"
+                                : "--exp-ratio and --exp-roof write the same column: one of them");
+            return 2;
+        }
+        if (*exp_ratio)
+            ratio_column(NULL); /* the names checked before anything is loaded */
         if (!(cmp_top_pairs >= 0 && cmp_top_pairs <= 1) ||
             !(cmp_top_pairs2 >= 0 && cmp_top_pairs2 <= 1)) {
             fprintf(stderr, "bench_cost_model: --cmp-top-pairs%s must be 0 to 1\n",
