@@ -38,6 +38,23 @@ for t in "${found[@]}"; do
   [[ " ${slow[*]} ${alone[*]} " == *" $name "* ]] || tests+=("$t")
 done
 
+# fail_excerpt LOG: what a failed test said where it failed (the 20 lines up to its first
+# failed assertion or sanitizer report and 6 after), the lines that name every failed
+# case, and the log's last 8 lines: a short excerpt that still names the cause when the
+# failure comes early in a long log.
+fail_excerpt() {
+  local log=$1 first
+  first=$(grep -n -m1 -E '^\[  (ERROR|FAILED) +\] --- |: error: Failure|ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$log" | cut -d: -f1)
+  if [ -n "$first" ]; then
+    echo "-- first failure, line $first of the log:"
+    sed -n "$(( first > 20 ? first - 20 : 1 )),$(( first + 6 ))p" "$log"
+    echo "-- failed cases:"
+    grep -E '^\[  (FAILED|ERROR) +\]' "$log" | head -n 12
+    echo "-- the log's end:"
+  fi
+  tail -n 8 "$log"
+}
+
 # run_one TEST: run it, then print its result in one write (lines of parallel tests do not mix)
 run_one() {
   local t=$1 name log t0 rc dms dt out
@@ -50,7 +67,7 @@ run_one() {
   if [ $rc -eq 0 ]; then
     out=$(printf 'PASS %-40s %6ss  %s' "$name" "$dt" "$(grep -E '^\[  PASSED  \]|SKIP' "$log" | tr '\n' ' ' | head -c 80)")
   else
-    out=$(printf 'FAIL %-40s %6ss  (rc %d, log %s)\n%s' "$name" "$dt" "$rc" "$log" "$(tail -n 30 "$log" | sed 's/^/    /')")
+    out=$(printf 'FAIL %-40s %6ss  (rc %d, log %s)\n%s' "$name" "$dt" "$rc" "$log" "$(fail_excerpt "$log" | sed 's/^/    /')")
   fi
   printf '%s\n' "$out"
   echo "$rc" > "$results/${name//\//_}"
