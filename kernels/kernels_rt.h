@@ -118,10 +118,21 @@ typedef struct kn_rt_pool kn_rt_pool;
 ** memory or threads run out. */
 at_err kn_rt_pool_new(int n_threads, kn_rt_pool **out);
 void kn_rt_pool_free(kn_rt_pool *p);
+/* Pin the calling thread (the launcher) to cpus[0] and worker i to cpus[(i + 1) % n_cpus]:
+** for timing, where a worker woken onto the launcher's CPU waits behind it and misses
+** launches (docs/kernel_abi.md, "Pinned for timing").  Call it before a sandbox that
+** forbids sched_setaffinity.  AT_EINVAL for a NULL pool or list, n_cpus < 1 or a CPU
+** outside 0 .. CPU_SETSIZE-1; AT_EIO if the system refuses (a CPU not allowed). */
+at_err kn_rt_pool_pin(kn_rt_pool *p, const int *cpus, int n_cpus);
 /* The kernel argument for this pool; valid until kn_rt_pool_free.  Launches must come
 ** from one thread at a time (a second concurrent launch is not an error: it runs
 ** serially).  NULL gives kn_rt_serial_par(). */
 const kn_rt_par *kn_rt_pool_par(kn_rt_pool *p);
+/* Launches run on the pool of 'par' so far, and how many of them some worker missed (it
+** joined only after the launch had closed, or not at all: asleep, or its CPU taken, while
+** the launcher ran every chunk).  Read from the launching thread.  Zeros for a 'par' that
+** is not a pool's (NULL, kn_rt_serial_par()). */
+void kn_rt_pool_counts(const kn_rt_par *par, uint64_t *n_launches, uint64_t *n_short);
 /* A serial runtime (n_threads 1, no threads), for references and tests. */
 const kn_rt_par *kn_rt_serial_par(void);
 
@@ -134,7 +145,15 @@ typedef struct kn_rt_time_opts {
     int flush_cache;     /* evict every input buffer from the caches before each repeat */
     int n_warmup;        /* untimed calls before timing (0 is allowed); when > 0 the
                          ** warm-up also lasts 2 ms at least (docs/kernel_abi.md) */
+    int max_redo;        /* repeats that may be timed again, in all, because a launch in
+                         ** them ran short-handed (kn_rt_pool_counts); 0: none */
+    struct kn_rt_time_info *info; /* NULL, or filled in */
 } kn_rt_time_opts;
+
+typedef struct kn_rt_time_info {
+    int n_redone;        /* repeats timed again: a pool worker missed one of their launches */
+    int n_short;         /* repeats kept with a missed launch (max_redo spent) */
+} kn_rt_time_info;
 
 /* Time fn(bufs, ws, par): n_warmup untimed calls, then 'repeat' repeats of 'number'
 ** back-to-back calls (number grown by 1.618x until a repeat lasts min_repeat_ms; at most
@@ -143,6 +162,9 @@ typedef struct kn_rt_time_opts {
 ** least 1.618x, or TVM's estimate of what reaches min_repeat_ms) and the later repeats
 ** keep it.  The buffers to flush are bufs[0..n_flush) with sizes n_bytes[] (a size of 0
 ** is skipped); pass n_flush 0 to skip them all.  'par' NULL means kn_rt_serial_par().
+** A repeat in which a launch of the pool ran short-handed (a worker missed it: the
+** launcher ran every chunk, so that repeat timed fewer threads than the pool's) is timed
+** again, up to opts->max_redo times in all; opts->info says how often.
 ** If the kernel returns non-zero, stops and sets *kernel_rc (else *kernel_rc = 0); the
 ** costs of repeats not finished are 0.  The return is AT_OK either way (a failing kernel
 ** is a result, not an error), or AT_EINVAL for a NULL fn/opts/costs_s/kernel_rc, number

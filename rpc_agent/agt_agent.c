@@ -470,6 +470,8 @@ static void run_batch(agt_agent *a, agt_job **jobs, int n)
         h.magic = AGT_LAUNCH_MAGIC;
         h.len = (uint32_t)frame.len;
         h.flags = (a->launcher->caps.seccomp && !a->cfg.no_seccomp) ? AGT_LAUNCH_SECCOMP : 0;
+        if (a->cfg.no_pin)
+            h.flags |= AGT_LAUNCH_NO_PIN;
         h.mem_limit = a->cfg.mem_limit_bytes;
         if (a->is_gpu) {
             h.flags = AGT_LAUNCH_CUDA;

@@ -30,7 +30,8 @@ typedef struct agt_launch_hdr {
 
 enum {
     AGT_LAUNCH_SECCOMP = 1,
-    AGT_LAUNCH_CUDA = 2 /* a GPU child (agt_cuda.c); 'reserved' is the device index */
+    AGT_LAUNCH_CUDA = 2, /* a GPU child (agt_cuda.c); 'reserved' is the device index */
+    AGT_LAUNCH_NO_PIN = 4 /* kernel threads not pinned to CPUs (rpc_agent --no-pin) */
 };
 
 /* Launcher -> agent: fixed-size reports. */

@@ -35,7 +35,7 @@ static void *sig_main(void *arg)
 
 static struct {
     const char *tracker, *key_path, *next_path, *device, *log_level;
-    int n_threads, max_batch, mem_limit_mb, hot_c, reconnect_max_ms, no_seccomp, bench_ack, version;
+    int n_threads, max_batch, mem_limit_mb, hot_c, reconnect_max_ms, no_seccomp, no_pin, bench_ack, version;
 } o = {.n_threads = -1, .max_batch = -1, .mem_limit_mb = -1, .hot_c = -1, .reconnect_max_ms = -1};
 static agt_config cfg;
 
@@ -54,6 +54,8 @@ static const at_opt opts[] = {
     {"batch", 0, AT_OPT_INT, &o.max_batch, "N", "jobs per sandboxed child (default 16)"},
     {"no-seccomp", 0, AT_OPT_BOOL, &o.no_seccomp, NULL,
      "do not enter the seccomp filter (process isolation only)"},
+    {"no-pin", 0, AT_OPT_BOOL, &o.no_pin, NULL,
+     "leave kernel threads unpinned (default: one CPU each, fastest first)"},
     {"mem-limit-mb", 0, AT_OPT_INT, &o.mem_limit_mb, "MB",
      "address-space limit of a child (default none)"},
     {"hot-c", 0, AT_OPT_INT, &o.hot_c, "C", "flag results measured above C degrees (default 85)"},
@@ -117,6 +119,7 @@ int main(int argc, char **argv)
     if (o.hot_c > 0) cfg.hot_c = (double)o.hot_c;
     if (o.reconnect_max_ms > 0) cfg.reconnect_max_ms = o.reconnect_max_ms;
     cfg.no_seccomp = o.no_seccomp;
+    cfg.no_pin = o.no_pin;
     cfg.bench_ack = o.bench_ack;
     if (o.tracker == NULL || cfg.device_key == NULL) {
         usage(stderr);

@@ -70,6 +70,8 @@ typedef struct agt_config {
     int n_threads;           /* kernel threads by default; 0: online CPUs */
     int max_batch;           /* jobs per sandboxed child; default 16 */
     int no_seccomp;          /* run without the seccomp filter even where it works */
+    int no_pin;              /* leave the kernel threads unpinned (default: pinned, one
+                             ** CPU each, fastest first: docs/fleet.md) */
     int bench_ack;           /* benchmark mode: acknowledge jobs without running them */
     double hot_c;            /* results above this temperature are flagged throttled (85) */
     double loaded_per_core;  /* load average per core above which results are flagged (0.75) */

@@ -81,6 +81,9 @@ struct kn_rt_pool {
     _Atomic int32_t rc;          /* first non-zero task return of this launch */
     _Atomic int busy;            /* a launch is in progress */
     _Atomic int n_ready;         /* workers past their start-up (kn_rt_pool_new waits) */
+    _Atomic uint64_t n_joins;    /* launches joined, summed over the workers */
+    uint64_t n_launches;         /* launches run on the pool (the launcher's thread only) */
+    uint64_t n_short;            /* of which some worker missed (kn_rt_pool_counts) */
     char pad2[64];
 };
 
@@ -176,6 +179,7 @@ static void *worker_main(void *arg)
                                                                memory_order_relaxed);
             if (!joined)
                 continue;
+            atomic_fetch_add_explicit(&p->n_joins, 1, memory_order_relaxed);
         }
         fn = p->fn;
         closure = p->closure;
@@ -223,6 +227,7 @@ static int32_t pool_launch(const kn_rt_par *par, kn_rt_task_fn fn, void *closure
     kn_rt_pool *p;
     int32_t r;
     uint32_t id;
+    uint64_t joins;
     if (fn == NULL)
         return -1;
     p = par ? par->impl : NULL;
@@ -231,6 +236,7 @@ static int32_t pool_launch(const kn_rt_par *par, kn_rt_task_fn fn, void *closure
     if (atomic_exchange_explicit(&p->busy, 1, memory_order_acquire))
         return run_serial(fn, closure); /* a concurrent launch: not allowed, but safe */
 
+    joins = atomic_load_explicit(&p->n_joins, memory_order_relaxed);
     p->fn = fn;
     p->closure = closure;
     atomic_store_explicit(&p->rc, 0, memory_order_relaxed);
@@ -245,6 +251,10 @@ static int32_t pool_launch(const kn_rt_par *par, kn_rt_task_fn fn, void *closure
     in_task = 0;
 
     wait_workers(p, id);
+    /* every worker that joined has left (wait_workers' acquire): its count is in */
+    p->n_launches++;
+    p->n_short += atomic_load_explicit(&p->n_joins, memory_order_relaxed) - joins <
+                  (uint64_t)(p->n_threads - 1);
     r = atomic_load(&p->rc);
     atomic_store_explicit(&p->busy, 0, memory_order_release);
     return r;
@@ -346,4 +356,32 @@ static const kn_rt_par serial_par = {serial_launch, 1, 0, NULL};
 const kn_rt_par *kn_rt_serial_par(void)
 {
     return &serial_par;
+}
+
+void kn_rt_pool_counts(const kn_rt_par *par, uint64_t *n_launches, uint64_t *n_short)
+{
+    const kn_rt_pool *p = par && par->launch == pool_launch ? par->impl : NULL;
+    if (n_launches)
+        *n_launches = p ? p->n_launches : 0;
+    if (n_short)
+        *n_short = p ? p->n_short : 0;
+}
+
+at_err kn_rt_pool_pin(kn_rt_pool *p, const int *cpus, int n_cpus)
+{
+    cpu_set_t one;
+    if (p == NULL || cpus == NULL || n_cpus < 1)
+        return AT_EINVAL;
+    for (int i = 0; i < n_cpus; i++)
+        if (cpus[i] < 0 || cpus[i] >= CPU_SETSIZE)
+            return AT_EINVAL;
+    for (int i = 0; i < p->n_started; i++) {
+        CPU_ZERO(&one);
+        CPU_SET(cpus[(i + 1) % n_cpus], &one);
+        if (pthread_setaffinity_np(p->threads[i], sizeof one, &one) != 0)
+            return AT_EIO;
+    }
+    CPU_ZERO(&one);
+    CPU_SET(cpus[0], &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0 ? AT_OK : AT_EIO;
 }

@@ -107,7 +107,7 @@ int main(int argc, char **argv)
     openblas_set_num_threads(threads);
     /* interleave the three so that noise hits them alike */
     for (int r = 0; r < reps; r++) {
-        kn_rt_time_opts o = {1, 1, 200, 0, 1};
+        kn_rt_time_opts o = {.number = 1, .repeat = 1, .min_repeat_ms = 200, .n_warmup = 1};
         int32_t rc;
         double cost;
         CHECK(kn_rt_time(fn, bs.ptr, ws, kn_rt_pool_par(pool), &o, 0, NULL, &cost, &rc));

@@ -29,7 +29,7 @@ static double time_state(const ss_state *st, const kn_target *t, kn_rt_pool *poo
     kn_rt_module *m;
     char err[512];
     void *ws = NULL, *kargs[KN_MAX_ARGS];
-    kn_rt_time_opts o = {1, 3, 20, 0, 1};
+    kn_rt_time_opts o = {.number = 1, .repeat = 3, .min_repeat_ms = 20, .n_warmup = 1};
     double costs[3], best;
     int32_t rc;
     int n = kn_rt_pool_par(pool)->n_threads;

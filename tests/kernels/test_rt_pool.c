@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -278,6 +279,85 @@ static void test_pool_wakes_sleeping_workers(void **unused)
     kn_rt_pool_free(pool);
 }
 
+static int32_t trivial_task(void *closure, int32_t t, int32_t n)
+{
+    (void)closure;
+    (void)t;
+    (void)n;
+    return 0;
+}
+
+/* kn_rt_pool_counts: launches the worker joined are not short-handed; a launch of a task
+** that ends at once, after the worker fell asleep, is over before the worker wakes (it
+** misses it); a serial runtime counts nothing. */
+static void test_pool_counts_missed_launches(void **unused)
+{
+    kn_rt_pool *pool = NULL;
+    const kn_rt_par *par;
+    static wake_ctx c;
+    uint64_t launches = 99, n_short = 99, l0, s0;
+    int missed = 0;
+    (void)unused;
+    kn_rt_pool_counts(kn_rt_serial_par(), &launches, &n_short);
+    assert_true(launches == 0 && n_short == 0);
+    kn_rt_pool_counts(NULL, &launches, NULL);
+    assert_int_equal(launches, 0);
+    assert_int_equal(kn_rt_pool_new(2, &pool), AT_OK);
+    par = kn_rt_pool_par(pool);
+    kn_rt_pool_counts(par, &launches, &n_short);
+    assert_true(launches == 0 && n_short == 0);
+    for (int i = 0; i < 20; i++) {
+        if (i % 4 == 0)
+            usleep(1000);
+        atomic_store(&c.joined, 0);
+        assert_int_equal(par->launch(par, wait_for_worker_task, &c), 0);
+    }
+    kn_rt_pool_counts(par, &launches, &n_short);
+    assert_int_equal(launches, 20);
+    assert_int_equal(n_short, 0);
+    for (int i = 0; i < 50 && !missed; i++) {
+        usleep(1000); /* past the spin: the worker sleeps */
+        kn_rt_pool_counts(par, &l0, &s0);
+        assert_int_equal(par->launch(par, trivial_task, NULL), 0);
+        kn_rt_pool_counts(par, &launches, &n_short);
+        assert_int_equal(launches, l0 + 1);
+        missed = n_short == s0 + 1;
+    }
+    assert_true(missed);
+    kn_rt_pool_free(pool);
+}
+
+/* kn_rt_pool_pin: the caller ends on cpus[0] alone; bad lists are refused. */
+static void test_pool_pin(void **unused)
+{
+    kn_rt_pool *pool = NULL;
+    cpu_set_t own, now;
+    int cpus[2], n = 0, bad[1] = {-1};
+    static wake_ctx c;
+    (void)unused;
+    assert_int_equal(sched_getaffinity(0, sizeof own, &own), 0);
+    for (int k = 0; k < CPU_SETSIZE && n < 2; k++)
+        if (CPU_ISSET(k, &own))
+            cpus[n++] = k;
+    assert_int_equal(kn_rt_pool_new(2, &pool), AT_OK);
+    assert_int_equal(kn_rt_pool_pin(NULL, cpus, n), AT_EINVAL);
+    assert_int_equal(kn_rt_pool_pin(pool, NULL, n), AT_EINVAL);
+    assert_int_equal(kn_rt_pool_pin(pool, cpus, 0), AT_EINVAL);
+    assert_int_equal(kn_rt_pool_pin(pool, bad, 1), AT_EINVAL);
+    assert_int_equal(kn_rt_pool_pin(pool, cpus, n), AT_OK);
+    assert_int_equal(sched_getaffinity(0, sizeof now, &now), 0);
+    assert_int_equal(CPU_COUNT(&now), 1);
+    assert_true(CPU_ISSET(cpus[0], &now));
+    /* the pinned pool still runs both tasks */
+    atomic_store(&c.joined, 0);
+    memset(c.runs, 0, sizeof c.runs);
+    assert_int_equal(kn_rt_pool_par(pool)->launch(kn_rt_pool_par(pool), wait_for_worker_task, &c),
+                     0);
+    assert_int_equal(c.runs[0] + c.runs[1], 2);
+    assert_int_equal(sched_setaffinity(0, sizeof own, &own), 0);
+    kn_rt_pool_free(pool);
+}
+
 /* As generated kernels do: chunks of about n / (4 n_tasks) claimed from a counter. */
 enum { MAX_CHUNKS = 64 };
 typedef struct sum_ctx {
@@ -391,6 +471,8 @@ int main(void)
         cmocka_unit_test(test_pool_error_propagation),
         cmocka_unit_test(test_pool_nested_launch),
         cmocka_unit_test(test_pool_wakes_sleeping_workers),
+        cmocka_unit_test(test_pool_counts_missed_launches),
+        cmocka_unit_test(test_pool_pin),
         cmocka_unit_test(test_pool_chunked_sum),
         cmocka_unit_test(test_pool_new_args_and_oom),
     };

@@ -181,6 +181,67 @@ static void test_time_flush(void **unused)
     kn_rt_free(a);
 }
 
+static int32_t noop_task(void *closure, int32_t t, int32_t n)
+{
+    (void)closure;
+    (void)t;
+    (void)n;
+    return 0;
+}
+
+/* A kernel whose one launch a sleeping worker misses: it waits 1 ms (past the workers'
+** spin) and then launches a task that ends at once. */
+static int32_t sleepy_kernel(void *const *bufs, void *ws, const kn_rt_par *par)
+{
+    struct timespec ts = {0, 1000000};
+    (void)bufs;
+    (void)ws;
+    n_calls++;
+    nanosleep(&ts, NULL);
+    return par->launch(par, noop_task, NULL);
+}
+
+/* Repeats with a missed launch are timed again, max_redo times in all; only then is one
+** kept (and counted); a pool-less runtime redoes nothing. */
+static void test_time_redo_missed_launches(void **unused)
+{
+    kn_rt_pool *pool = NULL;
+    kn_rt_time_info info = {-1, -1};
+    kn_rt_time_opts o = {.number = 1, .repeat = 3, .max_redo = 0, .info = &info};
+    double costs[3];
+    int32_t rc;
+    uint64_t launches, n_short;
+    (void)unused;
+    assert_int_equal(kn_rt_pool_new(2, &pool), AT_OK);
+    /* no redo: whatever ran short-handed is kept and counted */
+    n_calls = 0;
+    assert_int_equal(kn_rt_time(sleepy_kernel, NULL, NULL, kn_rt_pool_par(pool), &o, 0, NULL,
+                                costs, &rc), AT_OK);
+    assert_int_equal(rc, 0);
+    assert_int_equal(info.n_redone, 0);
+    assert_int_equal(n_calls, 3);
+    kn_rt_pool_counts(kn_rt_pool_par(pool), &launches, &n_short);
+    assert_int_equal(launches, 3);
+    assert_int_equal(info.n_short, (int)n_short); /* every launch is its own repeat */
+    /* up to 4 redone: a repeat is kept short-handed only once they are spent */
+    for (int i = 0; i < 3; i++) {
+        o.max_redo = 4;
+        info.n_redone = info.n_short = -1;
+        n_calls = 0;
+        assert_int_equal(kn_rt_time(sleepy_kernel, NULL, NULL, kn_rt_pool_par(pool), &o, 0,
+                                    NULL, costs, &rc), AT_OK);
+        assert_true(info.n_redone >= 0 && info.n_redone <= 4);
+        assert_true(info.n_short == 0 || info.n_redone == 4);
+        assert_int_equal(n_calls, 3 + info.n_redone);
+        assert_true(costs[0] > 0.9e-3 && costs[1] > 0.9e-3 && costs[2] > 0.9e-3);
+    }
+    kn_rt_pool_free(pool);
+    /* the serial runtime: never short-handed */
+    o.max_redo = 4;
+    assert_int_equal(kn_rt_time(count_kernel, NULL, NULL, NULL, &o, 0, NULL, costs, &rc), AT_OK);
+    assert_true(info.n_redone == 0 && info.n_short == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -189,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_time_failing_kernel),
         cmocka_unit_test(test_time_bad_options),
         cmocka_unit_test(test_time_flush),
+        cmocka_unit_test(test_time_redo_missed_launches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,7 +21,7 @@ static int build_run(const ss_state *st, const kn_target *t, kn_rt_pool *pool, r
     kn_artifact *a = NULL;
     kn_rt_module *m = NULL;
     void *ws = NULL;
-    kn_rt_time_opts o = {1, 5, 50, 0, 1};
+    kn_rt_time_opts o = {.number = 1, .repeat = 5, .min_repeat_ms = 50, .n_warmup = 1};
     double costs[5];
     int32_t rc;
     int n = kn_rt_pool_par(pool)->n_threads;
