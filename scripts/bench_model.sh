@@ -28,7 +28,14 @@
 #                                            trials in a copy of ResNet-18's store (its cost
 #                                            model trains on its records) against N trials
 #                                            from scratch (and against H from scratch): tuner
-#                                            run, the medians of PRE_SEEDS seeds (3) each
+#                                            run, the medians of PRE_SEEDS seeds (3) each,
+#                                            each store's figure the median of PRE_ROUNDS
+#                                            interleaved rounds (9)
+#   bench model_mobilenet_v2_2t_pretrained_H/scratch_N_kernels R x   the same stores' tuned
+#                                            kernels as measured while tuning, summed over
+#                                            the model's steps ('tuner run --profile': the
+#                                            kernels' own timings, without the whole-model
+#                                            run's noise)
 # Run it with nothing else on the machine (docs/models.md, "Benchmark").
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -168,7 +175,12 @@ bench_one() {
 # nothing on a host whose runs of the same code differ by 15-25 %; seed 1's full run is the
 # one above); all the stores timed with 'tuner run' in ROUNDS interleaved rounds. A store's
 # figure is the median of its rounds, a line's the median of its seeds' stores.
+# Back to back, one store's whole-model median moved 1.55 -> 1.95 ms on the 2-core Zen 5
+# (2026-12-07) while its kernels' own timings sum to the same 1.36-1.40 ms whatever the
+# store: PRE_ROUNDS rounds (default 9, 1.2 s each) and the kernels' sum beside them.
 pre_seeds=${PRE_SEEDS:-3}
+pre_rounds=${PRE_ROUNDS:-9}
+[[ "$pre_rounds" =~ ^[1-9][0-9]*$ ]] || { echo "bench-model: PRE_ROUNDS must be a number >= 1, not '$pre_rounds'" >&2; exit 2; }
 bench_pretrained() { # MODEL NAME THREADS SOURCE_DB
   local model=$1 name=$2 th=$3 src=$4 onnx=$work/$1.onnx half=$((trials / 2))
   local tag="model_${name}_${th}t" s v
@@ -188,8 +200,14 @@ bench_pretrained() { # MODEL NAME THREADS SOURCE_DB
       echo "bench-model: $tag: tuning from scratch failed (seed $s)" >&2; status=1; return
     fi
   done
-  local -A a=()
-  for _ in $(seq "$rounds"); do
+  local -A a=() k=()
+  for s in $(seq "$pre_seeds"); do
+    for v in pre half full; do
+      k[$v$s]=$("$tuner" run --db "$work/${name}_${th}t_$v$s.db" --threads "$th" --repeat 1 --no-check --profile "$onnx" |
+                sed -n 's/.*the tasks. measured kernels sum to \([0-9.]*\) ms.*/\1/p')
+    done
+  done
+  for _ in $(seq "$pre_rounds"); do
     for s in $(seq "$pre_seeds"); do
       for v in pre half full; do
         a[$v$s]+=" $("$tuner" run --db "$work/${name}_${th}t_$v$s.db" --threads "$th" --repeat "$repeat" --no-check "$onnx" |
@@ -197,22 +215,28 @@ bench_pretrained() { # MODEL NAME THREADS SOURCE_DB
       done
     done
   done
-  local m_pre="" m_half="" m_full=""
+  local m_pre="" m_half="" m_full="" k_pre="" k_half="" k_full=""
   for s in $(seq "$pre_seeds"); do
     echo "# $tag seed $s rounds (ms): pre-trained $half${a[pre$s]}; scratch $half${a[half$s]}; scratch $trials${a[full$s]}" >&2
-    local p=$(median ${a[pre$s]}) h=$(median ${a[half$s]}) f=$(median ${a[full$s]})
-    if [ -z "$p" ] || [ -z "$h" ] || [ -z "$f" ]; then
+    local p=$(rounds=$pre_rounds median ${a[pre$s]}) h=$(rounds=$pre_rounds median ${a[half$s]}) f=$(rounds=$pre_rounds median ${a[full$s]})
+    if [ -z "$p" ] || [ -z "$h" ] || [ -z "$f" ] || [ -z "${k[pre$s]}" ] || [ -z "${k[half$s]}" ] || [ -z "${k[full$s]}" ]; then
       echo "bench-model: $tag: a pre-training measurement failed (seed $s)" >&2; status=1; return
     fi
-    echo "# $tag seed $s: pre-trained $half $p ms, scratch $half $h ms, scratch $trials $f ms: pre-trained / scratch $trials $(ratio "$p" "$f")" >&2
-    m_pre+=" $p" m_half+=" $h" m_full+=" $f"
+    echo "# $tag seed $s: pre-trained $half $p ms, scratch $half $h ms, scratch $trials $f ms: pre-trained / scratch $trials $(ratio "$p" "$f"); kernels' sums ${k[pre$s]}, ${k[half$s]}, ${k[full$s]} ms: $(ratio "${k[pre$s]}" "${k[full$s]}")" >&2
+    m_pre+=" $p" m_half+=" $h" m_full+=" $f" k_pre+=" ${k[pre$s]}" k_half+=" ${k[half$s]}" k_full+=" ${k[full$s]}"
   done
   local p=$(rounds=$pre_seeds median $m_pre) h=$(rounds=$pre_seeds median $m_half) f=$(rounds=$pre_seeds median $m_full)
+  local kp=$(rounds=$pre_seeds median $k_pre) kh=$(rounds=$pre_seeds median $k_half) kf=$(rounds=$pre_seeds median $k_full)
   echo "bench ${tag}_pretrained_${half}_ms $p ms"
   echo "bench ${tag}_scratch_${half}_ms $h ms"
   echo "bench ${tag}_scratch_${trials}_ms $f ms"
   echo "bench ${tag}_pretrained_${half}/scratch_${trials} $(ratio "$p" "$f") x"
   echo "bench ${tag}_pretrained_${half}/scratch_${half} $(ratio "$p" "$h") x"
+  echo "bench ${tag}_pretrained_${half}_kernels_ms $kp ms"
+  echo "bench ${tag}_scratch_${half}_kernels_ms $kh ms"
+  echo "bench ${tag}_scratch_${trials}_kernels_ms $kf ms"
+  echo "bench ${tag}_pretrained_${half}/scratch_${trials}_kernels $(ratio "$kp" "$kf") x"
+  echo "bench ${tag}_pretrained_${half}/scratch_${half}_kernels $(ratio "$kp" "$kh") x"
 }
 
 # ---- BERT as users ship it: token ids and an attention mask, the sequence dimension symbolic,
