@@ -308,19 +308,18 @@ static refout *get_refout(child *c, const at_wire_ref *r, bufset *set, char *why
     return ro;
 }
 
-/* The CPUs this process may use, fastest first (cpufreq's cpuinfo_max_freq, where sysfs
-** has it: a phone's big cores before its little ones), then by number: the launcher takes
-** the first, the workers the next ones.  The count (0 if the affinity cannot be read). */
-static int pin_order(int *cpus, int max)
+int agt__pin_order(int *cpus, int max)
 {
     cpu_set_t own;
     long freq[CPU_SETSIZE];
+    int all[CPU_SETSIZE];
     int n = 0;
-    if (sched_getaffinity(0, sizeof own, &own) != 0)
+    if (max < 1 || sched_getaffinity(0, sizeof own, &own) != 0)
         return 0;
-    for (int c = 0; c < CPU_SETSIZE && n < max; c++) {
+    for (int c = 0; c < CPU_SETSIZE; c++) {
         char path[96];
         FILE *f;
+        int k;
         if (!CPU_ISSET(c, &own))
             continue;
         freq[c] = 0;
@@ -331,13 +330,12 @@ static int pin_order(int *cpus, int max)
             fclose(f);
         }
         /* insertion: faster first, lower numbers first among equals */
-        int k = n++;
-        while (k > 0 && freq[cpus[k - 1]] < freq[c]) {
-            cpus[k] = cpus[k - 1];
-            k--;
-        }
-        cpus[k] = c;
+        for (k = n++; k > 0 && freq[all[k - 1]] < freq[c]; k--)
+            all[k] = all[k - 1];
+        all[k] = c;
     }
+    n = n < max ? n : max;
+    memcpy(cpus, all, (size_t)n * sizeof *cpus);
     return n;
 }
 
@@ -762,7 +760,7 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
     ** to 2x slow (docs/kernel_abi.md).  A smaller pool is left to the scheduler: agents
     ** sharing a host without taskset would otherwise all pile onto the same CPUs. */
     if (c.n_pools > 0 && !(flags & AGT_LAUNCH_NO_PIN)) {
-        int cpus[256], n_cpus = pin_order(cpus, 256);
+        int cpus[256], n_cpus = agt__pin_order(cpus, 256);
         for (int k = 0; k < c.n_pools && n_cpus >= 2; k++)
             if (c.pool_threads[k] >= n_cpus && kn_rt_pool_pin(c.pools[k], cpus, n_cpus) != AT_OK)
                 break; /* unpinned: timed as before */

@@ -68,6 +68,11 @@ void agt__send(int ev, at_buf *out, at_wire_msg *m);
 ** the repeats that fit (0: report the checked run's time as the one repeat); otherwise
 ** 'repeat'. */
 int agt__fit_repeats(double check_s, double budget_s, int number, int repeat, int *n_warmup);
+/* The CPUs this process may use (at most 'max' of them), fastest first (cpufreq's
+** cpuinfo_max_freq, where sysfs has it: a phone's big cores before its little ones), then
+** by number: a pinned pool's launcher takes the first, its workers the next ones
+** (agt_child.c).  The count; 0 if the affinity cannot be read. */
+int agt__pin_order(int *cpus, int max);
 void agt__send_result(int ev, at_buf *out, const char *id, int index, int status,
                       const double *costs, int n_costs, const char *text);
 void agt__send_note(int ev, at_buf *out, int kind, int index, const char *note);

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <sched.h>
+#include <stdio.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
@@ -19,6 +21,7 @@
 #include "fleet_results.h"
 #include "fleet_test.h"
 #include "records/records.h"
+#include "rpc_agent/agt_int.h"
 #include "rpc_agent/rpc_agent.h"
 #include "tuner/tuner.h"
 
@@ -483,6 +486,47 @@ static int teardown(void **state)
     return 0;
 }
 
+/* The pinning order: every CPU of the affinity once, fastest first, then by number. */
+static void test_pin_order(void **unused)
+{
+    cpu_set_t own;
+    int cpus[CPU_SETSIZE], n, seen = 0;
+    long prev_freq = -1;
+    (void)unused;
+    assert_int_equal(sched_getaffinity(0, sizeof own, &own), 0);
+    n = agt__pin_order(cpus, CPU_SETSIZE);
+    assert_int_equal(n, CPU_COUNT(&own));
+    for (int i = 0; i < n; i++) {
+        char path[96];
+        long f = 0;
+        FILE *fp;
+        assert_true(CPU_ISSET(cpus[i], &own));
+        for (int k = 0; k < i; k++)
+            assert_true(cpus[k] != cpus[i]);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpufreq/cpuinfo_max_freq",
+                 cpus[i]);
+        if ((fp = fopen(path, "r")) != NULL) {
+            if (fscanf(fp, "%ld", &f) != 1)
+                f = 0;
+            fclose(fp);
+        }
+        if (i > 0) {
+            assert_true(f <= prev_freq);
+            if (f == prev_freq)
+                assert_true(cpus[i] > cpus[i - 1]);
+        }
+        prev_freq = f;
+        seen++;
+    }
+    assert_int_equal(seen, n);
+    /* capped at 'max' */
+    if (n >= 2) {
+        int two[2];
+        assert_int_equal(agt__pin_order(two, 1), 1);
+        assert_int_equal(two[0], cpus[0]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_sigterm_returns_jobs),
         cmocka_unit_test(test_agent_refuses_an_impostor_tracker),
         cmocka_unit_test(test_measure_with_a_wrong_key),
+        cmocka_unit_test(test_pin_order),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, setup, teardown);
