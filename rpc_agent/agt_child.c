@@ -23,7 +23,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -750,10 +749,6 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
             }
     }
 
-    /* every pool thread is past its start-up (glibc's rseq and robust-list calls, the
-    ** sanitizer's per-thread set-up) before the filter forbids those calls:
-    ** kn_rt_pool_new waits for that; one launch each besides (a worker that joins it
-    ** has touched what a launch touches) */
     /* a pool as large as this process's CPUs is pinned, launcher and workers one CPU each
     ** (unless --no-pin): a worker the scheduler woke onto the launcher's CPU waited there
     ** while the launcher ran every chunk, and up to 6 % of MobileNetV2's jobs were timed up
@@ -765,6 +760,10 @@ void agt__child_main(const uint8_t *batch, size_t n, int ev, uint32_t flags, int
             if (c.pool_threads[k] >= n_cpus && kn_rt_pool_pin(c.pools[k], cpus, n_cpus) != AT_OK)
                 break; /* unpinned: timed as before */
     }
+    /* every pool thread is past its start-up (glibc's rseq and robust-list calls, the
+    ** sanitizer's per-thread set-up) before the filter forbids those calls:
+    ** kn_rt_pool_new waits for that; one launch each besides (a worker that joins it
+    ** has touched what a launch touches) */
     for (int k = 0; k < c.n_pools; k++) {
         const kn_rt_par *par = kn_rt_pool_par(c.pools[k]);
         par->launch(par, noop_task, NULL);
