@@ -2044,8 +2044,8 @@ int main(int argc, char **argv)
     cm_sim_params sim;
     double sim_cap = 0;
     double pair_weight = -1, min_pair_ratio = -1, top_weight = -1;
-    int monotone = -1, rounds = -1, depth = -1, partners = -1;
-    double eta = -1, subsample = -1, colsample = -1;
+    int monotone = -1, rounds = -1, depth = -1, partners = -1, max_bin = -1;
+    double eta = -1, subsample = -1, colsample = -1, lambda = -1, min_child = -1, gamma = -1;
     {
         int n_pos = 0, help = 0;
         at_opt opts[] = {
@@ -2065,6 +2065,10 @@ int main(int argc, char **argv)
             {"monotone", 0, AT_OPT_INT, &monotone, "0|1", "cm_params.monotone"},
             {"rounds", 0, AT_OPT_INT, &rounds, "N", "cm_params.max_rounds"},
             {"depth", 0, AT_OPT_INT, &depth, "N", "cm_params.max_depth"},
+            {"lambda", 0, AT_OPT_NUM, &lambda, "X", "cm_params.lambda"},
+            {"min-child", 0, AT_OPT_NUM, &min_child, "X", "cm_params.min_child_weight"},
+            {"gamma", 0, AT_OPT_NUM, &gamma, "X", "cm_params.gamma"},
+            {"max-bin", 0, AT_OPT_INT, &max_bin, "N", "cm_params.max_bin (2-1024)"},
             {"eta", 0, AT_OPT_NUM, &eta, "X", "cm_params.eta"},
             {"partners", 0, AT_OPT_INT, &partners, "N", "cm_params.n_partners"},
             {"splits", 0, AT_OPT_INT, &n_splits, "N", "held-out splits, 1-64 (21)"},
@@ -2130,6 +2134,7 @@ int main(int argc, char **argv)
             at_opt_range("bench_cost_model", "--seed-base", seed_base, 0, 1000) != 0 ||
             at_opt_range("bench_cost_model", "--ensemble", n_ensemble, 1, 16) != 0 ||
             at_opt_range("bench_cost_model", "--monotone", monotone, -1, 1) != 0 ||
+            (max_bin != -1 && at_opt_range("bench_cost_model", "--max-bin", max_bin, 2, 1024) != 0) ||
             at_opt_range("bench_cost_model", "--cmp-orders", cmp_orders, 1, 2) != 0 ||
             at_opt_range("bench_cost_model", "--cmp-max-pairs", cmp_max_pairs, 0, 50000000) ||
             at_opt_range("bench_cost_model", "--cmp-max-pairs2", cmp_max_pairs2, 0, 50000000) ||
@@ -2226,6 +2231,14 @@ int main(int argc, char **argv)
         p.max_rounds = rounds;
     if (depth > 0)
         p.max_depth = depth;
+    if (max_bin > 0)
+        p.max_bin = max_bin;
+    if (lambda >= 0)
+        p.lambda = lambda;
+    if (min_child >= 0)
+        p.min_child_weight = min_child;
+    if (gamma >= 0)
+        p.gamma = gamma;
     if (eta > 0)
         p.eta = eta;
     if (partners > 0)
