@@ -1996,10 +1996,13 @@ static cm_data *load_set(rec_store *st, const char *store_path, const rec_filter
             }
             return d;
         }
-        char sf[1024];
+        char sf[1024], cf[1024];
         if (sim && code) {
             sim_file(sf, sizeof sf, st, store_path, filter ? filter->target : NULL, sim);
-            if (access(sf, R_OK) == 0 &&
+            /* group 10 kept, or the rest: only what is missing is computed */
+            cache_file(cf, sizeof cf, st, store_path, filter ? filter->target : NULL, NULL,
+                       code);
+            if ((access(sf, R_OK) == 0 || access(cf, R_OK) == 0) &&
                 (d = load_split(st, store_path, filter, sim, code, ls)) != NULL) {
                 cache_save(file, d);
                 return d;
