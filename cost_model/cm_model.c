@@ -112,7 +112,7 @@ void cm_params_default(cm_params *p)
     p->valid_frac = 0.15;
     p->n_partners = 32;
     p->pair_weight = 0;
-    p->top_weight = 0;
+    p->top_weight = 1;
     p->min_pair_ratio = 1.10;
     p->monotone = 1;
     p->warmup = 64;

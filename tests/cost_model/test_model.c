@@ -78,7 +78,7 @@ static void test_pairwise_accuracy(void **unused)
         fail_msg("median held-out pairwise accuracy %.3f < 0.75", med);
 }
 
-/* cm_params.top_weight (LambdaRank's position weighting, off by default): the model it
+/* cm_params.top_weight (LambdaRank's position weighting, 1 by default): the model it
 ** trains ranks held-out programs as well as the plain pairwise loss does, and differently
 ** (the weighting is applied, not ignored). */
 static void test_top_weight(void **unused)
