@@ -76,7 +76,9 @@ static const tn_cmd commands[] = {
      "Build each library operator SPEC (e.g. matmul:M=256,N=256,K=256) with its naive and its\n"
      "hand-written schedule, measure both on the fleet (docs/fleet.md: the embedded tracker and\n"
      "agent in this process unless --tracker is given), check them against the naive reference,\n"
-     "store every result in the records store, and print their times.",
+     "store every result in the records store, and print their times.  With --state FILE,\n"
+     "measure the schedule states of FILE (one JSON object a line) of the one SPEC instead;\n"
+     "with --rounds N, measure the list N times over, interleaved, and print the medians.",
      tn__cmd_measure},
     {"dataset", "--random N --task TASK | --corpus N | --pretrain | --eval [--db FILE] [flags]",
      "measure random schedules for the cost model; pre-train or evaluate it",

@@ -465,6 +465,85 @@ static void test_measure_with_a_wrong_key(void **unused)
     at_free(text);
 }
 
+/* 'tuner measure --state FILE --rounds N' on the embedded fleet: the file's states (the
+** naive and a hand-written matmul) measured N times over, each row the median of its
+** rounds with every round's median after it; a line that is no state of the operator
+** exits 2 naming the file and the line, before a store is created. */
+static void test_measure_states_in_rounds(void **unused)
+{
+    static const char states[] =
+        "{\"v\":1,\"steps\":[]}\n"
+        "\n"
+        "{\"v\":1,\"steps\":[[\"CHW\",2,\"local\"],[\"CHR\",1,\"local\",[2]],[\"SP\",4,0,64,[64],"
+        "1],[\"SP\",4,2,64,[64],1],[\"RE\",4,[0,2,1,3]],[\"FU\",4,[0,1]],[\"AN\",4,0,3],[\"SP\","
+        "4,2,64,[16],1],[\"AN\",4,3,2],[\"CA\",3,4,0],[\"SP\",3,0,64,[8],1],[\"SP\",3,2,64,[32],"
+        "1],[\"SP\",3,4,64,[64],1],[\"RE\",3,[4,2,0,5,1,3]],[\"AN\",3,4,1],[\"AN\",3,5,2],[\"CA\","
+        "2,3,1],[\"AN\",2,1,2]]}\n";
+    char bin[PATH_MAX], db[PATH_MAX], out[PATH_MAX], err[PATH_MAX], file[PATH_MAX], bad[PATH_MAX];
+    char *argv[16], *text, *a, *b;
+    int n = 0, st;
+    FILE *f;
+    (void)unused;
+    snprintf(db, sizeof db, "%s/states.db", ft_tmpdir());
+    snprintf(out, sizeof out, "%s/states.out", ft_tmpdir());
+    snprintf(err, sizeof err, "%s/states.err", ft_tmpdir());
+    snprintf(file, sizeof file, "%s/states.jsonl", ft_tmpdir());
+    snprintf(bad, sizeof bad, "%s/bad_states.jsonl", ft_tmpdir());
+    assert_non_null(f = fopen(file, "w"));
+    fputs(states, f);
+    fclose(f);
+    assert_non_null(f = fopen(bad, "w"));
+    fputs("{\"v\":1,\"steps\":[]}\n{\"v\":1,\"steps\":[[\"SP\",4,0,999,[7],1]]}\n", f);
+    fclose(f);
+    argv[n++] = (char *)ft_path("bin/tuner", bin, sizeof bin);
+    argv[n++] = (char *)"measure";
+    argv[n++] = (char *)"--db";
+    argv[n++] = db;
+    argv[n++] = (char *)"--threads";
+    argv[n++] = (char *)"1";
+    argv[n++] = (char *)"--rounds";
+    argv[n++] = (char *)"2";
+    argv[n++] = (char *)"--state";
+    argv[n++] = file;
+    argv[n++] = (char *)"matmul:M=64,N=64,K=64";
+    argv[n] = NULL;
+    st = ft_wait(ft_spawn(argv, out, err), 120);
+    assert_true(st >= 0 && WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    text = ft_read(out);
+    assert_non_null(text);
+    a = strstr(text, "state 1");
+    b = strstr(text, "state 2");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_null(strstr(text, "state 3"));
+    assert_non_null(strstr(a, "NO_ERROR"));
+    assert_non_null(strstr(a, "rounds (ms, 2 of 2):"));
+    assert_non_null(strstr(b, "rounds (ms, 2 of 2):"));
+    assert_non_null(strstr(text, "4 of 4 results stored in"));
+    {
+        /* the hand-written tile is faster than the naive loops (median of the rounds) */
+        double ms1 = 0, ms2 = 0;
+        assert_int_equal(sscanf(strstr(a, "NO_ERROR") + 8, "%lf", &ms1), 1);
+        assert_int_equal(sscanf(strstr(b, "NO_ERROR") + 8, "%lf", &ms2), 1);
+        assert_true(ms1 > 0 && ms2 > 0 && ms2 < ms1);
+    }
+    at_free(text);
+
+    /* a state of another extent: exit 2, FILE:2 named, nothing stored */
+    snprintf(db, sizeof db, "%s/states_bad.db", ft_tmpdir());
+    argv[3] = db;
+    argv[9] = bad;
+    st = ft_wait(ft_spawn(argv, out, err), 120);
+    assert_true(st >= 0 && WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+    text = ft_read(err);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "bad_states.jsonl:2: not a state of this operator"));
+    at_free(text);
+    assert_int_equal(access(db, F_OK), -1);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -534,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_sigterm_returns_jobs),
         cmocka_unit_test(test_agent_refuses_an_impostor_tracker),
         cmocka_unit_test(test_measure_with_a_wrong_key),
+        cmocka_unit_test(test_measure_states_in_rounds),
         cmocka_unit_test(test_pin_order),
     };
     signal(SIGPIPE, SIG_IGN);
