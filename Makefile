@@ -343,6 +343,21 @@ build/fuzz/fuzz_dag: tests/fuzz/fuzz_dag.c $(FUZZ_OBJS) $(FUZZ_DAG_OBJS) \
 	@mkdir -p $(@D)
 	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DAG_OBJS) $(FUZZ_OBJS) \
 	    $(FUZZ_LIBS)
+# fuzz_state: the schedule state decoder ('tuner measure --state', a store's records); seeds:
+# the naive state, a split and cache-write of the matmul and the NCHW convolution's
+# hand-written schedule (kn_hand_conv_nchw) on the target's two DAGs
+build/fuzz/corpus/fuzz_state/.seeded:
+	@mkdir -p $(@D)
+	$(Q)printf '%s' '{"v":1,"steps":[]}' > $(@D)/naive.json
+	$(Q)printf '%s' '{"v":1,"steps":[["CHW",2,"local"],["SP",2,0,64,[4,2],1],["RE",2,[1,0,2,3,4]],["CA",2,3,1]]}' \
+	    > $(@D)/matmul.json
+	$(Q)printf '%s' '{"v":1,"steps":[["CHW",3,"local"],["FU",2,[0,1,2]],["AN",2,0,3],["AN",2,1,2],["SP",4,3,14,[14],1],["SP",4,1,16,[16],1],["RE",4,[0,1,3,4,2,5]],["FU",4,[0,1,2,3]],["AN",4,0,3],["AN",4,2,2],["AN",4,1,1],["CA",3,4,0],["RE",3,[0,2,4,5,6,1,3]],["AN",3,6,2],["AN",3,5,1]]}' \
+	    > $(@D)/conv.json && touch $@
+build/fuzz/fuzz_state: tests/fuzz/fuzz_state.c $(FUZZ_OBJS) $(FUZZ_DAG_OBJS) \
+                       | build/fuzz/corpus/fuzz_state/.seeded
+	@mkdir -p $(@D)
+	$(Q)echo "  FUZZ $@"; $(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DAG_OBJS) $(FUZZ_OBJS) \
+	    $(FUZZ_LIBS)
 build/fuzz/fuzz_tasks: tests/fuzz/fuzz_tasks.c $(FUZZ_OBJS) $(FUZZ_TASKS_OBJS) \
                        | build/fuzz/corpus/fuzz_tasks/.seeded
 	@mkdir -p $(@D)

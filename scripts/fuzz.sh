@@ -33,7 +33,7 @@ run_target() {
   # the parsers of text run with a 2 MiB stack: recursion that input can deepen without a
   # limit crashes here (the DAG parser's limits are docs/dag_format.md's)
   stack=unlimited
-  case "$name" in fuzz_dag|fuzz_tasks) stack=2048 ;; esac
+  case "$name" in fuzz_dag|fuzz_tasks|fuzz_state) stack=2048 ;; esac
   log=build/fuzz/$name.log
   start=$(date +%s)
   ( [ "$stack" = unlimited ] || ulimit -s "$stack"
