@@ -27,6 +27,8 @@
 **   bench cost_model_TASK_top1_recall_mean_with_corpus R  pre-training corpus too (--corpus N
 **   bench cost_model_TASK_top5_recall_mean_with_corpus R  random states of each of its
 **   bench cost_model_TASK_top1_score_mean_with_corpus R   workloads, none of them TASK; 0: off)
+**   bench cost_model_TASK_top5_recall_mean_se_OBJ S   the standard error of those means over
+**   bench cost_model_TASK_top5_recall_mean_se_with_corpus S  the splits (sd / sqrt(splits))
 **   bench cost_model_TASK_top5_recall_mean_cmp_with_corpus R  --cmp: the comparator
 **   bench cost_model_TASK_top1_recall_mean_cmp_with_corpus R  (cm_cmp) on the same splits,
 **   bench cost_model_TASK_pairwise_acc_cmp_with_corpus A      trained with the corpus
@@ -103,7 +105,7 @@
 #define POP 2048
 #define SIM_N 64
 #define REPS 5
-#define MAX_SPLITS 64
+#define MAX_SPLITS 256
 static int n_splits = 21; /* --splits: held-out 80/20 splits of each task */
 static int split_base; /* --split-base: the first split's number (0; other splits to confirm on) */
 static int seed_base;  /* --seed-base: the models' seeds moved, the splits the same (0) */
@@ -347,6 +349,19 @@ static double mean(const double *v, int n)
     for (int i = 0; i < n; i++)
         t += v[i];
     return n > 0 ? t / n : 0;
+}
+
+/* The standard error of v's mean over n splits: sd / sqrt(n). The splits share programs
+** (each is 80 % of the same 200), so this understates how far the mean could move with
+** other splits; it says how many splits a difference needs. */
+static double mean_se(const double *v, int n)
+{
+    if (n < 2)
+        return 0;
+    double m = mean(v, n), ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += (v[i] - m) * (v[i] - m);
+    return sqrt(ss / (n - 1) / n);
 }
 
 static ss_space *space_of(const char *spec, ss_dag **dag)
@@ -1597,6 +1612,8 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                    cm_objective_name((cm_objective)o), mean(r1[o], n_splits));
             printf("bench cost_model_%s_top5_recall_mean_%s %.3f\n", tasks[t].name,
                    cm_objective_name((cm_objective)o), mean(r5[o], n_splits));
+            printf("bench cost_model_%s_top5_recall_mean_se_%s %.3f\n", tasks[t].name,
+                   cm_objective_name((cm_objective)o), mean_se(r5[o], n_splits));
             printf("bench cost_model_%s_top1_score_mean_%s %.3f\n", tasks[t].name,
                    cm_objective_name((cm_objective)o), mean(s1[o], n_splits));
             med_acc[o] = at_median_sort(acc[o], n_splits);
@@ -1622,6 +1639,8 @@ static void bench_quality(rec_store *st, const cm_data *all, const cm_data *corp
                    mean(cr1, n_splits));
             printf("bench cost_model_%s_top5_recall_mean_with_corpus %.3f\n", tasks[t].name,
                    mean(cr5, n_splits));
+            printf("bench cost_model_%s_top5_recall_mean_se_with_corpus %.3f\n", tasks[t].name,
+                   mean_se(cr5, n_splits));
             printf("bench cost_model_%s_top1_score_mean_with_corpus %.3f\n", tasks[t].name,
                    mean(cs1, n_splits));
             printf("bench cost_model_%s_pairwise_acc_with_corpus %.3f\n", tasks[t].name,
@@ -2074,7 +2093,7 @@ int main(int argc, char **argv)
             {"max-bin", 0, AT_OPT_INT, &max_bin, "N", "cm_params.max_bin (2-1024)"},
             {"eta", 0, AT_OPT_NUM, &eta, "X", "cm_params.eta"},
             {"partners", 0, AT_OPT_INT, &partners, "N", "cm_params.n_partners"},
-            {"splits", 0, AT_OPT_INT, &n_splits, "N", "held-out splits, 1-64 (21)"},
+            {"splits", 0, AT_OPT_INT, &n_splits, "N", "held-out splits, 1-256 (21)"},
             {"dump-cols", 0, AT_OPT_STR, &dump_cols, "P,P",
              "--dump-scores: these columns of each program's rows too"},
             {"exp-roof", 0, AT_OPT_NUM, &exp_roof, "B",
