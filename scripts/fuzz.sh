@@ -41,8 +41,10 @@ run_target() {
     exec "$t" -runs=$runs -max_total_time=$secs -max_len=65536 -rss_limit_mb=2048 \
          -artifact_prefix=build/fuzz/crash-$name- "$corpus" $seed ) >"$log" 2>&1
   rc=$?
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)
-  [ -z "$execs" ] && execs=$(grep -Eo '#[0-9]+' "$log" | tail -1 | tr -d '#')
+  # libFuzzer's closing "Done N runs", else its last status line ("#N ..." at a line's start:
+  # the dictionary it prints at the end may hold a '#' followed by digits too)
+  execs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -1)
+  [ -z "$execs" ] && execs=$(grep -Eo '^#[0-9]+' "$log" | tail -1 | tr -d '#')
   if [ $rc -eq 0 ]; then
     out=$(printf 'PASS fuzz/%-32s %5ss  %s inputs' "$name" "$(( $(date +%s) - start ))" "${execs:-?}")
   else
